@@ -1,0 +1,219 @@
+#include "agent/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
+#include <optional>
+
+#include "agent/config.h"
+#include "agent/exit_codes.h"
+#include "common/log.h"
+#include "common/version.h"
+
+namespace sg {
+namespace {
+
+constexpr const char* kExitCodesHelp =
+    "Exit codes: 0 done; 1 runtime failure; 2 usage or config error; 3 nothing to restore;\n"
+    "            4 fenced (another instance holds the job); 75 interrupted after the final\n"
+    "            snapshot was committed.\n"
+    "Every option is also a config key and an environment variable SPOTGUARD_<KEY>;\n"
+    "precedence: flag > environment > config file > default.";
+
+// Options every subcommand takes, each naming the config key it sets.
+struct CommonOption {
+  const char* flag;
+  const char* key;
+  const char* type;
+  const char* help;
+};
+constexpr CommonOption kCommonOptions[] = {
+    {"--job", "job", "NAME", "Job name: the store keeps each job under <store>/<job>/"},
+    {"--store", "store", "URL", "s3://BUCKET/PREFIX or file:///PATH"},
+    {"--checkpoint-dir", "checkpoint_dir", "DIR", "Where the trainer writes checkpoints"},
+    {"--preset", "preset", "NAME",
+     "caffe | pytorch | lightning | huggingface | tensorflow | dcp | generic"},
+    {"--region", "region", "REGION", "AWS region of the bucket"},
+    {"--endpoint", "endpoint", "URL", "S3-compatible endpoint (default: AWS)"},
+    {"--imds-endpoint", "imds.endpoint", "URL", "Instance metadata service endpoint"},
+    {"--log-level", "log_level", "LEVEL", "trace | debug | info | warn | error | off"},
+    {"--log-format", "log_format", "FORMAT", "text | json"},
+};
+
+struct Invocation {
+  std::optional<std::string> config_file;
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> command_args;
+  bool print_config = false;
+};
+
+void AddCommonOptions(CLI::App* sub, Invocation& inv) {
+  sub->add_option_function<std::string>(
+         "-c,--config", [&inv](const std::string& v) { inv.config_file = v; },
+         "Config file (JSON; // comments allowed)")
+      ->type_name("FILE");
+  for (const CommonOption& o : kCommonOptions) {
+    const std::string key = o.key;
+    sub->add_option_function<std::string>(
+           o.flag, [&inv, key](const std::string& v) { inv.flags[key] = v; }, o.help)
+        ->type_name(o.type)
+        ->group("Common options");
+  }
+}
+
+struct Subcommand {
+  const char* name;
+  const char* description;
+  ConfigNeeds needs;
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"run",
+     "Restore the newest snapshot (if any), start the trainer, upload snapshots on schedule, "
+     "handle interruption notices and completion; exits when the job ends",
+     {.job = true, .checkpoint_dir = true, .command = true}},
+    {"restore",
+     "Download the newest (or --snapshot SEQ) snapshot into the checkpoint dir (or --to DIR) "
+     "and print the resume path; exit 3 if the store has none",
+     {.job = true, .checkpoint_dir = false, .command = false}},
+    {"snapshot",
+     "Capture the newest complete local checkpoint (or the given files or --dir) and upload "
+     "it now; prints the new SEQ",
+     {.job = true, .checkpoint_dir = false, .command = false}},
+    {"ls", "List committed snapshots: seq, time, size, stored size, step",
+     {.job = true, .checkpoint_dir = false, .command = false}},
+    {"verify", "Download a snapshot and check every checksum; writes nothing",
+     {.job = true, .checkpoint_dir = false, .command = false}},
+    {"gc", "Apply retention (keep) and abort orphaned multipart uploads",
+     {.job = true, .checkpoint_dir = false, .command = false}},
+    {"status",
+     "Job state: lease holder, newest snapshot, last upload, completion, recent interruptions",
+     {.job = true, .checkpoint_dir = false, .command = false}},
+    {"watch",
+     "Print interruption events (spot notice, rebalance, ASG lifecycle) as they arrive",
+     {}},
+    {"drill",
+     "Rehearse on one machine: run the job, inject an interruption, restore into a fresh dir, "
+     "resume, and report the work lost and the time to resume",
+     {.job = true, .checkpoint_dir = true, .command = true}},
+    {"doctor",
+     "Check credentials, bucket access, conditional-write support, clock skew, IMDS "
+     "reachability and disk space",
+     {}},
+};
+
+// Subcommand options that only exist to be passed on; kept in one place so
+// --help shows them before the commands are built.
+struct ExtraOptions {
+  std::string snapshot_seq, to_dir, dir, after, exec;
+  std::vector<std::string> files;
+  bool json = false, once = false;
+};
+
+void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, ExtraOptions& x) {
+  if (name == "run") {
+    sub->add_flag("--print-config", inv.print_config,
+                  "Print the effective config (secrets redacted) and exit");
+    sub->add_option("command", inv.command_args, "The trainer's command, after --")
+        ->type_name("CMD ARGS...");
+  } else if (name == "restore") {
+    sub->add_option("--snapshot", x.snapshot_seq, "Restore this snapshot instead of the newest")
+        ->type_name("SEQ");
+    sub->add_option("--to", x.to_dir, "Restore into DIR instead of the checkpoint dir")
+        ->type_name("DIR");
+  } else if (name == "snapshot") {
+    sub->add_option("--dir", x.dir, "Capture this directory")->type_name("DIR");
+    sub->add_option("files", x.files, "Capture these files")->type_name("FILE...");
+  } else if (name == "ls" || name == "status") {
+    sub->add_flag("--json", x.json, "Machine-readable output");
+  } else if (name == "verify") {
+    sub->add_option("--snapshot", x.snapshot_seq, "Verify this snapshot instead of the newest")
+        ->type_name("SEQ");
+  } else if (name == "watch") {
+    sub->add_flag("--json", x.json, "Print events as JSON lines");
+    sub->add_flag("--once", x.once, "Exit 0 after the first interruption notice");
+    sub->add_option("--exec", x.exec, "Run CMD on each event (event JSON on stdin)")
+        ->type_name("CMD");
+  } else if (name == "drill") {
+    sub->add_option("--after", x.after, "Inject the interruption after this long")
+        ->type_name("DUR");
+    sub->add_option("command", inv.command_args, "The trainer's command, after --")
+        ->type_name("CMD ARGS...");
+  }
+}
+
+void PrintProblems(const std::vector<ConfigProblem>& problems) {
+  std::cerr << "spotguard: the configuration has " << problems.size()
+            << (problems.size() == 1 ? " problem" : " problems") << "; nothing was started:\n";
+  for (const ConfigProblem& p : problems) std::cerr << "  " << p.message << "\n";
+}
+
+int NotBuiltYet(std::string_view name) {
+  std::cerr << "spotguard " << name << ": not implemented in spotguard " << kVersion
+            << " yet; nothing was done\n";
+  return kExitFailure;
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  InitLogging(LogLevel::kInfo, LogFormat::kText);
+
+  CLI::App app{"spotguard keeps a long training job alive across spot instances.", "spotguard"};
+  app.set_version_flag("--version", std::string("spotguard ") + kVersion);
+  app.require_subcommand(1);
+  app.footer(kExitCodesHelp);
+
+  Invocation inv;
+  ExtraOptions extra;
+  std::map<std::string, CLI::App*> subs;
+  for (const Subcommand& s : kSubcommands) {
+    CLI::App* sub = app.add_subcommand(s.name, s.description);
+    AddCommonOptions(sub, inv);
+    AddExtraOptions(sub, s.name, inv, extra);
+    sub->footer(kExitCodesHelp);
+    subs[s.name] = sub;
+  }
+
+  std::vector<std::string> reversed(args.size() > 1 ? args.begin() + 1 : args.end(), args.end());
+  std::reverse(reversed.begin(), reversed.end());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, the version or the error
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  const Subcommand* chosen = nullptr;
+  for (const Subcommand& s : kSubcommands) {
+    if (subs[s.name]->parsed()) chosen = &s;
+  }
+  if (chosen == nullptr) return kExitUsage;  // require_subcommand makes this unreachable
+
+  ConfigSources sources;
+  sources.env = env;
+  sources.flags = inv.flags;
+  sources.command_args = inv.command_args;
+  if (inv.config_file) {
+    sources.file = inv.config_file;
+  } else if (auto it = env.find("SPOTGUARD_CONFIG"); it != env.end() && !it->second.empty()) {
+    sources.file = it->second;
+  }
+  ConfigNeeds needs = chosen->needs;
+  if (inv.print_config) needs = {};  // show what is there, even if incomplete
+  ConfigResult loaded = LoadConfig(sources, needs);
+  if (!loaded.ok()) {
+    PrintProblems(loaded.problems);
+    return kExitUsage;
+  }
+  const Config& config = loaded.config;
+  InitLogging(config.log_level, config.log_format);
+
+  if (inv.print_config) {
+    std::cout << ConfigToJson(config, /*redact=*/true).dump(2) << "\n";
+    return kExitOk;
+  }
+  return NotBuiltYet(chosen->name);
+}
+
+}  // namespace sg

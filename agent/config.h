@@ -1,0 +1,105 @@
+// The job's configuration (DESIGN §3): read from a JSON file with comments,
+// SPOTGUARD_<KEY> environment variables and command-line flags, in that order
+// of increasing precedence over the built-in defaults, then validated as a
+// whole so that every problem is reported at once.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/duration.h"
+#include "common/log.h"
+
+namespace sg {
+
+enum class Preset { kCaffe, kPytorch, kLightning, kHuggingface, kTensorflow, kDcp, kGeneric };
+enum class Shuffle { kAuto, kOff, kTwo, kFour };
+enum class OnRebalance { kSnapshot, kIgnore };
+enum class OnComplete { kMark, kScaleToZero, kShutdown };
+
+struct Config {
+  std::string job;
+  std::string store;  // validated URL, see common/store_url.h
+  std::optional<std::string> region;
+  std::optional<std::string> endpoint;
+  std::string checkpoint_dir;  // absolute
+  Preset preset = Preset::kGeneric;
+  std::vector<std::string> patterns;  // the preset's own when not configured
+  std::vector<std::string> command;
+  std::vector<std::string> resume_args;
+  std::optional<int> checkpoint_signal;  // nullopt: the trainer cannot be asked
+  int stop_signal = 0;
+  Duration stop_grace{};
+  Duration upload_interval{};
+  std::optional<Duration> checkpoint_interval;
+  int keep = 0;
+  struct {
+    int level = 0;
+    int threads = 0;  // 0: all cores
+    Shuffle shuffle = Shuffle::kAuto;
+  } compression;
+  struct {
+    std::string endpoint;
+    Duration poll_interval{};
+  } imds;
+  OnRebalance on_rebalance = OnRebalance::kSnapshot;
+  OnComplete on_complete = OnComplete::kMark;
+  std::optional<std::string> lifecycle_hook;
+  struct {
+    int max = 0;
+    Duration backoff{};
+    Duration max_backoff{};
+  } restart;
+  struct {
+    Duration heartbeat{};
+    Duration timeout{};
+  } lease;
+  LogLevel log_level = LogLevel::kInfo;
+  LogFormat log_format = LogFormat::kText;
+};
+
+// Everything a config is made from. Keys in `flags` are config keys
+// ("job", "imds.endpoint"); `env` is the process environment.
+struct ConfigSources {
+  std::optional<std::string> file;
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> command_args;  // after "--"; replaces "command" when non-empty
+};
+
+// What the subcommand at hand cannot do without.
+struct ConfigNeeds {
+  bool job = false;
+  bool checkpoint_dir = false;
+  bool command = false;
+};
+
+struct ConfigProblem {
+  std::string key;
+  std::string message;  // "<key>: <what is wrong> (<where it came from>)"
+};
+
+struct ConfigResult {
+  Config config;                       // meaningful only when problems is empty
+  std::vector<ConfigProblem> problems;
+  bool ok() const { return problems.empty(); }
+};
+
+ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs);
+
+// The effective config as a config file would hold it. With `redact`,
+// credentials in URLs and arguments that look like secrets are replaced.
+nlohmann::ordered_json ConfigToJson(const Config& config, bool redact);
+
+// All known keys, dotted for nested ones ("compression.level").
+std::vector<std::string> ConfigKeys();
+// "SPOTGUARD_COMPRESSION_LEVEL" for "compression.level".
+std::string EnvVarForKey(const std::string& key);
+
+std::string_view PresetName(Preset p);
+
+}  // namespace sg

@@ -1,0 +1,117 @@
+#include "common/http.h"
+
+#include <curl/curl.h>
+
+#include "common/strings.h"
+
+namespace sg {
+namespace {
+
+void GlobalInitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+size_t OnBody(char* data, size_t size, size_t n, void* user) {
+  static_cast<HttpResponse*>(user)->body.append(data, size * n);
+  return size * n;
+}
+
+size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+  auto* response = static_cast<HttpResponse*>(user);
+  std::string_view line(data, size * n);
+  if (line.starts_with("HTTP/")) {
+    response->headers.clear();  // a new response (after 100-continue or a redirect)
+  } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
+    response->headers.emplace_back(ToLower(Trim(line.substr(0, colon))),
+                                   std::string(Trim(line.substr(colon + 1))));
+  }
+  return size * n;
+}
+
+}  // namespace
+
+std::string HttpResponse::Header(std::string_view name) const {
+  const std::string lowered = ToLower(name);
+  for (const auto& [k, v] : headers) {
+    if (k == lowered) return v;
+  }
+  return "";
+}
+
+CurlTransport::CurlTransport() { GlobalInitOnce(); }
+
+CurlTransport::~CurlTransport() {
+  for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+}
+
+void* CurlTransport::Borrow() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      void* h = idle_.back();
+      idle_.pop_back();
+      return h;
+    }
+  }
+  return curl_easy_init();
+}
+
+void CurlTransport::Return(void* handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.push_back(handle);
+}
+
+StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
+  CURL* curl = static_cast<CURL*>(Borrow());
+  if (curl == nullptr) return Status::IOError("curl_easy_init failed");
+  curl_easy_reset(curl);
+
+  HttpResponse response;
+  curl_slist* headers = nullptr;
+  for (const auto& [k, v] : request.headers) {
+    headers = curl_slist_append(headers, (k + ": " + v).c_str());
+  }
+  // No "Expect: 100-continue" round trip before a body, and no form
+  // Content-Type that libcurl would add to a body the caller did not type.
+  headers = curl_slist_append(headers, "Expect:");
+  bool has_content_type = false;
+  for (const auto& [k, v] : request.headers) has_content_type |= ToLower(k) == "content-type";
+  if (!has_content_type) headers = curl_slist_append(headers, "Content-Type:");
+
+  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(request.connect_timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
+  if (request.method == "HEAD") {
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  } else if (request.method != "GET" || !request.body.empty()) {
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(request.body.size()));
+  }
+
+  const CURLcode rc = curl_easy_perform(curl);
+  curl_slist_free_all(headers);
+  if (rc != CURLE_OK) {
+    // Only the method and the host part of the URL go into the message: a
+    // presigned query string may carry credentials.
+    std::string where = request.url.substr(0, request.url.find('?'));
+    Return(curl);
+    return Status::Unavailable(request.method + " " + where + ": " + curl_easy_strerror(rc));
+  }
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+  Return(curl);
+  return response;
+}
+
+}  // namespace sg

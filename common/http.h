@@ -1,0 +1,61 @@
+// HTTP as a seam: HttpTransport is what the S3 and metadata clients call;
+// CurlTransport is the real one (libcurl, wrapped only here), tests pass fakes.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sg {
+
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;
+  HttpHeaders headers;
+  std::string body;
+  std::chrono::milliseconds timeout{30'000};  // whole request
+  std::chrono::milliseconds connect_timeout{5'000};
+};
+
+struct HttpResponse {
+  long status = 0;
+  HttpHeaders headers;  // names lower-cased
+  std::string body;
+
+  // First value of the header `name` (case-insensitive), or "" when absent.
+  std::string Header(std::string_view name) const;
+};
+
+class HttpTransport {
+ public:
+  virtual ~HttpTransport() = default;
+  // Fails (Unavailable) only when no HTTP response arrived: connection refused
+  // or reset, timeout, TLS failure. Any HTTP status is a successful Send.
+  virtual StatusOr<HttpResponse> Send(const HttpRequest& request) = 0;
+};
+
+// libcurl easy handles, reused between calls so connections stay open. TLS
+// peer and host verification are always on; there is no switch to turn them
+// off. Thread-safe: concurrent calls use separate handles.
+class CurlTransport final : public HttpTransport {
+ public:
+  CurlTransport();
+  ~CurlTransport() override;
+  StatusOr<HttpResponse> Send(const HttpRequest& request) override;
+
+ private:
+  void* Borrow();
+  void Return(void* handle);
+
+  std::mutex mu_;
+  std::vector<void*> idle_;  // CURL* handles
+};
+
+}  // namespace sg

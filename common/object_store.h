@@ -1,0 +1,85 @@
+// The object store seam: the small set of operations that spotguard needs
+// from S3, with the same meaning on every backend (s3:// and file://). The
+// conformance suite in tests/conformance pins these contracts down.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sg {
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;  // opaque; changes whenever the object is replaced
+  std::chrono::system_clock::time_point modified;
+};
+
+// A write precondition, as S3's If-None-Match / If-Match on PUT.
+struct PutCondition {
+  enum class Kind { kNone, kCreateOnly, kIfMatch };
+  Kind kind = Kind::kNone;
+  std::string etag;  // for kIfMatch
+
+  static PutCondition None() { return {}; }
+  static PutCondition CreateOnly() { return {Kind::kCreateOnly, {}}; }
+  static PutCondition IfMatch(std::string etag) { return {Kind::kIfMatch, std::move(etag)}; }
+};
+
+struct ByteRange {
+  uint64_t offset = 0;
+  std::optional<uint64_t> length;  // nullopt: to the end of the object
+};
+
+struct ListPage {
+  std::vector<ObjectInfo> objects;  // ascending byte order of key
+  std::string next_token;           // empty when this is the last page
+};
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+
+  // Stores `data` under `key` atomically: a reader sees the previous object or
+  // the new one, never a mix. Returns the new object's etag.
+  // A precondition that does not hold (kCreateOnly on an existing key, kIfMatch
+  // with another etag or on a missing key) fails with PreconditionFailed and
+  // leaves the stored object untouched. Of several writers racing with the same
+  // precondition, at most one succeeds.
+  virtual StatusOr<std::string> Put(const std::string& key, std::string_view data,
+                                    const PutCondition& condition) = 0;
+
+  // The object's bytes, or the part `range` names. NotFound when the key does
+  // not exist; OutOfRange when range->offset is at or past the end of a
+  // non-empty object. A range running past the end is cut at the end.
+  // When `info` is given it receives the object's size and etag.
+  virtual StatusOr<std::string> Get(const std::string& key, std::optional<ByteRange> range = {},
+                                    ObjectInfo* info = nullptr) = 0;
+
+  // Size and etag without the bytes; NotFound when absent.
+  virtual StatusOr<ObjectInfo> Head(const std::string& key) = 0;
+
+  // Up to `max_keys` objects whose key starts with `prefix` (a plain string
+  // prefix, not a directory) and sorts after the position that `token` marks;
+  // pass the previous page's next_token to continue, "" to start.
+  virtual StatusOr<ListPage> List(const std::string& prefix, const std::string& token,
+                                  int max_keys = 1000) = 0;
+
+  // Removes the object. Deleting a missing key succeeds, as on S3.
+  virtual Status Delete(const std::string& key) = 0;
+
+  // The store's URL for logs and messages (never holds a secret).
+  virtual std::string Describe() const = 0;
+};
+
+// Lists every object under `prefix`, following pages.
+StatusOr<std::vector<ObjectInfo>> ListAll(ObjectStore& store, const std::string& prefix);
+
+}  // namespace sg

@@ -1,0 +1,30 @@
+// Store URLs: s3://BUCKET[/PREFIX] and file:///ABSOLUTE/PATH.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/object_store.h"
+#include "common/status.h"
+
+namespace sg {
+
+struct StoreUrl {
+  enum class Scheme { kFile, kS3 };
+  Scheme scheme = Scheme::kFile;
+  std::string bucket;  // s3 only
+  std::string prefix;  // s3 only: key prefix without leading or trailing '/', may be empty
+  std::string path;    // file only: absolute directory, no trailing '/'
+
+  std::string ToString() const;
+};
+
+// Names the problem on failure: an unsupported scheme, a bucket name S3 would
+// refuse, a relative or empty path.
+StatusOr<StoreUrl> ParseStoreUrl(std::string_view url);
+
+// Opens the store a URL names. file:// stores are created on first use.
+StatusOr<std::unique_ptr<ObjectStore>> OpenObjectStore(const StoreUrl& url);
+
+}  // namespace sg

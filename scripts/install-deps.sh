@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every build, test and service dependency of spotguard from Debian 12's
+# packages. Non-interactive and idempotent: safe to run again on a machine that
+# already has everything.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake pkg-config git ca-certificates clang-format
+  # libraries (each wrapped in one place under common/)
+  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libzstd-dev libpugixml-dev libcli11-dev
+  # tests and benches
+  libgtest-dev libgmock-dev libbenchmark-dev python3 zstd curl procps
+  # real S3 for integration tests: a single-node Ceph RADOS Gateway
+  ceph-mon ceph-osd radosgw ceph-common
+  # cross-checks and side-by-side benchmarks
+  python3-botocore awscli
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  sudo_cmd=(sudo)
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,120 @@
+#include "common/file_store.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <set>
+
+#include "tests/conformance/object_store_conformance.h"
+#include "tests/support/temp_dir.h"
+
+namespace sg::testing {
+namespace {
+
+std::shared_ptr<ObjectStore> MakeFileStore() {
+  // One directory for the whole run; each conformance test uses its own prefix.
+  static TempDir* dir = new TempDir();  // NOLINT: lives until exit
+  auto store = FileStore::Open(dir->Join("store"));
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::shared_ptr<ObjectStore>(std::move(*store)) : nullptr;
+}
+
+INSTANTIATE_TEST_SUITE_P(File, ObjectStoreConformance,
+                         ::testing::Values(StoreFactory{"file", MakeFileStore}),
+                         [](const auto& info) { return info.param.name; });
+
+class FileStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = FileStore::Open(dir_.Join("root"));
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    store_ = std::move(*opened);
+  }
+  size_t StagedFiles() {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e :
+         std::filesystem::directory_iterator(dir_.Join("root/.spotguard-tmp"))) {
+      ++n;
+    }
+    return n;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<FileStore> store_;
+};
+
+TEST_F(FileStoreTest, RejectsKeysThatWouldEscapeTheRoot) {
+  for (const char* key : {"../outside", "a/../../b", "/etc/passwd", "a//b", "a/./b", "a/", "",
+                          ".spotguard-tmp/x", ".spotguard-lock"}) {
+    auto r = store_->Put(key, "x", PutCondition::None());
+    EXPECT_TRUE(r.status().Is(StatusCode::kInvalidArgument)) << "key " << key;
+    EXPECT_NE(r.status().message().find("key"), std::string::npos) << r.status().message();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("outside")));
+}
+
+TEST_F(FileStoreTest, RequiresAnAbsoluteRoot) {
+  EXPECT_TRUE(FileStore::Open("relative/dir").status().Is(StatusCode::kInvalidArgument));
+}
+
+TEST_F(FileStoreTest, ListingHidesTheStoresOwnFiles) {
+  ASSERT_TRUE(store_->Put("job/x", "1", PutCondition::CreateOnly()).ok());
+  auto all = ListAll(*store_, "");
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].key, "job/x");
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("root/.spotguard-lock")));
+}
+
+TEST_F(FileStoreTest, LosingAPreconditionLeavesNoStagedFile) {
+  ASSERT_TRUE(store_->Put("k", "1", PutCondition::CreateOnly()).ok());
+  ASSERT_FALSE(store_->Put("k", "2", PutCondition::CreateOnly()).ok());
+  ASSERT_FALSE(store_->Put("k", "3", PutCondition::IfMatch("stale")).ok());
+  EXPECT_EQ(StagedFiles(), 0u);
+}
+
+TEST_F(FileStoreTest, DeleteRemovesDirectoriesItLeavesEmpty) {
+  ASSERT_TRUE(store_->Put("job/snapshots/0000000001/files/a.zst", "a", PutCondition::None()).ok());
+  ASSERT_TRUE(store_->Put("job/latest", "1", PutCondition::None()).ok());
+  ASSERT_TRUE(store_->Delete("job/snapshots/0000000001/files/a.zst").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("root/job/snapshots")));
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("root/job/latest")));
+}
+
+TEST_F(FileStoreTest, EtagChangesOnEveryRewriteEvenWithTheSameSize) {
+  // Fast rewrites of equal size can reuse the inode and land in one timestamp
+  // tick; the etag must still change or If-Match would accept a stale writer.
+  std::set<std::string> etags;
+  for (int i = 0; i < 200; ++i) {
+    auto etag = store_->Put("lease", "same-size", PutCondition::None());
+    ASSERT_TRUE(etag.ok());
+    etags.insert(*etag);
+  }
+  EXPECT_EQ(etags.size(), 200u);
+}
+
+TEST_F(FileStoreTest, ObjectsSurviveReopeningTheStore) {
+  ASSERT_TRUE(store_->Put("a/b", "kept", PutCondition::None()).ok());
+  store_.reset();
+  auto reopened = FileStore::Open(dir_.Join("root"));
+  ASSERT_TRUE(reopened.ok());
+  ObjectStore& reopened_store = **reopened;
+  auto got = reopened_store.Get("a/b");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, "kept");
+}
+
+TEST_F(FileStoreTest, AKeyThatIsAlsoADirectoryIsRefusedWithoutDamage) {
+  ASSERT_TRUE(store_->Put("a/b", "child", PutCondition::None()).ok());
+  EXPECT_FALSE(store_->Put("a", "parent", PutCondition::None()).ok());
+  EXPECT_EQ(*static_cast<ObjectStore&>(*store_).Get("a/b"), "child");
+  EXPECT_EQ(StagedFiles(), 0u);
+}
+
+TEST_F(FileStoreTest, ListRefusesAPrefixThatClimbsOut) {
+  EXPECT_TRUE(store_->List("../", "", 10).status().Is(StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace sg::testing

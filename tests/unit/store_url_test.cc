@@ -1,0 +1,55 @@
+#include "common/store_url.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/temp_dir.h"
+
+namespace sg {
+namespace {
+
+TEST(StoreUrl, ParsesS3BucketAndPrefix) {
+  auto u = ParseStoreUrl("s3://my-bucket/spotguard/runs/");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->scheme, StoreUrl::Scheme::kS3);
+  EXPECT_EQ(u->bucket, "my-bucket");
+  EXPECT_EQ(u->prefix, "spotguard/runs");
+  EXPECT_EQ(u->ToString(), "s3://my-bucket/spotguard/runs");
+  EXPECT_EQ(ParseStoreUrl("s3://bucket")->prefix, "");
+}
+
+TEST(StoreUrl, ParsesAbsoluteFilePaths) {
+  auto u = ParseStoreUrl("file:///var/lib/spotguard/store/");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->scheme, StoreUrl::Scheme::kFile);
+  EXPECT_EQ(u->path, "/var/lib/spotguard/store");
+}
+
+TEST(StoreUrl, RefusesWhatS3OrTheFilesystemWouldRefuse) {
+  struct Case {
+    const char* url;
+    const char* says;
+  } cases[] = {{"gs://bucket/x", "unsupported scheme \"gs\""},
+               {"/var/lib/x", "not a store URL"},
+               {"file://relative/path", "absolute path"},
+               {"s3://Upper/x", "lower-case"},
+               {"s3://ab", "3 to 63"},
+               {"s3://-bucket", "begin and end"},
+               {"s3://bucket/a//b", "empty, '.' or '..' segment"},
+               {"s3://bucket/../b", "empty, '.' or '..' segment"}};
+  for (const Case& c : cases) {
+    auto r = ParseStoreUrl(c.url);
+    ASSERT_FALSE(r.ok()) << c.url;
+    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(StoreUrl, OpensAFileStoreAndSaysS3IsNotBuiltYet) {
+  testing::TempDir dir;
+  auto file = OpenObjectStore(*ParseStoreUrl("file://" + dir.Join("s")));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ((*file)->Describe(), "file://" + dir.Join("s"));
+  EXPECT_TRUE(OpenObjectStore(*ParseStoreUrl("s3://bucket/x")).status().Is(StatusCode::kNotImplemented));
+}
+
+}  // namespace
+}  // namespace sg
