@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian 12 machine: installs what is needed,
+# builds with AddressSanitizer and UndefinedBehaviorSanitizer, starts the test
+# services (a Ceph RADOS Gateway on loopback, unless SPOTGUARD_TEST_S3_* names
+# one already), runs every CTest label (unit, s3, imds, e2e) and stops the
+# services again, also when something fails. Extra arguments go to ctest,
+# e.g. `scripts/test.sh -L unit`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+
+build=${SPOTGUARD_TEST_BUILD_DIR:-build/test}
+jobs=$(nproc)
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DSPOTGUARD_SANITIZE=ON
+cmake --build "$build" -j "$jobs"
+
+started_s3=0
+cleanup() {
+  if [ "$started_s3" = 1 ]; then
+    bash scripts/s3-server.sh stop || echo "test.sh: stopping the S3 gateway failed" >&2
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ -z "${SPOTGUARD_TEST_S3_ENDPOINT:-}" ]; then
+  started_s3=1
+  exports=$(bash scripts/s3-server.sh start)
+  eval "$exports"
+else
+  echo "test.sh: using the S3 gateway at $SPOTGUARD_TEST_S3_ENDPOINT" >&2
+fi
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@"
