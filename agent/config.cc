@@ -69,8 +69,8 @@ const KeySpec kKeys[] = {
 constexpr const char* kSections[] = {"compression", "imds", "restart", "lease"};
 
 const std::pair<std::string_view, Preset> kPresets[] = {
-    {"caffe", Preset::kCaffe},         {"pytorch", Preset::kPytorch},
-    {"lightning", Preset::kLightning}, {"huggingface", Preset::kHuggingface},
+    {"caffe", Preset::kCaffe},           {"pytorch", Preset::kPytorch},
+    {"lightning", Preset::kLightning},   {"huggingface", Preset::kHuggingface},
     {"tensorflow", Preset::kTensorflow}, {"dcp", Preset::kDcp},
     {"generic", Preset::kGeneric}};
 
@@ -174,9 +174,10 @@ void LoadFile(const std::string& path, std::map<std::string, Sourced>& values, P
 
 // A value given as text (environment, flag) turned into the JSON the file
 // would hold. Returns false with a problem added when it cannot be.
-bool FromText(const KeySpec& spec, const std::string& text, const std::string& source,
-              json* out, Problems& problems) {
-  const bool nullable = spec.kind == Kind::kNullableString || spec.kind == Kind::kNullableDuration ||
+bool FromText(const KeySpec& spec, const std::string& text, const std::string& source, json* out,
+              Problems& problems) {
+  const bool nullable = spec.kind == Kind::kNullableString ||
+                        spec.kind == Kind::kNullableDuration ||
                         spec.kind == Kind::kNullableStringList;
   if (nullable && (text.empty() || text == "null")) {
     *out = nullptr;
@@ -306,8 +307,9 @@ void CheckPlaceholders(const std::string& key, const std::vector<std::string>& a
       const std::string name = (*it)[1];
       if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
         p.Add(key + "[" + std::to_string(i) + "]",
-              "unknown placeholder {" + name + "} (known: {resume}, {checkpoint_dir}, {job}, "
-              "{attempt})",
+              "unknown placeholder {" + name +
+                  "} (known: {resume}, {checkpoint_dir}, {job}, "
+                  "{attempt})",
               source);
       }
     }
@@ -320,13 +322,20 @@ bool IsHttpUrl(const std::string& s) {
 
 std::vector<std::string> DefaultPatterns(Preset preset) {
   switch (preset) {
-    case Preset::kCaffe: return {"*.caffemodel", "*.solverstate", "*.caffemodel.h5", "*.solverstate.h5"};
-    case Preset::kPytorch: return {"*.pt", "*.pth", "*.bin", "*.safetensors"};
-    case Preset::kLightning: return {"*.ckpt"};
-    case Preset::kHuggingface: return {"checkpoint-*"};
-    case Preset::kTensorflow: return {"checkpoint", "*.index", "*.data-*"};
-    case Preset::kDcp: return {"*"};
-    case Preset::kGeneric: return {"*"};
+    case Preset::kCaffe:
+      return {"*.caffemodel", "*.solverstate", "*.caffemodel.h5", "*.solverstate.h5"};
+    case Preset::kPytorch:
+      return {"*.pt", "*.pth", "*.bin", "*.safetensors"};
+    case Preset::kLightning:
+      return {"*.ckpt"};
+    case Preset::kHuggingface:
+      return {"checkpoint-*"};
+    case Preset::kTensorflow:
+      return {"checkpoint", "*.index", "*.data-*"};
+    case Preset::kDcp:
+      return {"*"};
+    case Preset::kGeneric:
+      return {"*"};
   }
   return {"*"};
 }
@@ -449,13 +458,15 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
   if (auto v = ReadString("checkpoint_dir", at("checkpoint_dir"), problems); v && !v->empty()) {
     std::error_code ec;
     c.checkpoint_dir = std::filesystem::absolute(*v, ec).lexically_normal().string();
-    while (c.checkpoint_dir.size() > 1 && c.checkpoint_dir.back() == '/') c.checkpoint_dir.pop_back();
+    while (c.checkpoint_dir.size() > 1 && c.checkpoint_dir.back() == '/')
+      c.checkpoint_dir.pop_back();
   }
   if (auto v = ReadChoice("preset", at("preset"), kPresets, problems)) c.preset = *v;
   if (nullable("patterns")) {
     c.patterns = DefaultPatterns(c.preset);
   } else if (auto v = ReadStringList("patterns", at("patterns"), problems)) {
-    if (v->empty()) problems.Add("patterns", "must list at least one pattern", at("patterns").source);
+    if (v->empty())
+      problems.Add("patterns", "must list at least one pattern", at("patterns").source);
     for (const std::string& pat : *v) {
       if (pat.empty()) problems.Add("patterns", "holds an empty pattern", at("patterns").source);
     }
@@ -558,8 +569,9 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     if (!n) continue;
     if (*n < r.min || *n > r.max) {
       problems.Add(r.key,
-                   *n < r.min ? "must be at least " + std::to_string(r.min) + ", got " + std::to_string(*n)
-                              : "must be at most " + std::to_string(r.max) + ", got " + std::to_string(*n),
+                   *n < r.min
+                       ? "must be at least " + std::to_string(r.min) + ", got " + std::to_string(*n)
+                       : "must be at most " + std::to_string(r.max) + ", got " + std::to_string(*n),
                    at(r.key).source);
       continue;
     }
@@ -589,8 +601,10 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     c.imds.endpoint = *v;
     while (c.imds.endpoint.size() > 1 && c.imds.endpoint.back() == '/') c.imds.endpoint.pop_back();
   }
-  if (auto v = ReadChoice("on_rebalance", at("on_rebalance"), kOnRebalance, problems)) c.on_rebalance = *v;
-  if (auto v = ReadChoice("on_complete", at("on_complete"), kOnComplete, problems)) c.on_complete = *v;
+  if (auto v = ReadChoice("on_rebalance", at("on_rebalance"), kOnRebalance, problems))
+    c.on_rebalance = *v;
+  if (auto v = ReadChoice("on_complete", at("on_complete"), kOnComplete, problems))
+    c.on_complete = *v;
   if (auto v = ReadParsed("log_level", at("log_level"), ParseLogLevel, problems)) c.log_level = *v;
   if (auto v = ReadParsed("log_format", at("log_format"), ParseLogFormat, problems)) {
     c.log_format = *v;
@@ -604,8 +618,9 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     }
   } else if (!std::regex_match(c.job, kJobName)) {
     problems.Add("job",
-                 "\"" + c.job + "\" must be 1-128 letters, digits, '.', '_' or '-', starting with "
-                                "a letter or digit",
+                 "\"" + c.job +
+                     "\" must be 1-128 letters, digits, '.', '_' or '-', starting with "
+                     "a letter or digit",
                  at("job").source);
   }
   if (needs.checkpoint_dir && c.checkpoint_dir.empty()) {
@@ -654,10 +669,10 @@ json ConfigToJson(const Config& c, bool redact) {
       c.checkpoint_interval ? json(FormatDuration(*c.checkpoint_interval)) : json(nullptr);
   j["keep"] = c.keep;
   const std::string shuffle = choice(c.compression.shuffle, kShuffleNames);
-  j["compression"] = {{"level", c.compression.level},
-                      {"threads", c.compression.threads},
-                      {"shuffle", shuffle == "2" || shuffle == "4" ? json(std::stoi(shuffle))
-                                                                   : json(shuffle)}};
+  j["compression"] = {
+      {"level", c.compression.level},
+      {"threads", c.compression.threads},
+      {"shuffle", shuffle == "2" || shuffle == "4" ? json(std::stoi(shuffle)) : json(shuffle)}};
   j["imds"] = {{"endpoint", url(c.imds.endpoint)},
                {"poll_interval", FormatDuration(c.imds.poll_interval)}};
   j["on_rebalance"] = choice(c.on_rebalance, kOnRebalance);

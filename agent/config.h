@@ -5,11 +5,10 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/duration.h"
 #include "common/log.h"
@@ -84,7 +83,7 @@ struct ConfigProblem {
 };
 
 struct ConfigResult {
-  Config config;                       // meaningful only when problems is empty
+  Config config;  // meaningful only when problems is empty
   std::vector<ConfigProblem> problems;
   bool ok() const { return problems.empty(); }
 };

@@ -4,12 +4,12 @@
 namespace sg {
 
 enum ExitCode : int {
-  kExitOk = 0,                 // job complete, or the command succeeded
-  kExitFailure = 1,            // runtime failure
-  kExitUsage = 2,              // usage or config error
-  kExitNothingToRestore = 3,   // the store has no snapshot of the job
-  kExitFenced = 4,             // another instance holds the job
-  kExitInterrupted = 75,       // interrupted after the final snapshot was committed
+  kExitOk = 0,                // job complete, or the command succeeded
+  kExitFailure = 1,           // runtime failure
+  kExitUsage = 2,             // usage or config error
+  kExitNothingToRestore = 3,  // the store has no snapshot of the job
+  kExitFenced = 4,            // another instance holds the job
+  kExitInterrupted = 75,      // interrupted after the final snapshot was committed
 };
 
 }  // namespace sg

@@ -13,8 +13,8 @@ struct Unit {
   int64_t ms;
 };
 // Longest names first so "ms" is not read as "m" followed by junk.
-constexpr Unit kUnits[] = {{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000},
-                           {"d", 86'400'000}};
+constexpr Unit kUnits[] = {
+    {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}};
 
 }  // namespace
 
@@ -29,7 +29,8 @@ StatusOr<Duration> ParseDuration(std::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
     size_t start = i;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+    while (i < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
       ++i;
     }
     if (i == start) {

@@ -196,8 +196,8 @@ StatusOr<std::string> FileStore::Get(const std::string& key, std::optional<ByteR
   uint64_t offset = 0, length = size;
   if (range) {
     if (range->offset >= size && size > 0) {
-      return Status::OutOfRange("range starts at " + std::to_string(range->offset) + " but " +
-                                key + " has " + std::to_string(size) + " bytes");
+      return Status::OutOfRange("range starts at " + std::to_string(range->offset) + " but " + key +
+                                " has " + std::to_string(size) + " bytes");
     }
     offset = std::min(range->offset, size);
     length = std::min(range->length.value_or(size), size - offset);
@@ -224,12 +224,14 @@ StatusOr<ListPage> FileStore::List(const std::string& prefix, const std::string&
     const std::string dir_part = prefix.substr(0, slash);
     for (const std::string& seg : Split(dir_part, '/')) {
       if (seg.empty() || seg == "." || seg == "..") {
-        return Status::InvalidArgument("prefix \"" + prefix + "\" has an empty, '.' or '..' segment");
+        return Status::InvalidArgument("prefix \"" + prefix +
+                                       "\" has an empty, '.' or '..' segment");
       }
     }
     if (prefix.starts_with(kReservedPrefix) || prefix.front() == '/') return ListPage{};
   }
-  const std::string start_dir = slash == std::string::npos ? root_ : root_ + "/" + prefix.substr(0, slash);
+  const std::string start_dir =
+      slash == std::string::npos ? root_ : root_ + "/" + prefix.substr(0, slash);
   std::vector<std::pair<std::string, struct stat>> found;
   std::error_code ec;
   fs::recursive_directory_iterator it(start_dir, ec), end;

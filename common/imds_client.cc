@@ -14,7 +14,8 @@ StatusOr<std::string> ImdsClient::Token(bool force_new) {
   HttpRequest req;
   req.method = "PUT";
   req.url = options_.endpoint + "/latest/api/token";
-  req.headers = {{"X-aws-ec2-metadata-token-ttl-seconds", std::to_string(options_.token_ttl.count())}};
+  req.headers = {
+      {"X-aws-ec2-metadata-token-ttl-seconds", std::to_string(options_.token_ttl.count())}};
   req.timeout = options_.timeout;
   req.connect_timeout = options_.timeout;
   SG_ASSIGN_OR_RETURN(HttpResponse resp, transport_.Send(req));

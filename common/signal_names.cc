@@ -11,9 +11,9 @@ struct Named {
   const char* name;
   int signo;
 };
-constexpr Named kSignals[] = {{"SIGHUP", SIGHUP},   {"SIGINT", SIGINT},     {"SIGQUIT", SIGQUIT},
-                              {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2},   {"SIGTERM", SIGTERM},
-                              {"SIGKILL", SIGKILL}, {"SIGALRM", SIGALRM},   {"SIGWINCH", SIGWINCH},
+constexpr Named kSignals[] = {{"SIGHUP", SIGHUP},   {"SIGINT", SIGINT},   {"SIGQUIT", SIGQUIT},
+                              {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGTERM", SIGTERM},
+                              {"SIGKILL", SIGKILL}, {"SIGALRM", SIGALRM}, {"SIGWINCH", SIGWINCH},
                               {"SIGCONT", SIGCONT}, {"SIGPWR", SIGPWR}};
 
 }  // namespace
@@ -24,8 +24,8 @@ StatusOr<int> ParseSignalName(std::string_view name) {
   for (const Named& s : kSignals) {
     if (upper == s.name) return s.signo;
   }
-  return Status::InvalidArgument("unknown signal \"" + std::string(name) + "\" (known: " +
-                                 Join(KnownSignalNames(), ", ") + ")");
+  return Status::InvalidArgument("unknown signal \"" + std::string(name) +
+                                 "\" (known: " + Join(KnownSignalNames(), ", ") + ")");
 }
 
 std::string SignalName(int signo) {

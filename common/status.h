@@ -19,12 +19,12 @@ enum class StatusCode {
   kInvalidArgument,     // the caller passed something malformed
   kOutOfRange,          // a byte range beyond the end of an object
   kPermissionDenied,
-  kNoSpace,             // disk or quota full
-  kCorruption,          // data failed a checksum or could not be parsed
-  kUnavailable,         // transient: network, timeouts, 5xx; retrying may help
+  kNoSpace,      // disk or quota full
+  kCorruption,   // data failed a checksum or could not be parsed
+  kUnavailable,  // transient: network, timeouts, 5xx; retrying may help
   kNotImplemented,
   kCancelled,
-  kIOError,             // any other failure of the outside world
+  kIOError,  // any other failure of the outside world
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -79,7 +79,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  StatusOr(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   StatusOr(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "StatusOr needs a value or a non-OK status");
   }
@@ -113,7 +113,8 @@ class [[nodiscard]] StatusOr {
 #define SG_CONCAT_INNER(a, b) a##b
 #define SG_CONCAT(a, b) SG_CONCAT_INNER(a, b)
 // Declares `lhs` from a StatusOr expression, or returns its error.
-#define SG_ASSIGN_OR_RETURN(lhs, expr) SG_ASSIGN_OR_RETURN_IMPL(SG_CONCAT(sg_or_, __LINE__), lhs, expr)
+#define SG_ASSIGN_OR_RETURN(lhs, expr) \
+  SG_ASSIGN_OR_RETURN_IMPL(SG_CONCAT(sg_or_, __LINE__), lhs, expr)
 #define SG_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.status();            \

@@ -14,14 +14,15 @@ Status CheckBucketName(const std::string& b) {
     return Status::InvalidArgument("bucket name \"" + b + "\" must be 3 to 63 characters long");
   }
   for (char c : b) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-          c == '-' || c == '.')) {
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.')) {
       return Status::InvalidArgument("bucket name \"" + b +
                                      "\" may hold only lower-case letters, digits, '.' and '-'");
     }
   }
   auto alnum = [](char c) {
-    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c));
+    return std::islower(static_cast<unsigned char>(c)) ||
+           std::isdigit(static_cast<unsigned char>(c));
   };
   if (!alnum(b.front()) || !alnum(b.back())) {
     return Status::InvalidArgument("bucket name \"" + b +

@@ -17,7 +17,9 @@ std::string RandomBytes(size_t n, unsigned seed) {
   return s;
 }
 
-std::string Body(const StatusOr<std::string>& r) { return r.ok() ? *r : "<" + r.status().ToString() + ">"; }
+std::string Body(const StatusOr<std::string>& r) {
+  return r.ok() ? *r : "<" + r.status().ToString() + ">";
+}
 
 }  // namespace
 
@@ -137,7 +139,8 @@ TEST_P(ObjectStoreConformance, RacingIfMatchWritersHaveExactlyOneWinner) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kWriters; ++i) {
     threads.emplace_back([&, i] {
-      if (store_->Put(Key("lease"), "gen-1-" + std::to_string(i), PutCondition::IfMatch(*etag)).ok()) {
+      if (store_->Put(Key("lease"), "gen-1-" + std::to_string(i), PutCondition::IfMatch(*etag))
+              .ok()) {
         ++winners;
       }
     });

@@ -12,10 +12,11 @@ namespace {
 using testing::CommandResult;
 using testing::RunCommand;
 
-const char* const kSubcommands[] = {"run",   "restore", "snapshot", "ls",    "verify",
-                                    "gc",    "status",  "watch",    "drill", "doctor"};
+const char* const kSubcommands[] = {"run", "restore", "snapshot", "ls",    "verify",
+                                    "gc",  "status",  "watch",    "drill", "doctor"};
 
-CommandResult Spotguard(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+CommandResult Spotguard(std::vector<std::string> args,
+                        std::map<std::string, std::string> env = {}) {
   args.insert(args.begin(), SPOTGUARD_BIN);
   return RunCommand(args, env);
 }
@@ -46,7 +47,8 @@ TEST(Cli, EverySubcommandHasItsOwnHelp) {
 
 TEST(Cli, SubcommandsNotBuiltYetSaySoAndFail) {
   testing::TempDir dir;
-  for (const char* sub : {"restore", "snapshot", "ls", "verify", "gc", "status", "watch", "doctor"}) {
+  for (const char* sub :
+       {"restore", "snapshot", "ls", "verify", "gc", "status", "watch", "doctor"}) {
     auto r = Spotguard({sub, "--job", "j", "--store", "file://" + dir.Join("store")});
     EXPECT_EQ(r.exit_code, 1) << sub;
     EXPECT_NE(r.err.find("not implemented"), std::string::npos) << sub << ": " << r.err;

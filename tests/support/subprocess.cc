@@ -134,8 +134,10 @@ BackgroundProcess::~BackgroundProcess() {
 
 ImdsSimulator::ImdsSimulator(const std::vector<std::string>& extra_args) {
   port_file_ = std::filesystem::temp_directory_path() / ("imds-sim-port-" + RandomHex());
-  std::vector<std::string> argv = {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/tools/imds_sim.py",
-                                   "--port", "0", "--port-file", port_file_};
+  std::vector<std::string> argv = {
+      SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/tools/imds_sim.py",
+      "--port",         "0",
+      "--port-file",    port_file_};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   process_.emplace(argv);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -166,7 +168,8 @@ std::string ImdsSimulator::Control(const std::string& method, const std::string&
     ADD_FAILURE() << "control " << path << ": " << resp.status().ToString();
     return "";
   }
-  if (resp->status != 200) ADD_FAILURE() << "control " << path << " -> " << resp->status << " " << resp->body;
+  if (resp->status != 200)
+    ADD_FAILURE() << "control " << path << " -> " << resp->status << " " << resp->body;
   return resp->body;
 }
 

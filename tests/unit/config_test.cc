@@ -139,7 +139,8 @@ TEST_F(ConfigTest, NestedKeysHaveEnvironmentVariablesToo) {
 
 TEST_F(ConfigTest, UnrelatedSpotguardVariablesAreIgnored) {
   // The trainer's own variables must not break a nested spotguard.
-  auto r = Load("", {{"SPOTGUARD_ATTEMPT", "2"}, {"SPOTGUARD_RESUME_FROM", "/x"},
+  auto r = Load("", {{"SPOTGUARD_ATTEMPT", "2"},
+                     {"SPOTGUARD_RESUME_FROM", "/x"},
                      {"SPOTGUARD_TEST_S3_BUCKET", "b"}});
   EXPECT_TRUE(r.ok()) << AllProblems(r);
 }

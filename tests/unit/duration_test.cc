@@ -30,9 +30,14 @@ TEST(ParseDuration, RejectsMalformedInputNamingTheProblem) {
   struct Case {
     const char* text;
     const char* says;
-  } cases[] = {{"", "empty"},           {"5", "missing unit"},   {"5 minutes", "missing unit"},
-               {"5y", "unknown unit"},  {"-5s", "negative"},     {"1..5s", "malformed"},
-               {"s", "expected a number"}, {"99999999999d", "too long"}};
+  } cases[] = {{"", "empty"},
+               {"5", "missing unit"},
+               {"5 minutes", "missing unit"},
+               {"5y", "unknown unit"},
+               {"-5s", "negative"},
+               {"1..5s", "malformed"},
+               {"s", "expected a number"},
+               {"99999999999d", "too long"}};
   for (const Case& c : cases) {
     auto r = ParseDuration(c.text);
     ASSERT_FALSE(r.ok()) << c.text;

@@ -8,8 +8,8 @@ namespace sg {
 namespace {
 
 TEST(Log, JsonLinesEscapeWhatWouldBreakThem) {
-  const std::string line = FormatJsonLogLine("2026-11-22T08:22:00.000Z", "info",
-                                             "path \"a\\b\"\nnext line\ttab");
+  const std::string line =
+      FormatJsonLogLine("2026-11-22T08:22:00.000Z", "info", "path \"a\\b\"\nnext line\ttab");
   ASSERT_FALSE(line.empty());
   EXPECT_EQ(line.back(), '\n');
   EXPECT_EQ(line.find('\n'), line.size() - 1) << "one event, one line";

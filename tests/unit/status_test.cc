@@ -18,7 +18,8 @@ TEST(Status, FromErrnoMapsTheCommonErrorsAndKeepsTheContext) {
 }
 
 TEST(Status, ContextIsPrependedAndOkStaysOk) {
-  EXPECT_EQ(Status::NotFound("no key").WithContext("restore").ToString(), "NotFound: restore: no key");
+  EXPECT_EQ(Status::NotFound("no key").WithContext("restore").ToString(),
+            "NotFound: restore: no key");
   EXPECT_TRUE(Status::Ok().WithContext("x").ok());
 }
 

@@ -48,7 +48,8 @@ TEST(StoreUrl, OpensAFileStoreAndSaysS3IsNotBuiltYet) {
   auto file = OpenObjectStore(*ParseStoreUrl("file://" + dir.Join("s")));
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   EXPECT_EQ((*file)->Describe(), "file://" + dir.Join("s"));
-  EXPECT_TRUE(OpenObjectStore(*ParseStoreUrl("s3://bucket/x")).status().Is(StatusCode::kNotImplemented));
+  EXPECT_TRUE(
+      OpenObjectStore(*ParseStoreUrl("s3://bucket/x")).status().Is(StatusCode::kNotImplemented));
 }
 
 }  // namespace
