@@ -39,7 +39,7 @@ std::string HttpResponse::Header(std::string_view name) const {
   return "";
 }
 
-CurlTransport::CurlTransport() { GlobalInitOnce(); }
+CurlTransport::CurlTransport(Options options) : options_(std::move(options)) { GlobalInitOnce(); }
 
 CurlTransport::~CurlTransport() {
   for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
@@ -83,6 +83,15 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!options_.ca_bundle.empty()) {
+    curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_bundle.c_str());
+    curl_easy_setopt(curl, CURLOPT_CAPATH, "/etc/ssl/certs");
+  }
+  if (request.no_proxy) curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
+  if (request.stall_timeout.count() > 0) {
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(request.stall_timeout.count()));
+  }
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(request.connect_timeout.count()));

@@ -22,6 +22,11 @@ struct HttpRequest {
   std::string body;
   std::chrono::milliseconds timeout{30'000};  // whole request
   std::chrono::milliseconds connect_timeout{5'000};
+  // Abort when fewer than 1 KiB/s flow for this long (0: never). Large
+  // transfers use this instead of a total timeout.
+  std::chrono::seconds stall_timeout{0};
+  // Connect directly even when a proxy is configured (link-local services).
+  bool no_proxy = false;
 };
 
 struct HttpResponse {
@@ -46,7 +51,12 @@ class HttpTransport {
 // off. Thread-safe: concurrent calls use separate handles.
 class CurlTransport final : public HttpTransport {
  public:
-  CurlTransport();
+  struct Options {
+    // Extra CA certificates (AWS_CA_BUNDLE); the system store stays trusted.
+    std::string ca_bundle;
+  };
+  CurlTransport() : CurlTransport(Options{}) {}
+  explicit CurlTransport(Options options);
   ~CurlTransport() override;
   StatusOr<HttpResponse> Send(const HttpRequest& request) override;
 
@@ -54,6 +64,7 @@ class CurlTransport final : public HttpTransport {
   void* Borrow();
   void Return(void* handle);
 
+  const Options options_;
   std::mutex mu_;
   std::vector<void*> idle_;  // CURL* handles
 };

@@ -18,6 +18,7 @@ StatusOr<std::string> ImdsClient::Token(bool force_new) {
       {"X-aws-ec2-metadata-token-ttl-seconds", std::to_string(options_.token_ttl.count())}};
   req.timeout = options_.timeout;
   req.connect_timeout = options_.timeout;
+  req.no_proxy = true;
   SG_ASSIGN_OR_RETURN(HttpResponse resp, transport_.Send(req));
   if (resp.status != 200 || resp.body.empty()) {
     token_.clear();
@@ -37,6 +38,7 @@ StatusOr<std::string> ImdsClient::Get(std::string_view path) {
     req.headers = {{"X-aws-ec2-metadata-token", token}};
     req.timeout = options_.timeout;
     req.connect_timeout = options_.timeout;
+    req.no_proxy = true;
     SG_ASSIGN_OR_RETURN(HttpResponse resp, transport_.Send(req));
     if (resp.status == 200) return std::move(resp.body);
     if (resp.status == 404) return Status::NotFound("IMDS has no " + std::string(path));

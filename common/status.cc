@@ -76,7 +76,7 @@ Status Status::WithContext(std::string_view context) const {
   std::string msg(context);
   msg += ": ";
   msg += message_;
-  return {code_, std::move(msg)};
+  return Status(code_, std::move(msg)).WithReason(reason_);
 }
 
 }  // namespace sg

@@ -71,9 +71,19 @@ class [[nodiscard]] Status {
   // Returns a copy whose message is prefixed with `context: `.
   Status WithContext(std::string_view context) const;
 
+  // A machine-readable cause finer than the code, e.g. the S3 error code
+  // "SlowDown" or "SignatureDoesNotMatch"; empty when there is none.
+  const std::string& reason() const { return reason_; }
+  Status WithReason(std::string reason) const {
+    Status s = *this;
+    s.reason_ = std::move(reason);
+    return s;
+  }
+
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string reason_;
 };
 
 template <typename T>

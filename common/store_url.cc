@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "common/file_store.h"
+#include "common/s3_store.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -82,12 +83,14 @@ StatusOr<StoreUrl> ParseStoreUrl(std::string_view url) {
                                  "\" (use s3://BUCKET/PREFIX or file:///ABSOLUTE/PATH)");
 }
 
-StatusOr<std::unique_ptr<ObjectStore>> OpenObjectStore(const StoreUrl& url) {
+StatusOr<std::unique_ptr<ObjectStore>> OpenObjectStore(const StoreUrl& url,
+                                                       const S3StoreOptions& s3) {
   if (url.scheme == StoreUrl::Scheme::kFile) {
     SG_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(url.path));
     return std::unique_ptr<ObjectStore>(std::move(store));
   }
-  return Status::NotImplemented("the s3:// store is not built yet in this version");
+  SG_ASSIGN_OR_RETURN(std::unique_ptr<S3Store> store, S3Store::Open(url, s3));
+  return std::unique_ptr<ObjectStore>(std::move(store));
 }
 
 }  // namespace sg

@@ -24,7 +24,11 @@ struct StoreUrl {
 // refuse, a relative or empty path.
 StatusOr<StoreUrl> ParseStoreUrl(std::string_view url);
 
-// Opens the store a URL names. file:// stores are created on first use.
-StatusOr<std::unique_ptr<ObjectStore>> OpenObjectStore(const StoreUrl& url);
+struct S3StoreOptions;
+
+// Opens the store a URL names. file:// stores are created on first use;
+// s3:// stores take region, endpoint and credentials from `s3`.
+StatusOr<std::unique_ptr<ObjectStore>> OpenObjectStore(const StoreUrl& url,
+                                                       const S3StoreOptions& s3);
 
 }  // namespace sg

@@ -1,5 +1,7 @@
 #include "common/store_url.h"
 
+#include "common/s3_store.h"
+
 #include <gtest/gtest.h>
 
 #include "tests/support/temp_dir.h"
@@ -43,13 +45,27 @@ TEST(StoreUrl, RefusesWhatS3OrTheFilesystemWouldRefuse) {
   }
 }
 
-TEST(StoreUrl, OpensAFileStoreAndSaysS3IsNotBuiltYet) {
+TEST(StoreUrl, OpensAFileStore) {
   testing::TempDir dir;
-  auto file = OpenObjectStore(*ParseStoreUrl("file://" + dir.Join("s")));
+  auto file = OpenObjectStore(*ParseStoreUrl("file://" + dir.Join("s")), S3StoreOptions{});
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   EXPECT_EQ((*file)->Describe(), "file://" + dir.Join("s"));
-  EXPECT_TRUE(
-      OpenObjectStore(*ParseStoreUrl("s3://bucket/x")).status().Is(StatusCode::kNotImplemented));
+}
+
+TEST(StoreUrl, OpensAnS3StoreWithoutTouchingTheNetwork) {
+  S3StoreOptions options;
+  options.endpoint = "http://127.0.0.1:9";
+  auto s3 = OpenObjectStore(*ParseStoreUrl("s3://bucket/x"), options);
+  ASSERT_TRUE(s3.ok()) << s3.status().ToString();
+  EXPECT_EQ((*s3)->Describe(), "s3://bucket/x");
+}
+
+TEST(StoreUrl, AnS3StoreWithoutARegionSaysHowToSetOne) {
+  S3StoreOptions options;
+  options.env = {{"AWS_EC2_METADATA_DISABLED", "true"}};
+  auto s3 = OpenObjectStore(*ParseStoreUrl("s3://bucket/x"), options);
+  ASSERT_FALSE(s3.ok());
+  EXPECT_NE(s3.status().message().find("AWS_REGION"), std::string::npos) << s3.status().message();
 }
 
 }  // namespace

@@ -1,0 +1,66 @@
+#include "common/bounded_executor.h"
+
+#include <algorithm>
+
+namespace sg {
+
+BoundedExecutor::BoundedExecutor(int threads, int capacity) : capacity_(std::max(1, capacity)) {
+  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Work(); });
+}
+
+BoundedExecutor::~BoundedExecutor() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return pending_ == 0; });
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+Status BoundedExecutor::Submit(std::function<Status()> task) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return pending_ < capacity_ || !first_error_.ok(); });
+  if (!first_error_.ok()) return first_error_;
+  queue_.push_back(std::move(task));
+  ++pending_;
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+Status BoundedExecutor::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return pending_ == 0; });
+  return first_error_;
+}
+
+bool BoundedExecutor::failed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !first_error_.ok();
+}
+
+void BoundedExecutor::Work() {
+  while (true) {
+    std::function<Status()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      if (!first_error_.ok()) {
+        // Skip the work of a job that has already failed.
+        --pending_;
+        changed_.notify_all();
+        continue;
+      }
+    }
+    Status st = task();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!st.ok() && first_error_.ok()) first_error_ = std::move(st);
+    --pending_;
+    changed_.notify_all();
+  }
+}
+
+}  // namespace sg

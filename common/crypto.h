@@ -1,0 +1,33 @@
+// Hashes and MACs (OpenSSL, wrapped only here).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace sg {
+
+std::string HexEncode(std::string_view bytes);
+std::string Base64Encode(std::string_view bytes);
+
+std::string Sha256(std::string_view data);  // 32 raw bytes
+std::string Sha256Hex(std::string_view data);
+std::string HmacSha256(std::string_view key, std::string_view data);  // 32 raw bytes
+std::string Md5(std::string_view data);                               // 16 raw bytes
+
+// Incremental SHA-256, for hashing bytes while they stream past.
+class Sha256Stream {
+ public:
+  Sha256Stream();
+  ~Sha256Stream();
+  Sha256Stream(const Sha256Stream&) = delete;
+  Sha256Stream& operator=(const Sha256Stream&) = delete;
+  void Update(std::string_view data);
+  std::string FinishHex();  // the stream cannot be updated afterwards
+
+ private:
+  void* ctx_;  // EVP_MD_CTX
+};
+
+}  // namespace sg

@@ -1,0 +1,506 @@
+#include "common/s3_client.h"
+
+#include <ctime>
+#include <pugixml.hpp>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "common/sigv4.h"
+#include "common/strings.h"
+
+namespace sg {
+namespace {
+
+std::string Unquote(std::string s) {
+  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
+  return s;
+}
+
+std::string XmlEscape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string CodeForStatus(long status) {
+  switch (status) {
+    case 404: return "NoSuchKey";
+    case 412: return "PreconditionFailed";
+    case 403: return "AccessDenied";
+    case 409: return "ConditionalRequestConflict";
+    case 416: return "InvalidRange";
+    case 503: return "ServiceUnavailable";
+    default: return status >= 500 ? "InternalError" : "HTTP" + std::to_string(status);
+  }
+}
+
+S3ErrorInfo ErrorOf(const HttpResponse& resp) {
+  S3ErrorInfo e = ParseS3ErrorXml(resp.body).value_or(S3ErrorInfo{});
+  e.http_status = resp.status;
+  if (e.code.empty()) e.code = CodeForStatus(resp.status);
+  if (e.request_id.empty()) e.request_id = resp.Header("x-amz-request-id");
+  return e;
+}
+
+// "Sun, 22 Nov 2026 08:00:00 GMT" or ISO 8601.
+std::optional<Clock::WallTime> ParseServerTime(const std::string& text) {
+  std::tm tm{};
+  if (strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S", &tm) != nullptr ||
+      strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) != nullptr) {
+    return std::chrono::system_clock::from_time_t(timegm(&tm));
+  }
+  return std::nullopt;
+}
+
+bool IsAwsEndpoint(const S3ClientOptions& o) { return o.endpoint.empty(); }
+
+std::string ChildText(const pugi::xml_node& node, const char* name) {
+  return node.child(name).text().as_string();
+}
+
+StatusOr<pugi::xml_document> ParseXml(const std::string& body, const std::string& what) {
+  pugi::xml_document doc;
+  auto result = doc.load_buffer(body.data(), body.size());
+  if (!result) {
+    return Status::Corruption(what + ": the S3 answer is not XML (" +
+                              std::string(result.description()) + ")");
+  }
+  return doc;
+}
+
+}  // namespace
+
+std::optional<S3ErrorInfo> ParseS3ErrorXml(const std::string& body) {
+  if (body.find("<Error") == std::string::npos) return std::nullopt;
+  pugi::xml_document doc;
+  if (!doc.load_buffer(body.data(), body.size())) return std::nullopt;
+  pugi::xml_node err = doc.child("Error");
+  if (!err) return std::nullopt;
+  S3ErrorInfo e;
+  e.code = ChildText(err, "Code");
+  e.message = ChildText(err, "Message");
+  e.request_id = ChildText(err, "RequestId");
+  return e;
+}
+
+Outcome ClassifyS3Response(const StatusOr<HttpResponse>& response) {
+  if (!response.ok()) return Outcome::kTransient;
+  const long status = response->status;
+  // A 2xx body is never inspected here: it may be a user's object that
+  // happens to be XML. Execute checks <Error> in 200s where S3 sends them.
+  if (status >= 200 && status < 300) return Outcome::kSuccess;
+  const S3ErrorInfo e = ErrorOf(*response);
+  if (e.code == "RequestTimeTooSkewed") return Outcome::kClockSkew;
+  if (status == 429 || e.code == "SlowDown" || e.code == "Throttling" ||
+      e.code == "RequestLimitExceeded") {
+    return Outcome::kThrottled;
+  }
+  if (e.code == "RequestTimeout" || e.code == "InternalError" || status >= 500) {
+    return Outcome::kServerError;
+  }
+  return Outcome::kFatal;
+}
+
+Status S3ErrorStatus(const std::string& operation, const std::string& resource,
+                     const S3ErrorInfo& e) {
+  StatusCode code = StatusCode::kIOError;
+  static const std::map<std::string, StatusCode> kCodes = {
+      {"NoSuchKey", StatusCode::kNotFound},
+      {"NoSuchBucket", StatusCode::kNotFound},
+      {"NoSuchUpload", StatusCode::kNotFound},
+      {"AccessDenied", StatusCode::kPermissionDenied},
+      {"SignatureDoesNotMatch", StatusCode::kPermissionDenied},
+      {"InvalidAccessKeyId", StatusCode::kPermissionDenied},
+      {"ExpiredToken", StatusCode::kPermissionDenied},
+      {"InvalidToken", StatusCode::kPermissionDenied},
+      {"PreconditionFailed", StatusCode::kPreconditionFailed},
+      {"ConditionalRequestConflict", StatusCode::kPreconditionFailed},
+      {"InvalidRange", StatusCode::kOutOfRange},
+      {"SlowDown", StatusCode::kUnavailable},
+      {"ServiceUnavailable", StatusCode::kUnavailable},
+      {"InternalError", StatusCode::kUnavailable},
+      {"RequestTimeout", StatusCode::kUnavailable},
+      {"RequestTimeTooSkewed", StatusCode::kUnavailable},
+      {"InvalidPart", StatusCode::kInvalidArgument},
+      {"InvalidPartOrder", StatusCode::kInvalidArgument},
+      {"EntityTooSmall", StatusCode::kInvalidArgument},
+      {"EntityTooLarge", StatusCode::kInvalidArgument},
+      {"BadDigest", StatusCode::kCorruption},
+      {"InvalidDigest", StatusCode::kCorruption},
+  };
+  if (auto it = kCodes.find(e.code); it != kCodes.end()) {
+    code = it->second;
+  } else if (e.http_status >= 500) {
+    code = StatusCode::kUnavailable;
+  }
+  std::string msg = operation + " " + resource + ": " + e.code;
+  if (!e.message.empty()) msg += ": " + e.message;
+  msg += " (HTTP " + std::to_string(e.http_status);
+  if (!e.request_id.empty()) msg += ", request id " + e.request_id;
+  msg += ")";
+  return Status(code, std::move(msg)).WithReason(e.code);
+}
+
+S3Address BuildS3Address(const S3ClientOptions& o, const std::string& bucket,
+                         const std::string& key,
+                         const std::vector<std::pair<std::string, std::string>>& query) {
+  std::string scheme = "https://";
+  std::string authority;
+  if (!o.endpoint.empty()) {
+    const size_t sep = o.endpoint.find("://");
+    scheme = o.endpoint.substr(0, sep + 3);
+    authority = o.endpoint.substr(sep + 3);
+    while (!authority.empty() && authority.back() == '/') authority.pop_back();
+  } else {
+    authority = "s3." + o.region + ".amazonaws.com";
+  }
+  // Dots in a bucket name break the TLS wildcard of virtual-hosted names.
+  const bool path_style = o.force_path_style || !o.endpoint.empty() ||
+                          bucket.find('.') != std::string::npos || bucket.empty();
+  S3Address a;
+  if (path_style) {
+    a.host = authority;
+    a.path = "/" + bucket + (key.empty() ? "" : "/" + key);
+    if (bucket.empty()) a.path = "/";
+  } else {
+    a.host = bucket + "." + authority;
+    a.path = "/" + key;
+  }
+  a.url = scheme + a.host + UriEncode(a.path, /*keep_slash=*/true);
+  if (!query.empty()) a.url += "?" + CanonicalQueryString(query);
+  return a;
+}
+
+S3Client::S3Client(HttpTransport& transport, CredentialsProvider& credentials, Clock& clock,
+                   S3ClientOptions options, UniformRandom random)
+    : transport_(transport),
+      credentials_(credentials),
+      clock_(clock),
+      options_(std::move(options)),
+      random_(std::move(random)),
+      budget_(options_.retry.budget_capacity) {}
+
+StatusOr<HttpResponse> S3Client::Execute(const Call& call) {
+  const S3Address address = BuildS3Address(options_, call.bucket, call.key, call.query);
+  const std::string resource = call.bucket + (call.key.empty() ? "" : "/" + call.key);
+  const std::string payload_hash =
+      call.sign_payload ? Sha256Hex(call.body) : std::string(kUnsignedPayload);
+  for (int attempt = 1;; ++attempt) {
+    SG_ASSIGN_OR_RETURN(AwsCredentials creds, credentials_.Get());
+    SigningRequest signing;
+    signing.method = call.method;
+    signing.path = address.path;
+    signing.query = call.query;
+    signing.headers = call.headers;
+    signing.headers.emplace_back("host", address.host);
+    signing.payload_sha256_hex = payload_hash;
+    const auto now = clock_.Now() + clock_offset();
+    SignRequest(signing, creds, options_.region, "s3", now);
+
+    HttpRequest request;
+    request.method = call.method;
+    request.url = address.url;
+    request.headers = std::move(signing.headers);
+    request.body = call.body;
+    request.timeout = std::chrono::milliseconds(0);  // large bodies: the stall timeout governs
+    request.stall_timeout = options_.stall_timeout;
+    StatusOr<HttpResponse> response = transport_.Send(request);
+
+    Outcome outcome = ClassifyS3Response(response);
+    if (outcome == Outcome::kSuccess && call.error_in_200) {
+      if (auto error = ParseS3ErrorXml(response->body)) {
+        // The server failed after sending 200 OK; judge it by its error code.
+        response->status = error->code == "SlowDown" ? 503 : 500;
+        outcome = ClassifyS3Response(response);
+      }
+    }
+    if (outcome == Outcome::kSuccess) {
+      if (attempt == 1) budget_.OnSuccess();
+      return response;
+    }
+    Status failure = response.ok() ? S3ErrorStatus(call.operation, resource, ErrorOf(*response))
+                                   : response.status().WithContext(call.operation + " " + resource);
+    if (outcome == Outcome::kClockSkew) {
+      // Sign with the server's time from now on; resend at once.
+      std::optional<Clock::WallTime> server_time;
+      if (auto pos = response->body.find("<ServerTime>"); pos != std::string::npos) {
+        server_time = ParseServerTime(response->body.substr(pos + 12, 20));
+      }
+      if (!server_time) server_time = ParseServerTime(response->Header("date"));
+      if (server_time) {
+        const auto offset =
+            std::chrono::duration_cast<std::chrono::seconds>(*server_time - clock_.Now());
+        clock_offset_s_.store(offset.count());
+        LogWarn("S3 says our clock is off; signing with an offset of {}s from now on",
+                offset.count());
+      }
+      if (attempt >= options_.retry.max_attempts || !server_time) return failure;
+      continue;
+    }
+    if (!IsRetryable(outcome) || attempt >= options_.retry.max_attempts ||
+        !budget_.TryAcquire(outcome)) {
+      return failure;
+    }
+    const Duration wait = BackoffDelay(options_.retry, attempt, random_);
+    LogDebug("{} {}: {} on attempt {}, retrying in {}ms", call.operation, resource,
+             OutcomeName(outcome), attempt, wait.count());
+    clock_.SleepFor(wait);
+  }
+}
+
+StatusOr<S3PutResult> S3Client::PutObject(const std::string& bucket, const std::string& key,
+                                          std::string body, const PutCondition& condition,
+                                          const std::string& content_md5) {
+  Call call("PutObject", "PUT", bucket, key);
+  call.body = std::move(body);
+  if (condition.kind == PutCondition::Kind::kCreateOnly) {
+    call.headers.emplace_back("If-None-Match", "*");
+  } else if (condition.kind == PutCondition::Kind::kIfMatch) {
+    // RFC 7232 wants the quoted form, which AWS accepts; Ceph RGW (16.x)
+    // compares the header literally against the bare etag.
+    call.headers.emplace_back("If-Match", IsAwsEndpoint(options_) ? "\"" + condition.etag + "\""
+                                                                  : condition.etag);
+  }
+  if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
+  call.sign_payload = call.body.size() <= (1 << 20);
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+  return S3PutResult{Unquote(resp.Header("etag"))};
+}
+
+StatusOr<std::string> S3Client::GetObject(const std::string& bucket, const std::string& key,
+                                          std::optional<ByteRange> range, ObjectInfo* info) {
+  Call call("GetObject", "GET", bucket, key);
+  if (range) {
+    std::string value = "bytes=" + std::to_string(range->offset) + "-";
+    if (range->length) {
+      if (*range->length == 0) {
+        // A zero-length range cannot be written in HTTP; S3 semantics: empty.
+        SG_ASSIGN_OR_RETURN(ObjectInfo head, HeadObject(bucket, key));
+        if (info) *info = head;
+        if (range->offset >= head.size && head.size > 0) {
+          return Status::OutOfRange("range starts past the end of " + key);
+        }
+        return std::string();
+      }
+      value += std::to_string(range->offset + *range->length - 1);
+    }
+    call.headers.emplace_back("Range", value);
+  }
+  StatusOr<HttpResponse> resp = Execute(call);
+  if (!resp.ok()) {
+    // An empty object has no satisfiable range; S3 answers 416 for offset 0.
+    if (range && resp.status().Is(StatusCode::kOutOfRange) && range->offset == 0) {
+      auto head = HeadObject(bucket, key);
+      if (head.ok() && head->size == 0) {
+        if (info) *info = *head;
+        return std::string();
+      }
+    }
+    return resp.status();
+  }
+  if (info) {
+    info->key = key;
+    info->etag = Unquote(resp->Header("etag"));
+    const std::string content_range = resp->Header("content-range");  // bytes a-b/total
+    if (const size_t slash = content_range.rfind('/'); slash != std::string::npos) {
+      info->size = std::stoull(content_range.substr(slash + 1));
+    } else {
+      info->size = resp->body.size();
+    }
+  }
+  return std::move(resp->body);
+}
+
+StatusOr<ObjectInfo> S3Client::HeadObject(const std::string& bucket, const std::string& key) {
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(Call("HeadObject", "HEAD", bucket, key)));
+  ObjectInfo info;
+  info.key = key;
+  info.etag = Unquote(resp.Header("etag"));
+  const std::string length = resp.Header("content-length");
+  info.size = length.empty() ? 0 : std::stoull(length);
+  if (auto t = ParseServerTime(resp.Header("last-modified"))) info.modified = *t;
+  return info;
+}
+
+StatusOr<ListPage> S3Client::ListObjectsV2(const std::string& bucket, const std::string& prefix,
+                                           const std::string& continuation_token, int max_keys) {
+  Call call("ListObjectsV2", "GET", bucket, "");
+  call.query = {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(max_keys)}};
+  if (!continuation_token.empty()) call.query.emplace_back("continuation-token", continuation_token);
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "ListObjectsV2 " + bucket));
+  pugi::xml_node root = doc.child("ListBucketResult");
+  if (!root) return Status::Corruption("ListObjectsV2 " + bucket + ": no ListBucketResult");
+  ListPage page;
+  for (pugi::xml_node c : root.children("Contents")) {
+    ObjectInfo o;
+    o.key = ChildText(c, "Key");
+    o.size = c.child("Size").text().as_ullong();
+    o.etag = Unquote(ChildText(c, "ETag"));
+    if (auto t = ParseServerTime(ChildText(c, "LastModified"))) o.modified = *t;
+    page.objects.push_back(std::move(o));
+  }
+  if (std::string(root.child("IsTruncated").text().as_string()) == "true") {
+    page.next_token = ChildText(root, "NextContinuationToken");
+    if (page.next_token.empty()) {
+      return Status::Corruption("ListObjectsV2 " + bucket +
+                                ": truncated listing without NextContinuationToken");
+    }
+  }
+  return page;
+}
+
+Status S3Client::DeleteObject(const std::string& bucket, const std::string& key) {
+  auto resp = Execute(Call("DeleteObject", "DELETE", bucket, key));
+  if (!resp.ok() && !resp.status().Is(StatusCode::kNotFound)) return resp.status();
+  return Status::Ok();
+}
+
+Status S3Client::DeleteObjects(const std::string& bucket, const std::vector<std::string>& keys) {
+  if (keys.empty()) return Status::Ok();
+  if (keys.size() > 1000) return Status::InvalidArgument("DeleteObjects takes at most 1000 keys");
+  std::string body = "<Delete><Quiet>true</Quiet>";
+  for (const std::string& k : keys) body += "<Object><Key>" + XmlEscape(k) + "</Key></Object>";
+  body += "</Delete>";
+  Call call("DeleteObjects", "POST", bucket, "", {{"delete", ""}});
+  call.headers.emplace_back("Content-MD5", Base64Encode(Md5(body)));
+  call.headers.emplace_back("Content-Type", "application/xml");
+  call.body = std::move(body);
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "DeleteObjects " + bucket));
+  for (pugi::xml_node e : doc.child("DeleteResult").children("Error")) {
+    S3ErrorInfo info{resp.status, ChildText(e, "Code"), ChildText(e, "Message"), ""};
+    return S3ErrorStatus("DeleteObjects", bucket + "/" + ChildText(e, "Key"), info);
+  }
+  return Status::Ok();
+}
+
+Status S3Client::CreateBucket(const std::string& bucket) {
+  Call call("CreateBucket", "PUT", bucket, "");
+  if (options_.region != "us-east-1") {
+    call.body =
+        "<CreateBucketConfiguration><LocationConstraint>" + XmlEscape(options_.region) +
+        "</LocationConstraint></CreateBucketConfiguration>";
+  }
+  auto resp = Execute(call);
+  if (!resp.ok() && resp.status().reason() != "BucketAlreadyOwnedByYou") return resp.status();
+  return Status::Ok();
+}
+
+StatusOr<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
+                                                      const std::string& key) {
+  SG_ASSIGN_OR_RETURN(HttpResponse resp,
+                      Execute(Call("CreateMultipartUpload", "POST", bucket, key, {{"uploads", ""}})));
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "CreateMultipartUpload " + key));
+  std::string id = ChildText(doc.child("InitiateMultipartUploadResult"), "UploadId");
+  if (id.empty()) return Status::Corruption("CreateMultipartUpload " + key + ": no UploadId");
+  return id;
+}
+
+StatusOr<std::string> S3Client::UploadPart(const std::string& bucket, const std::string& key,
+                                           const std::string& upload_id, int part_number,
+                                           std::string body, const std::string& content_md5) {
+  Call call("UploadPart", "PUT", bucket, key,
+            {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}});
+  call.body = std::move(body);
+  call.sign_payload = false;  // Content-MD5 protects the body; no second pass to hash it
+  if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+  std::string etag = Unquote(resp.Header("etag"));
+  if (etag.empty()) return Status::Corruption("UploadPart " + key + ": no ETag in the answer");
+  return etag;
+}
+
+StatusOr<S3PutResult> S3Client::CompleteMultipartUpload(const std::string& bucket,
+                                                        const std::string& key,
+                                                        const std::string& upload_id,
+                                                        const std::vector<PartInfo>& parts,
+                                                        const PutCondition& condition) {
+  std::string body = "<CompleteMultipartUpload>";
+  for (const PartInfo& p : parts) {
+    body += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>\"" +
+            XmlEscape(p.etag) + "\"</ETag></Part>";
+  }
+  body += "</CompleteMultipartUpload>";
+  Call call("CompleteMultipartUpload", "POST", bucket, key, {{"uploadId", upload_id}});
+  call.headers.emplace_back("Content-Type", "application/xml");
+  if (condition.kind == PutCondition::Kind::kCreateOnly) {
+    call.headers.emplace_back("If-None-Match", "*");
+  }
+  call.body = std::move(body);
+  call.error_in_200 = true;
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "CompleteMultipartUpload " + key));
+  std::string etag = Unquote(ChildText(doc.child("CompleteMultipartUploadResult"), "ETag"));
+  if (etag.empty()) {
+    // Some gateways (Ceph RGW 16) answer with an empty ETag; ask for it.
+    SG_ASSIGN_OR_RETURN(ObjectInfo head, HeadObject(bucket, key));
+    etag = head.etag;
+  }
+  return S3PutResult{etag};
+}
+
+Status S3Client::AbortMultipartUpload(const std::string& bucket, const std::string& key,
+                                      const std::string& upload_id) {
+  auto resp =
+      Execute(Call("AbortMultipartUpload", "DELETE", bucket, key, {{"uploadId", upload_id}}));
+  if (!resp.ok() && !resp.status().Is(StatusCode::kNotFound)) return resp.status();
+  return Status::Ok();
+}
+
+StatusOr<std::vector<MultipartUploadInfo>> S3Client::ListMultipartUploads(
+    const std::string& bucket, const std::string& prefix) {
+  std::vector<MultipartUploadInfo> out;
+  std::string key_marker, upload_marker;
+  while (true) {
+    Call call("ListMultipartUploads", "GET", bucket, "", {{"uploads", ""}, {"prefix", prefix}});
+    if (!key_marker.empty()) call.query.emplace_back("key-marker", key_marker);
+    if (!upload_marker.empty()) call.query.emplace_back("upload-id-marker", upload_marker);
+    SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+    SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "ListMultipartUploads"));
+    pugi::xml_node root = doc.child("ListMultipartUploadsResult");
+    for (pugi::xml_node u : root.children("Upload")) {
+      out.push_back({ChildText(u, "Key"), ChildText(u, "UploadId"), ChildText(u, "Initiated")});
+    }
+    if (std::string(root.child("IsTruncated").text().as_string()) != "true") break;
+    key_marker = ChildText(root, "NextKeyMarker");
+    upload_marker = ChildText(root, "NextUploadIdMarker");
+    if (key_marker.empty() && upload_marker.empty()) {
+      return Status::Corruption("ListMultipartUploads: truncated listing without markers");
+    }
+  }
+  return out;
+}
+
+StatusOr<std::vector<PartInfo>> S3Client::ListParts(const std::string& bucket,
+                                                    const std::string& key,
+                                                    const std::string& upload_id) {
+  std::vector<PartInfo> out;
+  std::string marker;
+  while (true) {
+    Call call("ListParts", "GET", bucket, key, {{"uploadId", upload_id}});
+    if (!marker.empty()) call.query.emplace_back("part-number-marker", marker);
+    SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+    SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "ListParts " + key));
+    pugi::xml_node root = doc.child("ListPartsResult");
+    for (pugi::xml_node p : root.children("Part")) {
+      out.push_back({p.child("PartNumber").text().as_int(), Unquote(ChildText(p, "ETag")),
+                     p.child("Size").text().as_ullong()});
+    }
+    if (std::string(root.child("IsTruncated").text().as_string()) != "true") break;
+    marker = ChildText(root, "NextPartNumberMarker");
+    if (marker.empty()) return Status::Corruption("ListParts: truncated listing without marker");
+  }
+  return out;
+}
+
+}  // namespace sg

@@ -1,0 +1,148 @@
+// The S3 REST API: the operations spotguard needs, signed with SigV4, retried
+// by the policy in retry.h, errors parsed into Status values whose reason()
+// is the S3 error code ("NoSuchKey", "SlowDown", "PreconditionFailed", ...).
+//
+// Request building is pure (BuildS3Url, ClassifyS3Response); Execute is the
+// only place that does I/O.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/aws_credentials.h"
+#include "common/clock.h"
+#include "common/http.h"
+#include "common/object_store.h"
+#include "common/retry.h"
+#include "common/status.h"
+
+namespace sg {
+
+struct S3ClientOptions {
+  std::string region = "us-east-1";
+  // Custom endpoint ("http://127.0.0.1:17480"); empty: AWS, https://s3.<region>.amazonaws.com.
+  std::string endpoint;
+  // Path-style addressing (endpoint/bucket/key). Always used for custom
+  // endpoints and for bucket names with dots; AWS otherwise gets
+  // virtual-hosted style (bucket.s3.<region>.amazonaws.com/key).
+  bool force_path_style = false;
+  RetryPolicy retry;
+  std::chrono::seconds stall_timeout{60};
+};
+
+struct S3ErrorInfo {
+  long http_status = 0;
+  std::string code;  // "NoSuchKey"; derived from the status when there is no body
+  std::string message;
+  std::string request_id;
+};
+
+// Parses an <Error> document; nullopt when `body` is not one.
+std::optional<S3ErrorInfo> ParseS3ErrorXml(const std::string& body);
+// What an attempt's result means for retrying.
+Outcome ClassifyS3Response(const StatusOr<HttpResponse>& response);
+// The Status for a failed S3 call: the code follows the S3 error, reason() is
+// the S3 error code, the message names the operation, bucket and key.
+Status S3ErrorStatus(const std::string& operation, const std::string& resource,
+                     const S3ErrorInfo& error);
+
+struct S3Address {
+  std::string url;   // full URL with the encoded path and query
+  std::string host;  // Host header value
+  std::string path;  // raw path as signed
+};
+S3Address BuildS3Address(const S3ClientOptions& options, const std::string& bucket,
+                         const std::string& key,
+                         const std::vector<std::pair<std::string, std::string>>& query);
+
+struct S3PutResult {
+  std::string etag;  // without quotes
+};
+
+struct MultipartUploadInfo {
+  std::string key;
+  std::string upload_id;
+  std::string initiated;  // ISO 8601
+};
+
+struct PartInfo {
+  int number = 0;
+  std::string etag;  // without quotes
+  uint64_t size = 0;
+};
+
+class S3Client {
+ public:
+  S3Client(HttpTransport& transport, CredentialsProvider& credentials, Clock& clock,
+           S3ClientOptions options, UniformRandom random = DefaultRandom());
+
+  // `condition`: If-None-Match: * or If-Match. `content_md5` (base64) makes
+  // the server check the body.
+  StatusOr<S3PutResult> PutObject(const std::string& bucket, const std::string& key,
+                                  std::string body, const PutCondition& condition = {},
+                                  const std::string& content_md5 = "");
+  StatusOr<std::string> GetObject(const std::string& bucket, const std::string& key,
+                                  std::optional<ByteRange> range = {}, ObjectInfo* info = nullptr);
+  StatusOr<ObjectInfo> HeadObject(const std::string& bucket, const std::string& key);
+  StatusOr<ListPage> ListObjectsV2(const std::string& bucket, const std::string& prefix,
+                                   const std::string& continuation_token, int max_keys = 1000);
+  Status DeleteObject(const std::string& bucket, const std::string& key);
+  // Deletes up to 1000 keys in one request; a key that fails is an error.
+  Status DeleteObjects(const std::string& bucket, const std::vector<std::string>& keys);
+  Status CreateBucket(const std::string& bucket);
+
+  StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key);
+  StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key,
+                                   const std::string& upload_id, int part_number, std::string body,
+                                   const std::string& content_md5);
+  StatusOr<S3PutResult> CompleteMultipartUpload(const std::string& bucket, const std::string& key,
+                                                const std::string& upload_id,
+                                                const std::vector<PartInfo>& parts,
+                                                const PutCondition& condition = {});
+  Status AbortMultipartUpload(const std::string& bucket, const std::string& key,
+                              const std::string& upload_id);
+  StatusOr<std::vector<MultipartUploadInfo>> ListMultipartUploads(const std::string& bucket,
+                                                                  const std::string& prefix);
+  StatusOr<std::vector<PartInfo>> ListParts(const std::string& bucket, const std::string& key,
+                                            const std::string& upload_id);
+
+  // How far the server's clock is ahead of ours, learnt from a
+  // RequestTimeTooSkewed answer and applied to every later signature.
+  std::chrono::seconds clock_offset() const { return std::chrono::seconds(clock_offset_s_.load()); }
+  const S3ClientOptions& options() const { return options_; }
+
+ private:
+  struct Call {
+    Call(std::string op, std::string m, std::string b, std::string k,
+         std::vector<std::pair<std::string, std::string>> q = {})
+        : operation(std::move(op)),
+          method(std::move(m)),
+          bucket(std::move(b)),
+          key(std::move(k)),
+          query(std::move(q)) {}
+    std::string operation;  // "PutObject", for messages
+    std::string method;
+    std::string bucket;
+    std::string key;
+    std::vector<std::pair<std::string, std::string>> query;
+    HttpHeaders headers;
+    std::string body;
+    bool sign_payload = true;      // else UNSIGNED-PAYLOAD (large bodies carry Content-MD5)
+    bool error_in_200 = false;     // CompleteMultipartUpload may answer 200 with <Error>
+  };
+  StatusOr<HttpResponse> Execute(const Call& call);
+
+  HttpTransport& transport_;
+  CredentialsProvider& credentials_;
+  Clock& clock_;
+  const S3ClientOptions options_;
+  UniformRandom random_;
+  RetryBudget budget_;
+  std::atomic<int64_t> clock_offset_s_{0};
+};
+
+}  // namespace sg

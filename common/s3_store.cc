@@ -1,0 +1,141 @@
+#include "common/s3_store.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/crypto.h"
+#include "common/strings.h"
+
+namespace sg {
+namespace {
+
+std::string EnvOr(const std::map<std::string, std::string>& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() ? "" : it->second;
+}
+
+}  // namespace
+
+StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& o, MetadataService* imds) {
+  ResolvedS3Target t;
+  t.endpoint = o.endpoint.value_or("");
+  for (const char* name : {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
+    if (t.endpoint.empty()) t.endpoint = EnvOr(o.env, name);
+  }
+  while (!t.endpoint.empty() && t.endpoint.back() == '/') t.endpoint.pop_back();
+  if (!t.endpoint.empty() && !t.endpoint.starts_with("http://") &&
+      !t.endpoint.starts_with("https://")) {
+    return Status::InvalidArgument("S3 endpoint \"" + t.endpoint + "\" must start with http(s)://");
+  }
+  t.region = o.region.value_or("");
+  for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
+    if (t.region.empty()) t.region = EnvOr(o.env, name);
+  }
+  if (t.region.empty() && !t.endpoint.empty()) t.region = "us-east-1";
+  if (t.region.empty() && imds != nullptr &&
+      ToLower(EnvOr(o.env, "AWS_EC2_METADATA_DISABLED")) != "true") {
+    auto doc = imds->Get("dynamic/instance-identity/document");
+    if (doc.ok()) {
+      auto j = nlohmann::json::parse(*doc, nullptr, false);
+      if (j.is_object() && j.contains("region") && j["region"].is_string()) {
+        t.region = j["region"].get<std::string>();
+      }
+    }
+  }
+  if (t.region.empty()) {
+    return Status::InvalidArgument(
+        "no AWS region: set \"region\" in the config, AWS_REGION, or run on EC2");
+  }
+  return t;
+}
+
+struct S3Store::Parts {
+  std::unique_ptr<CurlTransport> transport;
+  std::unique_ptr<ImdsClient> imds;
+  std::unique_ptr<DefaultCredentialsChain> credentials;
+  std::unique_ptr<S3Client> client;
+};
+
+S3Store::S3Store(std::unique_ptr<Parts> parts, std::string bucket, std::string prefix)
+    : parts_(std::move(parts)),
+      client_(parts_->client.get()),
+      bucket_(std::move(bucket)),
+      prefix_(std::move(prefix)) {}
+
+S3Store::~S3Store() = default;
+
+StatusOr<std::unique_ptr<S3Store>> S3Store::Open(const StoreUrl& url,
+                                                 const S3StoreOptions& options) {
+  if (url.scheme != StoreUrl::Scheme::kS3) return Status::InvalidArgument("not an s3:// URL");
+  Clock& clock = options.clock ? *options.clock : SystemClock();
+  auto parts = std::make_unique<Parts>();
+  CurlTransport::Options transport_options;
+  transport_options.ca_bundle = EnvOr(options.env, "AWS_CA_BUNDLE");
+  parts->transport = std::make_unique<CurlTransport>(transport_options);
+  ImdsClient::Options imds_options;
+  imds_options.endpoint = options.imds_endpoint;
+  if (imds_options.endpoint.empty()) {
+    imds_options.endpoint = EnvOr(options.env, "AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  }
+  if (imds_options.endpoint.empty()) imds_options.endpoint = "http://169.254.169.254";
+  parts->imds = std::make_unique<ImdsClient>(*parts->transport, clock, imds_options);
+  SG_ASSIGN_OR_RETURN(ResolvedS3Target target, ResolveS3Target(options, parts->imds.get()));
+  parts->credentials = std::make_unique<DefaultCredentialsChain>(options.env, *parts->transport,
+                                                                 clock, parts->imds.get());
+  S3ClientOptions client_options;
+  client_options.region = target.region;
+  client_options.endpoint = target.endpoint;
+  client_options.force_path_style = options.force_path_style;
+  parts->client = std::make_unique<S3Client>(*parts->transport, *parts->credentials, clock,
+                                             client_options);
+  return std::unique_ptr<S3Store>(new S3Store(std::move(parts), url.bucket, url.prefix));
+}
+
+std::string S3Store::FullKey(const std::string& key) const {
+  return prefix_.empty() ? key : prefix_ + "/" + key;
+}
+
+std::string S3Store::Describe() const {
+  return "s3://" + bucket_ + (prefix_.empty() ? "" : "/" + prefix_);
+}
+
+StatusOr<std::string> S3Store::Put(const std::string& key, std::string_view data,
+                                   const PutCondition& condition) {
+  if (data.size() > (5ull << 30)) {
+    return Status::InvalidArgument("Put of " + key + ": objects over 5 GiB need a multipart upload");
+  }
+  SG_ASSIGN_OR_RETURN(S3PutResult r, client_->PutObject(bucket_, FullKey(key), std::string(data),
+                                                        condition, Base64Encode(Md5(data))));
+  if (r.etag.empty()) {
+    SG_ASSIGN_OR_RETURN(ObjectInfo head, client_->HeadObject(bucket_, FullKey(key)));
+    return head.etag;
+  }
+  return r.etag;
+}
+
+StatusOr<std::string> S3Store::Get(const std::string& key, std::optional<ByteRange> range,
+                                   ObjectInfo* info) {
+  auto data = client_->GetObject(bucket_, FullKey(key), range, info);
+  if (info && data.ok()) info->key = key;
+  return data;
+}
+
+StatusOr<ObjectInfo> S3Store::Head(const std::string& key) {
+  SG_ASSIGN_OR_RETURN(ObjectInfo info, client_->HeadObject(bucket_, FullKey(key)));
+  info.key = key;
+  return info;
+}
+
+StatusOr<ListPage> S3Store::List(const std::string& prefix, const std::string& token,
+                                 int max_keys) {
+  SG_ASSIGN_OR_RETURN(ListPage page, client_->ListObjectsV2(bucket_, FullKey(prefix), token,
+                                                            std::min(max_keys, 1000)));
+  const size_t strip = prefix_.empty() ? 0 : prefix_.size() + 1;
+  for (ObjectInfo& o : page.objects) o.key = o.key.substr(std::min(strip, o.key.size()));
+  return page;
+}
+
+Status S3Store::Delete(const std::string& key) {
+  return client_->DeleteObject(bucket_, FullKey(key));
+}
+
+}  // namespace sg

@@ -1,0 +1,66 @@
+// The s3:// object store: ObjectStore on an S3 bucket and key prefix, with
+// the same contracts as file:// (pinned by tests/conformance).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/object_store.h"
+#include "common/s3_client.h"
+#include "common/store_url.h"
+
+namespace sg {
+
+// What an s3:// store takes from the config and the environment.
+struct S3StoreOptions {
+  std::map<std::string, std::string> env;  // AWS_* variables are read from here
+  std::optional<std::string> region;       // else AWS_REGION, AWS_DEFAULT_REGION, the instance
+  std::optional<std::string> endpoint;     // else AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS
+  std::string imds_endpoint;               // for the instance role and region; "" = default
+  bool force_path_style = false;
+  Clock* clock = nullptr;                  // null: the system clock
+};
+
+// Region and endpoint as the AWS tools resolve them. A custom endpoint
+// without any region gets "us-east-1", which S3-compatible servers accept.
+struct ResolvedS3Target {
+  std::string region;
+  std::string endpoint;  // "" for AWS
+};
+StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& options,
+                                           MetadataService* imds);
+
+class S3Store final : public ObjectStore {
+ public:
+  static StatusOr<std::unique_ptr<S3Store>> Open(const StoreUrl& url, const S3StoreOptions& options);
+
+  StatusOr<std::string> Put(const std::string& key, std::string_view data,
+                            const PutCondition& condition) override;
+  StatusOr<std::string> Get(const std::string& key, std::optional<ByteRange> range,
+                            ObjectInfo* info) override;
+  StatusOr<ObjectInfo> Head(const std::string& key) override;
+  StatusOr<ListPage> List(const std::string& prefix, const std::string& token,
+                          int max_keys) override;
+  Status Delete(const std::string& key) override;
+  std::string Describe() const override;
+
+  S3Client& client() { return *client_; }
+  const std::string& bucket() const { return bucket_; }
+  // The bucket key for a store key.
+  std::string FullKey(const std::string& key) const;
+
+  ~S3Store() override;
+
+ private:
+  struct Parts;
+  S3Store(std::unique_ptr<Parts> parts, std::string bucket, std::string prefix);
+
+  std::unique_ptr<Parts> parts_;  // transport, credentials, IMDS client
+  S3Client* client_;
+  const std::string bucket_;
+  const std::string prefix_;  // "" or "a/b"
+};
+
+}  // namespace sg

@@ -1,0 +1,226 @@
+// The S3 client, transfer engine and s3:// store against a real S3 server
+// (the Ceph RADOS Gateway of scripts/s3-server.sh, or SPOTGUARD_TEST_S3_*).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "common/crypto.h"
+#include "common/files.h"
+#include "common/s3_transfer.h"
+#include "tests/conformance/object_store_conformance.h"
+#include "tests/support/s3_test_env.h"
+#include "tests/support/temp_dir.h"
+
+namespace sg::testing {
+namespace {
+
+std::shared_ptr<ObjectStore> MakeS3Store() {
+  S3TestEnv env;
+  if (!LoadS3TestEnv(&env)) return nullptr;
+  return std::shared_ptr<ObjectStore>(OpenTestS3Store(env, "spotguard-tests"));
+}
+
+INSTANTIATE_TEST_SUITE_P(S3, ObjectStoreConformance,
+                         ::testing::Values(StoreFactory{"s3", MakeS3Store}),
+                         [](const auto& info) { return info.param.name; });
+
+std::string RandomBytes(size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(&s[i], &v, 8);
+  }
+  return s;
+}
+
+class S3Transfers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(LoadS3TestEnv(&env_));
+    store_ = OpenTestS3Store(env_, "");
+    ASSERT_NE(store_, nullptr);
+    prefix_ = "transfer-tests/" + RandomHex() + "/";
+  }
+  void TearDown() override {
+    if (!store_) return;
+    auto all = ListAll(*store_, prefix_);
+    if (!all.ok()) return;
+    std::vector<std::string> keys;
+    for (const auto& o : *all) keys.push_back(o.key);
+    for (size_t i = 0; i < keys.size(); i += 1000) {
+      std::vector<std::string> batch(keys.begin() + i,
+                                     keys.begin() + std::min(keys.size(), i + 1000));
+      (void)client().DeleteObjects(env_.bucket, batch);
+    }
+  }
+  S3Client& client() { return store_->client(); }
+  const std::string& bucket() { return env_.bucket; }
+
+  S3TestEnv env_;
+  std::unique_ptr<S3Store> store_;
+  std::string prefix_;
+  TempDir dir_;
+};
+
+TEST_F(S3Transfers, A200MiBMultipartUploadWithEightPartsInFlightReadsBackIdentical) {
+  const size_t size = 200u << 20;
+  const std::string path = dir_.WriteFile("big.bin", RandomBytes(size, 7));
+  const std::string want = Sha256Hex(*ReadFileToString(path));
+  TransferOptions options;
+  options.parts_in_flight = 8;
+  auto etag = UploadFile(client(), bucket(), prefix_ + "big.bin", path, options);
+  ASSERT_TRUE(etag.ok()) << etag.status().ToString();
+  EXPECT_TRUE(etag->ends_with("-25")) << "8 MiB parts: 25 of them, got etag " << *etag;
+
+  auto head = client().HeadObject(bucket(), prefix_ + "big.bin");
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->size, size);
+
+  const std::string back = dir_.Join("back.bin");
+  auto got = DownloadFile(client(), bucket(), prefix_ + "big.bin", back, options);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, size);
+  EXPECT_EQ(Sha256Hex(*ReadFileToString(back)), want);
+
+  Sha256Stream in_order;
+  uint64_t seen = 0;
+  Status st = DownloadInOrder(client(), bucket(), prefix_ + "big.bin", options,
+                              [&](std::string_view chunk) {
+                                in_order.Update(chunk);
+                                seen += chunk.size();
+                                return Status::Ok();
+                              });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(seen, size);
+  EXPECT_EQ(in_order.FinishHex(), want);
+}
+
+TEST_F(S3Transfers, ASmallFileGoesUpInOnePut) {
+  const std::string path = dir_.WriteFile("small", "tiny payload");
+  auto etag = UploadFile(client(), bucket(), prefix_ + "small", path, TransferOptions{});
+  ASSERT_TRUE(etag.ok()) << etag.status().ToString();
+  EXPECT_EQ(*etag, HexEncode(Md5("tiny payload"))) << "a single PUT's etag is the MD5";
+}
+
+TEST_F(S3Transfers, AnAbortedUploadLeavesNothingBehind) {
+  const std::string key = prefix_ + "aborted";
+  MultipartUpload upload(client(), bucket(), key, TransferOptions{});
+  ASSERT_TRUE(upload.Start().ok());
+  ASSERT_TRUE(upload.AddPart(RandomBytes(5u << 20, 1)).ok());
+  ASSERT_TRUE(upload.AddPart(RandomBytes(1u << 20, 2)).ok());
+  auto uploads = client().ListMultipartUploads(bucket(), key);
+  ASSERT_TRUE(uploads.ok());
+  EXPECT_EQ(uploads->size(), 1u);
+  ASSERT_TRUE(upload.Abort().ok());
+  EXPECT_EQ(upload.state(), MultipartUpload::State::kAborted);
+  uploads = client().ListMultipartUploads(bucket(), key);
+  ASSERT_TRUE(uploads.ok());
+  EXPECT_TRUE(uploads->empty());
+  EXPECT_TRUE(client().HeadObject(bucket(), key).status().Is(StatusCode::kNotFound));
+  EXPECT_TRUE(client().ListParts(bucket(), key, upload.upload_id()).status().Is(StatusCode::kNotFound));
+}
+
+TEST_F(S3Transfers, AnUploadDroppedWithoutCompletingIsAborted) {
+  const std::string key = prefix_ + "dropped";
+  {
+    MultipartUpload upload(client(), bucket(), key, TransferOptions{});
+    ASSERT_TRUE(upload.Start().ok());
+    ASSERT_TRUE(upload.AddPart(RandomBytes(5u << 20, 3)).ok());
+  }
+  auto uploads = client().ListMultipartUploads(bucket(), key);
+  ASSERT_TRUE(uploads.ok());
+  EXPECT_TRUE(uploads->empty());
+}
+
+TEST_F(S3Transfers, ListPartsShowsThePartsOfAnOpenUpload) {
+  const std::string key = prefix_ + "open";
+  auto id = client().CreateMultipartUpload(bucket(), key);
+  ASSERT_TRUE(id.ok());
+  const std::string part = RandomBytes(5u << 20, 4);
+  ASSERT_TRUE(client().UploadPart(bucket(), key, *id, 1, part, Base64Encode(Md5(part))).ok());
+  auto parts = client().ListParts(bucket(), key, *id);
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  ASSERT_EQ(parts->size(), 1u);
+  EXPECT_EQ((*parts)[0].number, 1);
+  EXPECT_EQ((*parts)[0].size, part.size());
+  EXPECT_EQ((*parts)[0].etag, HexEncode(Md5(part)));
+  ASSERT_TRUE(client().AbortMultipartUpload(bucket(), key, *id).ok());
+}
+
+TEST_F(S3Transfers, ACorruptedPartIsRefusedByItsChecksum) {
+  const std::string key = prefix_ + "bad-md5";
+  auto id = client().CreateMultipartUpload(bucket(), key);
+  ASSERT_TRUE(id.ok());
+  const std::string part = RandomBytes(5u << 20, 5);
+  auto r = client().UploadPart(bucket(), key, *id, 1, part, Base64Encode(Md5("something else")));
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), "BadDigest") << r.status().ToString();
+  ASSERT_TRUE(client().AbortMultipartUpload(bucket(), key, *id).ok());
+}
+
+TEST_F(S3Transfers, ListingFollowsContinuationAcrossMoreThan1000Keys) {
+  constexpr int kKeys = 1100;
+  BoundedExecutor executor(8, 16);
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE(executor.Submit([&, i] {
+      char name[32];
+      std::snprintf(name, sizeof name, "many/%05d", i);
+      return client().PutObject(bucket(), prefix_ + name, "x").status();
+    }).ok());
+  }
+  ASSERT_TRUE(executor.Wait().ok());
+  auto first = client().ListObjectsV2(bucket(), prefix_ + "many/", "");
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->objects.size(), 1000u);
+  EXPECT_FALSE(first->next_token.empty());
+  auto all = ListAll(*store_, prefix_ + "many/");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), static_cast<size_t>(kKeys));
+  for (int i = 1; i < kKeys; ++i) EXPECT_LT((*all)[i - 1].key, (*all)[i].key);
+}
+
+TEST_F(S3Transfers, AWrongSecretGivesSignatureDoesNotMatchWithoutShowingTheSecret) {
+  S3TestEnv wrong = env_;
+  wrong.secret_key = "NOT-THE-SECRET-7f3a9c";
+  S3StoreOptions options;
+  options.env = wrong.AwsEnv();
+  options.endpoint = wrong.endpoint;
+  auto store = S3Store::Open(*ParseStoreUrl("s3://" + bucket()), options);
+  ASSERT_TRUE(store.ok());
+  auto r = (*store)->Put(prefix_ + "denied", "x", PutCondition::None());
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().Is(StatusCode::kPermissionDenied)) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), "SignatureDoesNotMatch");
+  EXPECT_NE(r.status().message().find("SignatureDoesNotMatch"), std::string::npos);
+  EXPECT_EQ(r.status().ToString().find("NOT-THE-SECRET-7f3a9c"), std::string::npos);
+  EXPECT_EQ(r.status().ToString().find(env_.secret_key), std::string::npos);
+  EXPECT_TRUE(store_->Head(prefix_ + "denied").status().Is(StatusCode::kNotFound));
+}
+
+TEST_F(S3Transfers, DeleteObjectsRemovesABatch) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5; ++i) {
+    keys.push_back(prefix_ + "batch/" + std::to_string(i) + " &<odd>");
+    ASSERT_TRUE(client().PutObject(bucket(), keys.back(), "x").ok());
+  }
+  ASSERT_TRUE(client().DeleteObjects(bucket(), keys).ok());
+  auto left = ListAll(*store_, prefix_ + "batch/");
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+}
+
+TEST_F(S3Transfers, AMissingBucketIsNotFoundAndSaysSo) {
+  auto r = client().HeadObject("spotguard-no-such-bucket-" + RandomHex(4), "k");
+  EXPECT_TRUE(r.status().Is(StatusCode::kNotFound)) << r.status().ToString();
+  auto list = client().ListObjectsV2("spotguard-no-such-bucket-" + RandomHex(4), "", "");
+  EXPECT_EQ(list.status().reason(), "NoSuchBucket") << list.status().ToString();
+}
+
+}  // namespace
+}  // namespace sg::testing
