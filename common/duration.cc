@@ -66,7 +66,11 @@ std::string FormatDuration(Duration d) {
     ms = -ms;
   }
   // Sub-second precision: milliseconds are the only exact form.
-  if (ms % 1000 != 0) return out + std::to_string(ms) + "ms";
+  if (ms % 1000 != 0) {
+    out.append(std::to_string(ms));
+    out.append("ms");
+    return out;
+  }
   int64_t s = ms / 1000;
   const int64_t h = s / 3600;
   const int64_t m = (s % 3600) / 60;

@@ -12,9 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/sigv4.h"
 #include "common/strings.h"

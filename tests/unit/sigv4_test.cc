@@ -175,9 +175,8 @@ TEST(SigV4S3Examples, S3GetBucketLifecycleSignsValuelessSubresourceAsKeyEquals) 
   r.method = "GET";
   r.path = "/";
   r.query = {{"lifecycle", ""}};
-  r.headers = {{"Host", kExampleHost},
-               {"x-amz-date", kExampleDate},
-               {"x-amz-content-sha256", kEmptySha256}};
+  r.headers = {
+      {"Host", kExampleHost}, {"x-amz-date", kExampleDate}, {"x-amz-content-sha256", kEmptySha256}};
   r.payload_sha256_hex = kEmptySha256;
   ExpectPublishedS3Example(
       r,
@@ -202,9 +201,8 @@ TEST(SigV4S3Examples, S3ListObjectsWithMaxKeysAndPrefixMatchesPublishedExample) 
   r.method = "GET";
   r.path = "/";
   r.query = {{"prefix", "J"}, {"max-keys", "2"}};  // out of order on purpose
-  r.headers = {{"Host", kExampleHost},
-               {"x-amz-date", kExampleDate},
-               {"x-amz-content-sha256", kEmptySha256}};
+  r.headers = {
+      {"Host", kExampleHost}, {"x-amz-date", kExampleDate}, {"x-amz-content-sha256", kEmptySha256}};
   r.payload_sha256_hex = kEmptySha256;
   ExpectPublishedS3Example(
       r,
@@ -327,11 +325,10 @@ TEST(SigV4TestSuite, GetVanillaQueryWithoutParametersLeavesTheQueryLineEmpty) {
 
 TEST(SigV4TestSuite, GetVanillaEmptyQueryKeyKeepsTheParameter) {
   // get-vanilla-empty-query-key.req is "GET /?Param1=value1 HTTP/1.1".
-  ExpectSuiteCase(SuiteRequest("GET", "/", {{"Param1", "value1"}}),
-                  SuiteCreq("GET", "/", "Param1=value1"),
-                  "1e24db194ed7d0eec2de28d7369675a243488e08526e8c1c73571282f7c517ab",
-                  "host;x-amz-date",
-                  "a67d582fa61cc504c4bae71f336f98b97f1ea3c7a6bfe1b6e45aec72011b9aeb");
+  ExpectSuiteCase(
+      SuiteRequest("GET", "/", {{"Param1", "value1"}}), SuiteCreq("GET", "/", "Param1=value1"),
+      "1e24db194ed7d0eec2de28d7369675a243488e08526e8c1c73571282f7c517ab", "host;x-amz-date",
+      "a67d582fa61cc504c4bae71f336f98b97f1ea3c7a6bfe1b6e45aec72011b9aeb");
 }
 
 TEST(SigV4TestSuite, GetVanillaQueryOrderKeyCaseSortsParametersByName) {
@@ -426,8 +423,7 @@ TEST(SigV4TestSuite, GetUtf8PathIsEncodedOnceAsUtf8Bytes) {
 }
 
 TEST(SigV4TestSuite, GetSpacePathEncodesSpaceAsPercent20Once) {
-  ExpectSuiteCase(SuiteRequest("GET", "/example space/"),
-                  SuiteCreq("GET", "/example%20space/", ""),
+  ExpectSuiteCase(SuiteRequest("GET", "/example space/"), SuiteCreq("GET", "/example%20space/", ""),
                   "63ee75631ed7234ae61b5f736dfc7754cdccfedbff4b5128a915706ee9390d86",
                   "host;x-amz-date",
                   "652487583200325589f1fba4c7e578f72c47cb61beeca81406b39ddec1366741");
@@ -441,11 +437,10 @@ TEST(SigV4TestSuite, PostVanillaSignsTheMethod) {
 }
 
 TEST(SigV4TestSuite, PostVanillaQuerySignsTheQueryOfAPost) {
-  ExpectSuiteCase(SuiteRequest("POST", "/", {{"Param1", "value1"}}),
-                  SuiteCreq("POST", "/", "Param1=value1"),
-                  "9d659678c1756bb3113e2ce898845a0a79dbbc57b740555917687f1b3340fbbd",
-                  "host;x-amz-date",
-                  "28038455d6de14eafc1f9222cf5aa6f1a96197d7deb8263271d420d138af7f11");
+  ExpectSuiteCase(
+      SuiteRequest("POST", "/", {{"Param1", "value1"}}), SuiteCreq("POST", "/", "Param1=value1"),
+      "9d659678c1756bb3113e2ce898845a0a79dbbc57b740555917687f1b3340fbbd", "host;x-amz-date",
+      "28038455d6de14eafc1f9222cf5aa6f1a96197d7deb8263271d420d138af7f11");
 }
 
 TEST(SigV4TestSuite, PostHeaderKeyCaseLowerCasesHeaderNames) {
@@ -498,14 +493,14 @@ TEST(SigV4TestSuite, PostXWwwFormUrlencodedSignsTheBodyHash) {
 TEST(SigV4TestSuite, PostStsHeaderBeforeSignsTheSessionToken) {
   // The form S3 uses, and the one SignRequest produces: the token header is
   // present before signing and is itself signed.
-  ExpectSuiteCase(
-      SuiteRequest("POST", "/", {}, {{"X-Amz-Security-Token", kSuiteToken}}),
-      "POST\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n"
-      "x-amz-security-token:" +
-          std::string(kSuiteToken) + "\n\nhost;x-amz-date;x-amz-security-token\n" + kEmptySha256,
-      "c237e1b440d4c63c32ca95b5b99481081cb7b13c7e40434868e71567c1a882f6",
-      "host;x-amz-date;x-amz-security-token",
-      "85d96828115b5dc0cfc3bd16ad9e210dd772bbebba041836c64533a82be05ead");
+  ExpectSuiteCase(SuiteRequest("POST", "/", {}, {{"X-Amz-Security-Token", kSuiteToken}}),
+                  "POST\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n"
+                  "x-amz-security-token:" +
+                      std::string(kSuiteToken) + "\n\nhost;x-amz-date;x-amz-security-token\n" +
+                      kEmptySha256,
+                  "c237e1b440d4c63c32ca95b5b99481081cb7b13c7e40434868e71567c1a882f6",
+                  "host;x-amz-date;x-amz-security-token",
+                  "85d96828115b5dc0cfc3bd16ad9e210dd772bbebba041836c64533a82be05ead");
 }
 
 TEST(SigV4TestSuite, PostStsHeaderAfterLeavesALaterTokenOutOfTheSignature) {
@@ -540,9 +535,9 @@ TEST(SigV4S3Rules, UriEncodeEncodesReservedAndPercentCharacters) {
 }
 
 TEST(SigV4S3Rules, UriEncodeWritesUnicodeAsUpperCaseHexOfUtf8Bytes) {
-  EXPECT_EQ(UriEncode("\xC3\xA9", true), "%C3%A9");                       // é
+  EXPECT_EQ(UriEncode("\xC3\xA9", true), "%C3%A9");                              // é
   EXPECT_EQ(UriEncode("\xE6\x97\xA5\xE6\x9C\xAC", true), "%E6%97%A5%E6%9C%AC");  // 日本
-  EXPECT_EQ(UriEncode("\xF0\x9F\x98\x80", true), "%F0%9F%98%80");        // U+1F600
+  EXPECT_EQ(UriEncode("\xF0\x9F\x98\x80", true), "%F0%9F%98%80");                // U+1F600
 }
 
 TEST(SigV4S3Rules, UriEncodeKeepsUnreservedCharacters) {
@@ -613,12 +608,11 @@ TEST(SigV4S3Rules, SignRequestAddsDateAndContentHashButNoTokenForLongTermKeys) {
   SigningRequest r = PutRequest();
   SignRequest(r, {"AKID", "secret", ""}, "eu-west-1", "s3", Utc(2026, 11, 22, 8, 30, 0));
   EXPECT_EQ(HeaderValues(r, "x-amz-date"), std::vector<std::string>{"20261122T083000Z"});
-  EXPECT_EQ(HeaderValues(r, "x-amz-content-sha256"),
-            std::vector<std::string>{Sha256Hex("data")});
+  EXPECT_EQ(HeaderValues(r, "x-amz-content-sha256"), std::vector<std::string>{Sha256Hex("data")});
   EXPECT_TRUE(HeaderValues(r, "x-amz-security-token").empty());
-  EXPECT_NE(Authorization(r).find(
-                "SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date, "),
-            std::string::npos)
+  EXPECT_NE(
+      Authorization(r).find("SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date, "),
+      std::string::npos)
       << Authorization(r);
 }
 
@@ -638,8 +632,7 @@ TEST(SigV4S3Rules, SignRequestUsesUnsignedPayloadWhenAsked) {
   SigningRequest r = PutRequest();
   r.payload_sha256_hex = std::string(kUnsignedPayload);
   SignRequest(r, {"AKID", "secret", ""}, "eu-west-1", "s3", Utc(2026, 11, 22, 8, 30, 0));
-  EXPECT_EQ(HeaderValues(r, "x-amz-content-sha256"),
-            std::vector<std::string>{"UNSIGNED-PAYLOAD"});
+  EXPECT_EQ(HeaderValues(r, "x-amz-content-sha256"), std::vector<std::string>{"UNSIGNED-PAYLOAD"});
   SigningRequest view = r;
   std::erase_if(view.headers, [](const auto& h) { return h.first == "Authorization"; });
   EXPECT_TRUE(CanonicalRequest(view).ends_with("\nUNSIGNED-PAYLOAD"));
