@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/log.h"
 #include "common/s3_store.h"
 #include "common/s3_transfer.h"
 
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s FILE KEY [PARTS_IN_FLIGHT]\n", argv[0]);
     return 2;
   }
+  sg::InitLogging(sg::LogLevel::kWarn, sg::LogFormat::kText);  // stdout carries the result
   const std::string file = argv[1], key = argv[2];
   sg::TransferOptions options;
   if (argc > 3) options.parts_in_flight = std::atoi(argv[3]);
