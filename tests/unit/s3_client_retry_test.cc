@@ -1,0 +1,443 @@
+// S3Client's retry loop against a scripted transport and a fake clock: how
+// many attempts each kind of answer gets, exactly how long it waits between
+// them (full jitter with a fixed "random" number), the retry budget, clock
+// skew correction, and that every attempt is signed afresh.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <ctime>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "common/crypto.h"
+#include "common/s3_client.h"
+#include "common/sigv4.h"
+#include "common/strings.h"
+#include "tests/support/fake_clock.h"
+
+namespace sg {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+// Answers from a script, in order; when the script runs out, `forever` (if
+// set) answers every further request. Records every request it was sent.
+class ScriptedTransport final : public HttpTransport {
+ public:
+  StatusOr<HttpResponse> Send(const HttpRequest& request) override {
+    sent.push_back(request);
+    if (!replies.empty()) {
+      auto r = replies.front();
+      replies.pop_front();
+      return r;
+    }
+    if (forever) return *forever;
+    return Status::Unavailable("no scripted reply");
+  }
+  static HttpResponse Response(long status, std::string body = "", HttpHeaders headers = {}) {
+    HttpResponse r;
+    r.status = status;
+    r.body = std::move(body);
+    r.headers = std::move(headers);
+    return r;
+  }
+  void Reply(long status, std::string body = "", HttpHeaders headers = {}) {
+    replies.push_back(Response(status, std::move(body), std::move(headers)));
+  }
+  void ConnectionReset() { replies.push_back(Status::Unavailable("Connection reset by peer")); }
+
+  std::deque<StatusOr<HttpResponse>> replies;
+  std::optional<StatusOr<HttpResponse>> forever;
+  std::vector<HttpRequest> sent;
+};
+
+// A FakeClock that also remembers every SleepFor.
+class RecordingClock final : public Clock {
+ public:
+  WallTime Now() override { return fake.Now(); }
+  MonoTime Monotonic() override { return fake.Monotonic(); }
+  void SleepFor(std::chrono::nanoseconds d) override {
+    sleeps.push_back(std::chrono::duration_cast<milliseconds>(d));
+    fake.SleepFor(d);
+  }
+  testing::FakeClock fake;
+  std::vector<milliseconds> sleeps;
+};
+
+std::string ErrorXml(const std::string& code, const std::string& extra = "") {
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>" + code +
+         "</Code><Message>message for " + code + "</Message>" + extra +
+         "<RequestId>REQ123</RequestId></Error>";
+}
+
+// Every value of header `name` (case-insensitive).
+std::vector<std::string> HeaderValues(const HttpRequest& r, const std::string& name) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : r.headers) {
+    if (ToLower(k) == ToLower(name)) out.push_back(v);
+  }
+  return out;
+}
+
+std::string HeaderOf(const HttpRequest& r, const std::string& name) {
+  auto values = HeaderValues(r, name);
+  return values.empty() ? "" : values.front();
+}
+
+std::string HttpDate(Clock::WallTime t) {
+  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[64];
+  const size_t n = std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return std::string(buf, n);
+}
+
+constexpr char kAccessKey[] = "AKIDRETRYTEST0000001";
+// Distinctive so that a leak into any message is unmistakable.
+constexpr char kSecretKey[] = "SeCrEt/ZZTOPSECRETzz+do-not-leak-4711";
+
+class S3ClientRetryTest : public ::testing::Test {
+ protected:
+  static S3ClientOptions Options(int max_attempts, milliseconds base, milliseconds max,
+                                 int budget = 500) {
+    S3ClientOptions o;
+    o.region = "us-east-1";
+    o.retry.max_attempts = max_attempts;
+    o.retry.base_delay = base;
+    o.retry.max_delay = max;
+    o.retry.budget_capacity = budget;
+    return o;
+  }
+  std::unique_ptr<S3Client> Client(S3ClientOptions o, double random = 0.5) {
+    return std::make_unique<S3Client>(transport_, creds_, clock_, std::move(o),
+                                      [random] { return random; });
+  }
+
+  ScriptedTransport transport_;
+  RecordingClock clock_;
+  StaticCredentials creds_{AwsCredentials{kAccessKey, kSecretKey, ""}};
+};
+
+TEST_F(S3ClientRetryTest, RetriesSlowDownWithFullJitterBackoff) {
+  auto client = Client(Options(8, milliseconds(200), milliseconds(5000)));
+  transport_.Reply(503, ErrorXml("SlowDown"));
+  transport_.Reply(503, ErrorXml("SlowDown"));
+  transport_.Reply(200, "", {{"etag", "\"abc\""}});
+  auto r = client->PutObject("bkt", "k", "data");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->etag, "abc");
+  EXPECT_EQ(transport_.sent.size(), 3u);
+  // Retry n waits random * min(max, base * 2^(n-1)): 0.5 * 200, 0.5 * 400.
+  EXPECT_EQ(clock_.sleeps, (std::vector<milliseconds>{milliseconds(100), milliseconds(200)}));
+  for (const HttpRequest& req : transport_.sent) EXPECT_EQ(req.body, "data");
+}
+
+TEST_F(S3ClientRetryTest, RetriesConnectionResetsWithFullJitterBackoff) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.ConnectionReset();
+  transport_.ConnectionReset();
+  transport_.Reply(200, "hello");
+  auto r = client->GetObject("bkt", "k");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "hello");
+  EXPECT_EQ(transport_.sent.size(), 3u);
+  EXPECT_EQ(clock_.sleeps, (std::vector<milliseconds>{milliseconds(50), milliseconds(100)}));
+}
+
+TEST_F(S3ClientRetryTest, GivesUpOnPersistentInternalErrorAfterMaxAttempts) {
+  auto client = Client(Options(4, milliseconds(100), milliseconds(20'000)));
+  transport_.forever = ScriptedTransport::Response(500, ErrorXml("InternalError"));
+  auto r = client->GetObject("bkt", "dir/k");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(transport_.sent.size(), 4u);
+  EXPECT_EQ(clock_.sleeps,
+            (std::vector<milliseconds>{milliseconds(50), milliseconds(100), milliseconds(200)}));
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), "InternalError");
+  EXPECT_NE(r.status().message().find("GetObject bkt/dir/k"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("REQ123"), std::string::npos) << r.status().message();
+}
+
+TEST_F(S3ClientRetryTest, NeverWaitsLongerThanMaxDelay) {
+  // The largest value below 1: every wait sits just under its ceiling.
+  const double almost_one = std::nextafter(1.0, 0.0);
+  auto client = Client(Options(40, milliseconds(100), milliseconds(1000)), almost_one);
+  transport_.forever = ScriptedTransport::Response(503);  // no body: ServiceUnavailable
+  auto r = client->HeadObject("bkt", "k");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), "ServiceUnavailable");
+  EXPECT_EQ(transport_.sent.size(), 40u);
+  ASSERT_EQ(clock_.sleeps.size(), 39u);
+  for (size_t i = 0; i < clock_.sleeps.size(); ++i) {
+    EXPECT_LE(clock_.sleeps[i], milliseconds(1000)) << "retry " << i + 1;
+  }
+  // The ceiling doubles from 100 ms until the 1 s cap (retry 5), then stays.
+  EXPECT_EQ(clock_.sleeps[0], milliseconds(99));
+  EXPECT_EQ(clock_.sleeps[3], milliseconds(799));
+  EXPECT_EQ(clock_.sleeps[4], milliseconds(999));
+  EXPECT_EQ(clock_.sleeps.back(), milliseconds(999));
+}
+
+TEST_F(S3ClientRetryTest, RetryBudgetStopsThrottledRetriesEarly) {
+  // 25 tokens; a throttled retry costs 10, a transient one 5, a first-try
+  // success gives 1 back.
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000), /*budget=*/25));
+  transport_.forever = ScriptedTransport::Response(503, ErrorXml("SlowDown"));
+  auto r = client->GetObject("bkt", "k");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), "SlowDown");
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(transport_.sent.size(), 3u) << "25 tokens pay for two throttled retries";
+  EXPECT_EQ(clock_.sleeps.size(), 2u);
+
+  // 5 tokens left: exactly one transient retry.
+  transport_.forever.reset();
+  transport_.sent.clear();
+  transport_.ConnectionReset();
+  transport_.Reply(200, "ok");
+  ASSERT_TRUE(client->GetObject("bkt", "k").ok());
+  EXPECT_EQ(transport_.sent.size(), 2u);
+
+  // 0 tokens (a retried success refunds nothing): a reset is not retried.
+  transport_.sent.clear();
+  transport_.ConnectionReset();
+  transport_.Reply(200, "not reached");
+  auto empty = client->GetObject("bkt", "k");
+  EXPECT_TRUE(empty.status().Is(StatusCode::kUnavailable)) << empty.status().ToString();
+  EXPECT_EQ(transport_.sent.size(), 1u);
+  transport_.replies.clear();
+
+  // Five first-try successes earn back the 5 tokens of one transient retry.
+  for (int i = 0; i < 5; ++i) transport_.Reply(200, "ok");
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client->GetObject("bkt", "k").ok());
+  transport_.sent.clear();
+  transport_.ConnectionReset();
+  transport_.Reply(200, "ok");
+  EXPECT_TRUE(client->GetObject("bkt", "k").ok());
+  EXPECT_EQ(transport_.sent.size(), 2u);
+}
+
+TEST(RetryBudget, ChargesTenPerThrottleFivePerTransientAndRefundsOnePerSuccess) {
+  RetryBudget budget(25);
+  EXPECT_EQ(budget.tokens(), 25);
+  EXPECT_TRUE(budget.TryAcquire(Outcome::kThrottled));
+  EXPECT_EQ(budget.tokens(), 15);
+  EXPECT_TRUE(budget.TryAcquire(Outcome::kServerError));
+  EXPECT_EQ(budget.tokens(), 10);
+  EXPECT_TRUE(budget.TryAcquire(Outcome::kThrottled));
+  EXPECT_EQ(budget.tokens(), 0);
+  EXPECT_FALSE(budget.TryAcquire(Outcome::kTransient));
+  EXPECT_EQ(budget.tokens(), 0) << "a refused retry takes nothing";
+  budget.OnSuccess();
+  EXPECT_EQ(budget.tokens(), 1);
+  for (int i = 0; i < 100; ++i) budget.OnSuccess();
+  EXPECT_EQ(budget.tokens(), 25) << "never above the capacity";
+}
+
+TEST(RetryBackoff, IsFullJitterOfTheCappedExponentialCeiling) {
+  RetryPolicy p;
+  p.base_delay = milliseconds(100);
+  p.max_delay = milliseconds(1000);
+  const UniformRandom quarter = [] { return 0.25; };
+  EXPECT_EQ(BackoffDelay(p, 1, quarter), milliseconds(25));
+  EXPECT_EQ(BackoffDelay(p, 2, quarter), milliseconds(50));
+  EXPECT_EQ(BackoffDelay(p, 4, quarter), milliseconds(200));
+  EXPECT_EQ(BackoffDelay(p, 5, quarter), milliseconds(250));  // capped at 1000
+  EXPECT_EQ(BackoffDelay(p, 1000, quarter), milliseconds(250));
+  EXPECT_EQ(BackoffDelay(p, 3, [] { return 0.0; }), milliseconds(0));
+}
+
+TEST_F(S3ClientRetryTest, ResendsAtOnceWithServerTimeAfterRequestTimeTooSkewed) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  const Clock::WallTime start = clock_.Now();
+  const Clock::WallTime server = start + minutes(15);
+  transport_.Reply(403, ErrorXml("RequestTimeTooSkewed",
+                                 "<RequestTime>" + AmzDate(start) + "</RequestTime><ServerTime>" +
+                                     FormatUtc(server) + "</ServerTime>"));
+  transport_.Reply(200, "body");
+  auto r = client->GetObject("bkt", "k");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  EXPECT_TRUE(clock_.sleeps.empty()) << "a skewed clock is corrected, not waited out";
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "x-amz-date"), AmzDate(start));
+  EXPECT_EQ(HeaderOf(transport_.sent[1], "x-amz-date"), AmzDate(server));
+  EXPECT_EQ(client->clock_offset(), seconds(900));
+
+  // Later requests keep signing with the server's time.
+  clock_.fake.Advance(std::chrono::hours(1));
+  transport_.Reply(200, "again");
+  ASSERT_TRUE(client->GetObject("bkt", "k").ok());
+  EXPECT_EQ(HeaderOf(transport_.sent.back(), "x-amz-date"),
+            AmzDate(clock_.Now() + minutes(15)));
+  EXPECT_NE(HeaderOf(transport_.sent.back(), "authorization")
+                .find(std::string(kAccessKey) + "/" + AmzDay(clock_.Now() + minutes(15))),
+            std::string::npos);
+}
+
+TEST_F(S3ClientRetryTest, LearnsAServerClockBehindOursFromTheDateHeader) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  const Clock::WallTime server = clock_.Now() - minutes(15);
+  transport_.Reply(403, ErrorXml("RequestTimeTooSkewed"), {{"date", HttpDate(server)}});
+  transport_.Reply(200, "body");
+  ASSERT_TRUE(client->GetObject("bkt", "k").ok());
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  EXPECT_TRUE(clock_.sleeps.empty());
+  EXPECT_EQ(client->clock_offset(), seconds(-900));
+  EXPECT_EQ(HeaderOf(transport_.sent[1], "x-amz-date"), AmzDate(server));
+}
+
+TEST_F(S3ClientRetryTest, AccessDeniedIsPermissionDeniedAfterOneAttempt) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.forever = ScriptedTransport::Response(403, ErrorXml("AccessDenied"));
+  auto r = client->GetObject("bkt", "k");
+  EXPECT_EQ(transport_.sent.size(), 1u);
+  EXPECT_TRUE(clock_.sleeps.empty());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), "AccessDenied");
+}
+
+TEST_F(S3ClientRetryTest, NoSuchKeyIsNotFoundAfterOneAttempt) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.forever = ScriptedTransport::Response(404, ErrorXml("NoSuchKey"));
+  auto r = client->GetObject("bkt", "missing");
+  EXPECT_EQ(transport_.sent.size(), 1u);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), "NoSuchKey");
+  EXPECT_NE(r.status().message().find("bkt/missing"), std::string::npos);
+}
+
+TEST_F(S3ClientRetryTest, HeadOf404WithoutBodyIsNotFoundAfterOneAttempt) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.forever = ScriptedTransport::Response(404);
+  auto r = client->HeadObject("bkt", "missing");
+  EXPECT_EQ(transport_.sent.size(), 1u);
+  EXPECT_EQ(transport_.sent[0].method, "HEAD");
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), "NoSuchKey");
+}
+
+TEST_F(S3ClientRetryTest, CreateOnlyPutThatLosesIsPreconditionFailedAfterOneAttempt) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.forever = ScriptedTransport::Response(412, ErrorXml("PreconditionFailed"));
+  auto r = client->PutObject("bkt", "lock", "me", PutCondition::CreateOnly());
+  ASSERT_EQ(transport_.sent.size(), 1u);
+  EXPECT_EQ(r.status().code(), StatusCode::kPreconditionFailed) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), "PreconditionFailed");
+  EXPECT_EQ(HeaderValues(transport_.sent[0], "If-None-Match"), std::vector<std::string>{"*"});
+  // The condition is covered by the signature.
+  EXPECT_NE(HeaderOf(transport_.sent[0], "authorization").find("if-none-match"),
+            std::string::npos);
+}
+
+TEST_F(S3ClientRetryTest, RetriesCompleteMultipartUploadThatFailsInside200) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.Reply(200, ErrorXml("InternalError"));
+  transport_.Reply(200,
+                   "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CompleteMultipartUploadResult>"
+                   "<Key>big</Key><ETag>\"etag-3\"</ETag></CompleteMultipartUploadResult>");
+  auto r = client->CompleteMultipartUpload("bkt", "big", "UP1", {{1, "e1", 5}, {2, "e2", 5}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->etag, "etag-3");
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  EXPECT_EQ(clock_.sleeps, std::vector<milliseconds>{milliseconds(50)});
+  EXPECT_EQ(transport_.sent[0].method, "POST");
+  EXPECT_EQ(transport_.sent[0].url, "https://bkt.s3.us-east-1.amazonaws.com/big?uploadId=UP1");
+  EXPECT_EQ(transport_.sent[1].body, transport_.sent[0].body);
+}
+
+TEST_F(S3ClientRetryTest, CompleteMultipartUploadFailingInside200GivesUpWithTheCode) {
+  auto client = Client(Options(2, milliseconds(100), milliseconds(20'000)));
+  transport_.forever = ScriptedTransport::Response(200, ErrorXml("InternalError"));
+  auto r = client->CompleteMultipartUpload("bkt", "big", "UP1", {{1, "e1", 5}});
+  ASSERT_FALSE(r.ok()) << "a 200 carrying <Error> is not a success";
+  EXPECT_EQ(transport_.sent.size(), 2u);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().reason(), "InternalError");
+}
+
+TEST_F(S3ClientRetryTest, SignatureMismatchNamesTheCodeButNeverTheSecret) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.forever = ScriptedTransport::Response(
+      403, ErrorXml("SignatureDoesNotMatch",
+                    std::string("<AWSAccessKeyId>") + kAccessKey +
+                        "</AWSAccessKeyId><StringToSign>AWS4-HMAC-SHA256...</StringToSign>"
+                        "<SignatureProvided>abcdef</SignatureProvided>"));
+  auto r = client->PutObject("bkt", "k", "data");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(transport_.sent.size(), 1u);
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(r.status().reason(), "SignatureDoesNotMatch");
+  const std::string text = r.status().ToString();
+  EXPECT_NE(text.find("SignatureDoesNotMatch"), std::string::npos) << text;
+  EXPECT_EQ(text.find(kSecretKey), std::string::npos) << text;
+  EXPECT_EQ(text.find("ZZTOPSECRET"), std::string::npos) << text;
+}
+
+TEST_F(S3ClientRetryTest, SignsEveryAttemptAfreshWithoutDuplicateHeaders) {
+  StaticCredentials with_token(AwsCredentials{kAccessKey, kSecretKey, "SESSION-TOKEN-1"});
+  // 0.5 * 2 s = 1 s: each retry is signed one second later than the last.
+  S3Client client(transport_, with_token, clock_, Options(8, milliseconds(2000), milliseconds(60'000)),
+                  [] { return 0.5; });
+  transport_.Reply(500, ErrorXml("InternalError"));
+  transport_.ConnectionReset();
+  transport_.Reply(200, "", {{"etag", "\"e\""}});
+  const Clock::WallTime start = clock_.Now();
+  ASSERT_TRUE(client.PutObject("bkt", "dir/my key", "payload").ok());
+  ASSERT_EQ(transport_.sent.size(), 3u);
+  EXPECT_EQ(clock_.sleeps, (std::vector<milliseconds>{milliseconds(1000), milliseconds(2000)}));
+
+  const std::vector<Clock::WallTime> signed_at = {start, start + seconds(1), start + seconds(3)};
+  std::set<std::string> signatures;
+  for (size_t i = 0; i < transport_.sent.size(); ++i) {
+    const HttpRequest& req = transport_.sent[i];
+    SCOPED_TRACE("attempt " + std::to_string(i + 1));
+    EXPECT_EQ(req.url, "https://bkt.s3.us-east-1.amazonaws.com/dir/my%20key");
+    for (const char* name :
+         {"host", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token", "authorization"}) {
+      EXPECT_EQ(HeaderValues(req, name).size(), 1u) << name;
+    }
+    EXPECT_EQ(req.headers.size(), 5u);
+    EXPECT_EQ(HeaderOf(req, "x-amz-content-sha256"), Sha256Hex("payload"));
+    EXPECT_EQ(HeaderOf(req, "x-amz-security-token"), "SESSION-TOKEN-1");
+    EXPECT_EQ(HeaderOf(req, "x-amz-date"), AmzDate(signed_at[i]));
+    const std::string auth = HeaderOf(req, "authorization");
+    EXPECT_TRUE(auth.starts_with(std::string("AWS4-HMAC-SHA256 Credential=") + kAccessKey + "/" +
+                                 AmzDay(signed_at[i]) + "/us-east-1/s3/aws4_request,"))
+        << auth;
+    EXPECT_EQ(auth.find(kSecretKey), std::string::npos);
+
+    // The signature is the one for this attempt's time.
+    SigningRequest expected;
+    expected.method = "PUT";
+    expected.path = "/dir/my key";
+    expected.headers = {{"host", "bkt.s3.us-east-1.amazonaws.com"}};
+    expected.payload_sha256_hex = Sha256Hex("payload");
+    SignRequest(expected, with_token.Get().value(), "us-east-1", "s3", signed_at[i]);
+    EXPECT_EQ(auth, expected.headers.back().second);
+    signatures.insert(auth);
+  }
+  EXPECT_EQ(signatures.size(), 3u) << "each attempt carries its own signature";
+}
+
+TEST_F(S3ClientRetryTest, LargePartsAreSentWithUnsignedPayload) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.Reply(200, "", {{"etag", "\"p1\""}});
+  auto r = client->UploadPart("bkt", "big", "UP1", 1, "part bytes", "bWQ1");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "p1");
+  ASSERT_EQ(transport_.sent.size(), 1u);
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "x-amz-content-sha256"), "UNSIGNED-PAYLOAD");
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "content-md5"), "bWQ1");
+  EXPECT_NE(HeaderOf(transport_.sent[0], "authorization")
+                .find(std::string("Credential=") + kAccessKey + "/"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sg
