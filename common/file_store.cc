@@ -82,6 +82,16 @@ Status StatPath(const std::string& path, struct stat* st) {
   return Status::Ok();
 }
 
+// Gives a staged file its unique mtime, makes it durable and returns its etag.
+StatusOr<std::string> FinishStaged(int fd, const std::string& staged) {
+  const struct timespec times[2] = {UniqueMtime(), UniqueMtime()};
+  if (::futimens(fd, times) != 0) return Status::FromErrno(errno, "utime " + staged);
+  if (::fsync(fd) != 0) return Status::FromErrno(errno, "fsync " + staged);
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) return Status::FromErrno(errno, "stat " + staged);
+  return EtagOf(sb);
+}
+
 }  // namespace
 
 FileStore::FileStore(std::string root)
@@ -117,67 +127,124 @@ StatusOr<std::string> FileStore::PathFor(const std::string& key) const {
   return root_ + "/" + key;
 }
 
+std::string FileStore::NewStagedPath() const { return tmp_dir_ + "/" + RandomHex(); }
+
+Status FileStore::CommitStaged(const std::string& key, const std::string& staged,
+                               const std::string& path, const PutCondition& condition) {
+  SG_ASSIGN_OR_RETURN(StoreLock lock, StoreLock::Acquire(lock_path_));
+  SG_RETURN_IF_ERROR(MakeDirs(DirName(path)));
+  switch (condition.kind) {
+    case PutCondition::Kind::kNone:
+      if (::rename(staged.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename");
+      break;
+    case PutCondition::Kind::kCreateOnly:
+      if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+        if (errno == EEXIST) return Status::PreconditionFailed(key + " already exists");
+        if (errno != EINVAL) return Status::FromErrno(errno, "rename");
+        // The filesystem lacks RENAME_NOREPLACE; link(2) also refuses to replace.
+        if (::link(staged.c_str(), path.c_str()) != 0) {
+          if (errno == EEXIST) return Status::PreconditionFailed(key + " already exists");
+          return Status::FromErrno(errno, "link");
+        }
+        ::unlink(staged.c_str());
+      }
+      break;
+    case PutCondition::Kind::kIfMatch: {
+      struct stat current {};
+      if (::stat(path.c_str(), &current) != 0) {
+        if (errno == ENOENT) return Status::PreconditionFailed(key + " does not exist");
+        return Status::FromErrno(errno, "stat");
+      }
+      if (EtagOf(current) != condition.etag) {
+        return Status::PreconditionFailed(key + " has etag " + EtagOf(current) + ", not " +
+                                          condition.etag);
+      }
+      if (::rename(staged.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename");
+      break;
+    }
+  }
+  return FsyncDir(DirName(path));
+}
+
 StatusOr<std::string> FileStore::Put(const std::string& key, std::string_view data,
                                      const PutCondition& condition) {
   SG_ASSIGN_OR_RETURN(const std::string path, PathFor(key));
-  const std::string tmp = tmp_dir_ + "/" + RandomHex();
-  std::string etag;
-  {
-    SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644));
-    Status st = WriteAll(fd.get(), data, tmp);
-    const struct timespec times[2] = {UniqueMtime(), UniqueMtime()};
-    if (st.ok() && ::futimens(fd.get(), times) != 0) st = Status::FromErrno(errno, "utime " + tmp);
-    if (st.ok() && ::fsync(fd.get()) != 0) st = Status::FromErrno(errno, "fsync " + tmp);
-    struct stat sb {};
-    if (st.ok() && ::fstat(fd.get(), &sb) != 0) st = Status::FromErrno(errno, "stat " + tmp);
-    if (!st.ok()) {
-      ::unlink(tmp.c_str());
-      return st.WithContext("put " + key);
-    }
-    etag = EtagOf(sb);
-  }
-
-  auto commit = [&]() -> Status {
-    SG_ASSIGN_OR_RETURN(StoreLock lock, StoreLock::Acquire(lock_path_));
-    SG_RETURN_IF_ERROR(MakeDirs(DirName(path)));
-    switch (condition.kind) {
-      case PutCondition::Kind::kNone:
-        if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename");
-        break;
-      case PutCondition::Kind::kCreateOnly:
-        if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
-          if (errno == EEXIST) return Status::PreconditionFailed(key + " already exists");
-          if (errno != EINVAL) return Status::FromErrno(errno, "rename");
-          // The filesystem lacks RENAME_NOREPLACE; link(2) also refuses to replace.
-          if (::link(tmp.c_str(), path.c_str()) != 0) {
-            if (errno == EEXIST) return Status::PreconditionFailed(key + " already exists");
-            return Status::FromErrno(errno, "link");
-          }
-          ::unlink(tmp.c_str());
-        }
-        break;
-      case PutCondition::Kind::kIfMatch: {
-        struct stat current {};
-        if (::stat(path.c_str(), &current) != 0) {
-          if (errno == ENOENT) return Status::PreconditionFailed(key + " does not exist");
-          return Status::FromErrno(errno, "stat");
-        }
-        if (EtagOf(current) != condition.etag) {
-          return Status::PreconditionFailed(key + " has etag " + EtagOf(current) + ", not " +
-                                            condition.etag);
-        }
-        if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename");
-        break;
-      }
-    }
-    return FsyncDir(DirName(path));
-  };
-  Status st = commit();
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st.WithContext("put " + key);
+  const std::string staged = NewStagedPath();
+  StatusOr<std::string> etag = [&]() -> StatusOr<std::string> {
+    SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(staged, O_WRONLY | O_CREAT | O_EXCL, 0644));
+    SG_RETURN_IF_ERROR(WriteAll(fd.get(), data, staged));
+    SG_ASSIGN_OR_RETURN(std::string e, FinishStaged(fd.get(), staged));
+    SG_RETURN_IF_ERROR(CommitStaged(key, staged, path, condition));
+    return e;
+  }();
+  if (!etag.ok()) {
+    ::unlink(staged.c_str());
+    return etag.status().WithContext("put " + key);
   }
   return etag;
+}
+
+class FileStore::Writer final : public ObjectWriter {
+ public:
+  Writer(FileStore& store, std::string key, std::string path, std::string staged, UniqueFd fd)
+      : store_(store),
+        key_(std::move(key)),
+        path_(std::move(path)),
+        staged_(std::move(staged)),
+        fd_(std::move(fd)) {}
+  ~Writer() override { Abort(); }
+
+  Status Append(std::string data) override {
+    if (!fd_.valid()) return Status::InvalidArgument("writer for " + key_ + " is closed");
+    return WriteAll(fd_.get(), data, staged_);
+  }
+
+  StatusOr<std::string> Commit() override {
+    if (!fd_.valid()) return Status::InvalidArgument("writer for " + key_ + " is closed");
+    auto etag = FinishStaged(fd_.get(), staged_);
+    Status st = etag.ok() ? store_.CommitStaged(key_, staged_, path_, PutCondition::None())
+                          : etag.status();
+    fd_.reset();
+    if (!st.ok()) {
+      ::unlink(staged_.c_str());
+      return st.WithContext("write " + key_);
+    }
+    return etag;
+  }
+
+  void Abort() override {
+    if (!fd_.valid()) return;
+    fd_.reset();
+    ::unlink(staged_.c_str());
+  }
+
+ private:
+  FileStore& store_;
+  const std::string key_, path_, staged_;
+  UniqueFd fd_;
+};
+
+StatusOr<std::unique_ptr<ObjectWriter>> FileStore::NewWriter(const std::string& key) {
+  SG_ASSIGN_OR_RETURN(std::string path, PathFor(key));
+  std::string staged = NewStagedPath();
+  SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(staged, O_WRONLY | O_CREAT | O_EXCL, 0644));
+  return std::unique_ptr<ObjectWriter>(
+      new Writer(*this, key, std::move(path), std::move(staged), std::move(fd)));
+}
+
+StatusOr<int> FileStore::CleanStaleWrites(const std::string& /*prefix*/,
+                                          std::chrono::seconds age) {
+  // Staged files carry no key, so every stale one goes, whatever the prefix.
+  const auto cutoff = std::chrono::system_clock::now() - age;
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp_dir_, ec)) {
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (InfoOf("", st).modified < cutoff && ::unlink(entry.path().c_str()) == 0) ++removed;
+  }
+  if (ec) return Status::IOError("list " + tmp_dir_ + ": " + ec.message());
+  return removed;
 }
 
 StatusOr<std::string> FileStore::Get(const std::string& key, std::optional<ByteRange> range,

@@ -31,11 +31,19 @@ class FileStore final : public ObjectStore {
   StatusOr<ListPage> List(const std::string& prefix, const std::string& token,
                           int max_keys) override;
   Status Delete(const std::string& key) override;
+  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override;
+  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override;
   std::string Describe() const override { return "file://" + root_; }
 
  private:
+  class Writer;
   explicit FileStore(std::string root);
   StatusOr<std::string> PathFor(const std::string& key) const;
+  // Moves a staged file to `path` (under the store lock) as Put's condition
+  // says, and fsyncs the directory.
+  Status CommitStaged(const std::string& key, const std::string& staged, const std::string& path,
+                      const PutCondition& condition);
+  std::string NewStagedPath() const;
 
   const std::string root_;
   const std::string tmp_dir_;

@@ -43,6 +43,21 @@ struct ListPage {
   std::string next_token;           // empty when this is the last page
 };
 
+// Writes one object in pieces, for objects too big to hold in memory. The
+// object appears under its key only at Commit, atomically; a writer destroyed
+// or aborted before that leaves nothing visible (S3: the multipart upload is
+// aborted; file://: the temporary file is removed).
+class ObjectWriter {
+ public:
+  virtual ~ObjectWriter() = default;
+  // Appends bytes. May start sending them in the background; the first error
+  // of such a transfer is returned by a later Append or by Commit.
+  virtual Status Append(std::string data) = 0;
+  // Makes the object visible (unconditionally) and returns its etag.
+  virtual StatusOr<std::string> Commit() = 0;
+  virtual void Abort() = 0;
+};
+
 class ObjectStore {
  public:
   virtual ~ObjectStore() = default;
@@ -74,6 +89,15 @@ class ObjectStore {
 
   // Removes the object. Deleting a missing key succeeds, as on S3.
   virtual Status Delete(const std::string& key) = 0;
+
+  // A writer for a large object under `key`.
+  virtual StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) = 0;
+
+  // Removes the leftovers of writers that died before committing and started
+  // more than `age` ago: S3 multipart uploads under `prefix`, staged files of
+  // the file store. Returns how many were removed.
+  virtual StatusOr<int> CleanStaleWrites(const std::string& prefix,
+                                         std::chrono::seconds age) = 0;
 
   // The store's URL for logs and messages (never holds a secret).
   virtual std::string Describe() const = 0;

@@ -49,6 +49,8 @@ StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& o, MetadataServ
 }
 
 struct S3Store::Parts {
+  Clock* clock = nullptr;
+  TransferOptions transfer;
   std::unique_ptr<CurlTransport> transport;
   std::unique_ptr<ImdsClient> imds;
   std::unique_ptr<DefaultCredentialsChain> credentials;
@@ -68,6 +70,8 @@ StatusOr<std::unique_ptr<S3Store>> S3Store::Open(const StoreUrl& url,
   if (url.scheme != StoreUrl::Scheme::kS3) return Status::InvalidArgument("not an s3:// URL");
   Clock& clock = options.clock ? *options.clock : SystemClock();
   auto parts = std::make_unique<Parts>();
+  parts->clock = &clock;
+  parts->transfer.parts_in_flight = options.parts_in_flight;
   CurlTransport::Options transport_options;
   transport_options.ca_bundle = EnvOr(options.env, "AWS_CA_BUNDLE");
   parts->transport = std::make_unique<CurlTransport>(transport_options);
@@ -136,6 +140,71 @@ StatusOr<ListPage> S3Store::List(const std::string& prefix, const std::string& t
 
 Status S3Store::Delete(const std::string& key) {
   return client_->DeleteObject(bucket_, FullKey(key));
+}
+
+// Buffers appends into parts of the transfer engine's part size; an object
+// that never fills one part goes up as a single PUT at Commit.
+class S3Store::Writer final : public ObjectWriter {
+ public:
+  Writer(S3Store& store, std::string key) : store_(store), key_(std::move(key)) {}
+  ~Writer() override { Abort(); }
+
+  Status Append(std::string data) override {
+    if (closed_) return Status::InvalidArgument("writer for " + key_ + " is closed");
+    buffer_ += data;
+    if (buffer_.size() < store_.parts_->transfer.min_part_size) return Status::Ok();
+    if (!upload_) {
+      upload_ = std::make_unique<MultipartUpload>(*store_.client_, store_.bucket_, key_,
+                                                  store_.parts_->transfer);
+      SG_RETURN_IF_ERROR(upload_->Start());
+    }
+    std::string part;
+    part.swap(buffer_);
+    return upload_->AddPart(std::move(part));
+  }
+
+  StatusOr<std::string> Commit() override {
+    if (closed_) return Status::InvalidArgument("writer for " + key_ + " is closed");
+    closed_ = true;
+    if (!upload_) {
+      SG_ASSIGN_OR_RETURN(S3PutResult r, store_.client_->PutObject(store_.bucket_, key_, buffer_,
+                                                                   {}, Base64Encode(Md5(buffer_))));
+      return r.etag;
+    }
+    if (!buffer_.empty()) SG_RETURN_IF_ERROR(upload_->AddPart(std::move(buffer_)));
+    return upload_->Complete();
+  }
+
+  void Abort() override {
+    closed_ = true;
+    if (upload_) (void)upload_->Abort();
+    buffer_.clear();
+  }
+
+ private:
+  S3Store& store_;
+  const std::string key_;
+  std::string buffer_;
+  std::unique_ptr<MultipartUpload> upload_;
+  bool closed_ = false;
+};
+
+StatusOr<std::unique_ptr<ObjectWriter>> S3Store::NewWriter(const std::string& key) {
+  return std::unique_ptr<ObjectWriter>(new Writer(*this, FullKey(key)));
+}
+
+StatusOr<int> S3Store::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) {
+  SG_ASSIGN_OR_RETURN(std::vector<MultipartUploadInfo> uploads,
+                      client_->ListMultipartUploads(bucket_, FullKey(prefix)));
+  const auto cutoff = parts_->clock->Now() - age;
+  int aborted = 0;
+  for (const MultipartUploadInfo& u : uploads) {
+    auto initiated = ParseIso8601(u.initiated);
+    if (!initiated.ok() || *initiated >= cutoff) continue;
+    SG_RETURN_IF_ERROR(client_->AbortMultipartUpload(bucket_, u.key, u.upload_id));
+    ++aborted;
+  }
+  return aborted;
 }
 
 }  // namespace sg

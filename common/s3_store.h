@@ -9,6 +9,7 @@
 
 #include "common/object_store.h"
 #include "common/s3_client.h"
+#include "common/s3_transfer.h"
 #include "common/store_url.h"
 
 namespace sg {
@@ -20,6 +21,7 @@ struct S3StoreOptions {
   std::optional<std::string> endpoint;     // else AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS
   std::string imds_endpoint;               // for the instance role and region; "" = default
   bool force_path_style = false;
+  int parts_in_flight = 8;                 // for writers (multipart uploads)
   Clock* clock = nullptr;                  // null: the system clock
 };
 
@@ -44,6 +46,8 @@ class S3Store final : public ObjectStore {
   StatusOr<ListPage> List(const std::string& prefix, const std::string& token,
                           int max_keys) override;
   Status Delete(const std::string& key) override;
+  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override;
+  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override;
   std::string Describe() const override;
 
   S3Client& client() { return *client_; }
@@ -55,6 +59,7 @@ class S3Store final : public ObjectStore {
 
  private:
   struct Parts;
+  class Writer;
   S3Store(std::unique_ptr<Parts> parts, std::string bucket, std::string prefix);
 
   std::unique_ptr<Parts> parts_;  // transport, credentials, IMDS client

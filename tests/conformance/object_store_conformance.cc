@@ -243,4 +243,69 @@ TEST_P(ObjectStoreConformance, KeysWithSpacesAndUnicodeRoundTrip) {
   EXPECT_EQ(page->objects[0].key, k);
 }
 
+TEST_P(ObjectStoreConformance, AWriterBuildsAnObjectFromManyAppends) {
+  // 20 MiB in uneven pieces crosses S3's part size more than once.
+  const std::string data = RandomBytes(20 << 20, 9);
+  auto writer = store_->NewWriter(Key("written"));
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  size_t offset = 0, piece = 1;
+  while (offset < data.size()) {
+    const size_t n = std::min(data.size() - offset, piece);
+    ASSERT_TRUE((*writer)->Append(data.substr(offset, n)).ok());
+    offset += n;
+    piece = piece * 3 + 7;
+  }
+  EXPECT_TRUE(store_->Head(Key("written")).status().Is(StatusCode::kNotFound))
+      << "nothing is visible before Commit";
+  auto etag = (*writer)->Commit();
+  ASSERT_TRUE(etag.ok()) << etag.status().ToString();
+  auto head = store_->Head(Key("written"));
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->size, data.size());
+  EXPECT_EQ(head->etag, *etag);
+  EXPECT_EQ(Body(store_->Get(Key("written"))), data);
+}
+
+TEST_P(ObjectStoreConformance, ASmallWrittenObjectRoundTrips) {
+  auto writer = store_->NewWriter(Key("small-written"));
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Append("hello ").ok());
+  ASSERT_TRUE((*writer)->Append("world").ok());
+  ASSERT_TRUE((*writer)->Commit().ok());
+  EXPECT_EQ(Body(store_->Get(Key("small-written"))), "hello world");
+}
+
+TEST_P(ObjectStoreConformance, AnAbortedWriterLeavesNothing) {
+  {
+    auto writer = store_->NewWriter(Key("abandoned"));
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->Append(RandomBytes(9 << 20, 3)).ok());
+    (*writer)->Abort();
+  }
+  {
+    auto dropped = store_->NewWriter(Key("dropped"));
+    ASSERT_TRUE(dropped.ok());
+    ASSERT_TRUE((*dropped)->Append(RandomBytes(9 << 20, 4)).ok());
+  }
+  EXPECT_TRUE(store_->Head(Key("abandoned")).status().Is(StatusCode::kNotFound));
+  EXPECT_TRUE(store_->Head(Key("dropped")).status().Is(StatusCode::kNotFound));
+  auto stale = store_->CleanStaleWrites(prefix_, std::chrono::seconds(0));
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  EXPECT_EQ(*stale, 0) << "aborted writers left something to clean";
+}
+
+TEST_P(ObjectStoreConformance, RecentWritesInProgressAreNotCleaned) {
+  auto writer = store_->NewWriter(Key("in-progress"));
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Append(RandomBytes(9 << 20, 5)).ok());
+  auto cleaned = store_->CleanStaleWrites(prefix_, std::chrono::hours(1));
+  ASSERT_TRUE(cleaned.ok());
+  EXPECT_EQ(*cleaned, 0);
+  ASSERT_TRUE((*writer)->Append("tail").ok());
+  ASSERT_TRUE((*writer)->Commit().ok());
+  auto head = store_->Head(Key("in-progress"));
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->size, (9u << 20) + 4);
+}
+
 }  // namespace sg::testing

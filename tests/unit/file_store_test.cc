@@ -112,6 +112,20 @@ TEST_F(FileStoreTest, AKeyThatIsAlsoADirectoryIsRefusedWithoutDamage) {
   EXPECT_EQ(StagedFiles(), 0u);
 }
 
+TEST_F(FileStoreTest, StaleStagedFilesOfADeadWriterAreCleaned) {
+  // What a writer killed mid-object leaves: a staged file nobody will commit.
+  dir_.WriteFile("root/.spotguard-tmp/0123456789abcdef", "partial");
+  ASSERT_EQ(StagedFiles(), 1u);
+  auto young = store_->CleanStaleWrites("", std::chrono::hours(1));
+  ASSERT_TRUE(young.ok());
+  EXPECT_EQ(*young, 0);
+  auto old = store_->CleanStaleWrites("", std::chrono::seconds(0));
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(*old, 1);
+  EXPECT_EQ(StagedFiles(), 0u);
+  EXPECT_TRUE(store_->Head("big").status().Is(StatusCode::kNotFound));
+}
+
 TEST_F(FileStoreTest, ListRefusesAPrefixThatClimbsOut) {
   EXPECT_TRUE(store_->List("../", "", 10).status().Is(StatusCode::kInvalidArgument));
 }

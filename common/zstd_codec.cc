@@ -1,0 +1,163 @@
+#include "common/zstd_codec.h"
+
+#include <zstd.h>
+
+#include <memory>
+
+namespace sg {
+namespace {
+
+struct CCtxDeleter {
+  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
+};
+struct DCtxDeleter {
+  void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
+};
+
+// One context per thread, reused across frames: creating one costs more than
+// compressing a small frame.
+ZSTD_CCtx* ThreadCCtx() {
+  thread_local std::unique_ptr<ZSTD_CCtx, CCtxDeleter> ctx(ZSTD_createCCtx());
+  return ctx.get();
+}
+ZSTD_DCtx* ThreadDCtx() {
+  thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> ctx(ZSTD_createDCtx());
+  return ctx.get();
+}
+
+StatusOr<std::string> Compress(std::string_view raw, int level) {
+  ZSTD_CCtx* c = ThreadCCtx();
+  ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 1);
+  std::string out(ZSTD_compressBound(raw.size()), '\0');
+  const size_t n = ZSTD_compress2(c, out.data(), out.size(), raw.data(), raw.size());
+  if (ZSTD_isError(n)) return Status::IOError(std::string("zstd: ") + ZSTD_getErrorName(n));
+  out.resize(n);
+  return out;
+}
+
+size_t CompressedSize(std::string_view raw, int level) {
+  auto r = Compress(raw, level);
+  return r.ok() ? r->size() : raw.size();
+}
+
+}  // namespace
+
+std::string_view CodecName(Codec codec) {
+  switch (codec) {
+    case Codec::kNone: return "none";
+    case Codec::kZstd: return "zstd";
+    case Codec::kZstdShuffle2: return "zstd+shuffle2";
+    case Codec::kZstdShuffle4: return "zstd+shuffle4";
+  }
+  return "none";
+}
+
+StatusOr<Codec> ParseCodec(std::string_view name) {
+  for (Codec c : {Codec::kNone, Codec::kZstd, Codec::kZstdShuffle2, Codec::kZstdShuffle4}) {
+    if (CodecName(c) == name) return c;
+  }
+  return Status::InvalidArgument("unknown codec \"" + std::string(name) + "\"");
+}
+
+int ShuffleWidth(Codec codec) {
+  switch (codec) {
+    case Codec::kZstdShuffle2: return 2;
+    case Codec::kZstdShuffle4: return 4;
+    default: return 1;
+  }
+}
+
+std::string Shuffle(std::string_view in, int width) {
+  if (width <= 1) return std::string(in);
+  const size_t w = static_cast<size_t>(width);
+  const size_t groups = in.size() / w;
+  std::string out(in.size(), '\0');
+  for (size_t plane = 0; plane < w; ++plane) {
+    char* dst = out.data() + plane * groups;
+    for (size_t g = 0; g < groups; ++g) dst[g] = in[g * w + plane];
+  }
+  std::copy(in.begin() + static_cast<ptrdiff_t>(groups * w), in.end(),
+            out.begin() + static_cast<ptrdiff_t>(groups * w));
+  return out;
+}
+
+std::string Unshuffle(std::string_view in, int width) {
+  if (width <= 1) return std::string(in);
+  const size_t w = static_cast<size_t>(width);
+  const size_t groups = in.size() / w;
+  std::string out(in.size(), '\0');
+  for (size_t plane = 0; plane < w; ++plane) {
+    const char* src = in.data() + plane * groups;
+    for (size_t g = 0; g < groups; ++g) out[g * w + plane] = src[g];
+  }
+  std::copy(in.begin() + static_cast<ptrdiff_t>(groups * w), in.end(),
+            out.begin() + static_cast<ptrdiff_t>(groups * w));
+  return out;
+}
+
+StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level) {
+  if (codec == Codec::kNone) return std::string(raw);
+  const int width = ShuffleWidth(codec);
+  if (width == 1) return Compress(raw, level);
+  return Compress(Shuffle(raw, width), level);
+}
+
+StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t raw_size) {
+  if (codec == Codec::kNone) {
+    if (stored.size() != raw_size) {
+      return Status::Corruption("stored frame has " + std::to_string(stored.size()) +
+                                " bytes, expected " + std::to_string(raw_size));
+    }
+    return std::string(stored);
+  }
+  const unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corruption("not a zstd frame");
+  if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != raw_size) {
+    return Status::Corruption("zstd frame holds " + std::to_string(declared) + " bytes, expected " +
+                              std::to_string(raw_size));
+  }
+  if (ZSTD_findFrameCompressedSize(stored.data(), stored.size()) != stored.size()) {
+    return Status::Corruption("stored frame is truncated or has trailing bytes");
+  }
+  std::string out(raw_size, '\0');
+  const size_t n = ZSTD_decompressDCtx(ThreadDCtx(), out.data(), out.size(), stored.data(),
+                                       stored.size());
+  if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
+  if (n != raw_size) return Status::Corruption("zstd frame decoded to the wrong size");
+  const int width = ShuffleWidth(codec);
+  return width == 1 ? out : Unshuffle(out, width);
+}
+
+Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy policy, int level) {
+  size_t raw = 0, plain = 0, two = 0, four = 0;
+  for (std::string_view s : samples) {
+    raw += s.size();
+    plain += CompressedSize(s, level);
+    if (policy == ShufflePolicy::kAuto || policy == ShufflePolicy::kTwo) {
+      two += CompressedSize(Shuffle(s, 2), level);
+    }
+    if (policy == ShufflePolicy::kAuto || policy == ShufflePolicy::kFour) {
+      four += CompressedSize(Shuffle(s, 4), level);
+    }
+  }
+  if (raw == 0) return Codec::kZstd;
+  // "Saves at least 3%": the candidate is at most 97% of what it replaces.
+  auto saves = [](size_t candidate, size_t base) { return candidate * 100 <= base * 97; };
+  if (policy == ShufflePolicy::kTwo) return Codec::kZstdShuffle2;
+  if (policy == ShufflePolicy::kFour) return Codec::kZstdShuffle4;
+  Codec best = Codec::kZstd;
+  size_t best_size = plain;
+  if (policy == ShufflePolicy::kAuto) {
+    const size_t shuffled = std::min(two, four);
+    if (saves(shuffled, plain)) {
+      best = four <= two ? Codec::kZstdShuffle4 : Codec::kZstdShuffle2;
+      best_size = shuffled;
+    }
+  }
+  return saves(best_size, raw) ? best : Codec::kNone;
+}
+
+}  // namespace sg

@@ -1,0 +1,45 @@
+// Frame codecs for snapshot objects (zstd, wrapped only here). A stored
+// object is a sequence of independent frames, each encoding a fixed-size
+// slice of the raw file, so frames can be compressed and decompressed in
+// parallel and an object of codec zstd is a plain zstd stream that the
+// `zstd -d` command reads. docs/format.md describes the byte layout.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sg {
+
+enum class Codec {
+  kNone,           // stored as is
+  kZstd,           // one zstd frame per slice
+  kZstdShuffle2,   // bytes split into 2 planes per slice, then zstd (bf16/fp16 tensors)
+  kZstdShuffle4,   // 4 planes (fp32 tensors)
+};
+
+std::string_view CodecName(Codec codec);  // "none", "zstd", "zstd+shuffle2", "zstd+shuffle4"
+StatusOr<Codec> ParseCodec(std::string_view name);
+int ShuffleWidth(Codec codec);  // 1 when the codec does not shuffle
+
+// Byte planes: for width w, out = all bytes i*w+0, then all i*w+1, ...; the
+// size % w bytes that do not fill a group are copied unchanged at the end.
+std::string Shuffle(std::string_view in, int width);
+std::string Unshuffle(std::string_view in, int width);
+
+// Encodes one slice into one stored frame (zstd frames carry their content
+// size and an XXH64 checksum).
+StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level);
+// Decodes one stored frame that must yield exactly `raw_size` bytes.
+StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t raw_size);
+
+// Which codec to use for data like `samples`: with shuffle "auto", the
+// shuffled codec whose output is at least 3% smaller than plain zstd's wins;
+// kNone when zstd saves less than 3% over the raw bytes.
+enum class ShufflePolicy { kAuto, kOff, kTwo, kFour };
+Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy policy, int level);
+
+}  // namespace sg
