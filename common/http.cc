@@ -81,6 +81,9 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
 
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  // Send the path exactly as given: S3 keys may hold "./" or "../" segments,
+  // and the signature covers the path as written.
+  curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
   if (!options_.ca_bundle.empty()) {

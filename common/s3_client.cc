@@ -104,7 +104,10 @@ Outcome ClassifyS3Response(const StatusOr<HttpResponse>& response) {
       e.code == "RequestLimitExceeded") {
     return Outcome::kThrottled;
   }
-  if (e.code == "RequestTimeout" || e.code == "InternalError" || status >= 500) {
+  // A conflicting conditional write in progress: AWS asks to retry.
+  if (e.code == "ConditionalRequestConflict") return Outcome::kServerError;
+  if (e.code == "RequestTimeout" || e.code == "InternalError" || status == 500 ||
+      status == 502 || status == 503 || status == 504) {
     return Outcome::kServerError;
   }
   return Outcome::kFatal;
@@ -272,8 +275,16 @@ StatusOr<S3PutResult> S3Client::PutObject(const std::string& bucket, const std::
   }
   if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
   call.sign_payload = call.body.size() <= (1 << 20);
-  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
-  return S3PutResult{Unquote(resp.Header("etag"))};
+  auto resp = Execute(call);
+  if (!resp.ok() && resp.status().Is(StatusCode::kPreconditionFailed) &&
+      condition.kind == PutCondition::Kind::kCreateOnly) {
+    // If an earlier attempt's answer was lost after the server stored the
+    // object, the retry meets our own write: same bytes, same MD5 etag.
+    auto head = HeadObject(bucket, key);
+    if (head.ok() && head->etag == HexEncode(Md5(call.body))) return S3PutResult{head->etag};
+  }
+  if (!resp.ok()) return resp.status();
+  return S3PutResult{Unquote(resp->Header("etag"))};
 }
 
 StatusOr<std::string> S3Client::GetObject(const std::string& bucket, const std::string& key,

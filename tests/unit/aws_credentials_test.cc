@@ -273,6 +273,17 @@ TEST(SharedCredentials, CommentsAreIgnored) {
   EXPECT_TRUE(none.status().Is(StatusCode::kNotFound)) << none.status().ToString();
 }
 
+TEST(SharedCredentials, WindowsLineEndingsAndSpacesAroundNamesAreTolerated) {
+  auto c = ParseSharedCredentials(
+      "[default]\r\naws_access_key_id=AKIDD\r\naws_secret_access_key=dd\r\n"
+      "[ spaced ]\r\n  AWS_ACCESS_KEY_ID  =  AKIDS \r\naws_secret_access_key = ss\r\n",
+      "spaced");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->credentials.access_key_id, "AKIDS");
+  EXPECT_EQ(c->credentials.secret_access_key, "ss");
+  EXPECT_EQ(c->source, "profile spaced");
+}
+
 TEST(SharedCredentials, AProfileWithoutTheSecretIsInvalidAndDoesNotEchoValues) {
   auto c = ParseSharedCredentials("[default]\naws_access_key_id = AKIDONLY\n"
                                   "aws_session_token = tok-should-not-appear\n",

@@ -118,6 +118,23 @@ class S3ClientRetryTest : public ::testing::Test {
                                       [random] { return random; });
   }
 
+  // Whatever else a test checks: every request it caused was signed with
+  // our access key and carries the payload hash, each exactly once.
+  void TearDown() override {
+    for (size_t i = 0; i < transport_.sent.size(); ++i) {
+      const HttpRequest& req = transport_.sent[i];
+      SCOPED_TRACE("request " + std::to_string(i + 1) + " " + req.method + " " + req.url);
+      EXPECT_EQ(HeaderValues(req, "x-amz-content-sha256").size(), 1u);
+      EXPECT_EQ(HeaderValues(req, "x-amz-date").size(), 1u);
+      const auto auth = HeaderValues(req, "authorization");
+      ASSERT_EQ(auth.size(), 1u);
+      EXPECT_TRUE(auth[0].starts_with(std::string("AWS4-HMAC-SHA256 Credential=") + kAccessKey +
+                                      "/"))
+          << auth[0];
+      EXPECT_NE(auth[0].find("x-amz-content-sha256"), std::string::npos) << auth[0];
+    }
+  }
+
   ScriptedTransport transport_;
   RecordingClock clock_;
   StaticCredentials creds_{AwsCredentials{kAccessKey, kSecretKey, ""}};
@@ -213,14 +230,22 @@ TEST_F(S3ClientRetryTest, RetryBudgetStopsThrottledRetriesEarly) {
   EXPECT_EQ(transport_.sent.size(), 1u);
   transport_.replies.clear();
 
-  // Five first-try successes earn back the 5 tokens of one transient retry.
-  for (int i = 0; i < 5; ++i) transport_.Reply(200, "ok");
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client->GetObject("bkt", "k").ok());
+  // Each first-try success earns back one token: four are not enough for a
+  // transient retry, the fifth is.
+  for (int i = 0; i < 4; ++i) transport_.Reply(200, "ok");
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(client->GetObject("bkt", "k").ok());
+  transport_.sent.clear();
+  transport_.ConnectionReset();
+  EXPECT_FALSE(client->GetObject("bkt", "k").ok());
+  EXPECT_EQ(transport_.sent.size(), 1u) << "4 tokens";
+
+  transport_.Reply(200, "ok");
+  ASSERT_TRUE(client->GetObject("bkt", "k").ok());
   transport_.sent.clear();
   transport_.ConnectionReset();
   transport_.Reply(200, "ok");
   EXPECT_TRUE(client->GetObject("bkt", "k").ok());
-  EXPECT_EQ(transport_.sent.size(), 2u);
+  EXPECT_EQ(transport_.sent.size(), 2u) << "5 tokens";
 }
 
 TEST(RetryBudget, ChargesTenPerThrottleFivePerTransientAndRefundsOnePerSuccess) {
@@ -326,13 +351,45 @@ TEST_F(S3ClientRetryTest, CreateOnlyPutThatLosesIsPreconditionFailedAfterOneAtte
   auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
   transport_.forever = ScriptedTransport::Response(412, ErrorXml("PreconditionFailed"));
   auto r = client->PutObject("bkt", "lock", "me", PutCondition::CreateOnly());
-  ASSERT_EQ(transport_.sent.size(), 1u);
+  // One PUT, then a HEAD to tell a lost race from our own earlier write.
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  EXPECT_EQ(transport_.sent[0].method, "PUT");
+  EXPECT_EQ(transport_.sent[1].method, "HEAD");
+  EXPECT_TRUE(clock_.sleeps.empty());
   EXPECT_EQ(r.status().code(), StatusCode::kPreconditionFailed) << r.status().ToString();
   EXPECT_EQ(r.status().reason(), "PreconditionFailed");
   EXPECT_EQ(HeaderValues(transport_.sent[0], "If-None-Match"), std::vector<std::string>{"*"});
   // The condition is covered by the signature.
   EXPECT_NE(HeaderOf(transport_.sent[0], "authorization").find("if-none-match"),
             std::string::npos);
+}
+
+TEST_F(S3ClientRetryTest, ACreateOnlyPutWhoseAnswerWasLostIsRecognisedAsOurs) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  // The first attempt reached the server, but its answer did not reach us.
+  transport_.replies.push_back(Status::Unavailable("connection reset"));
+  transport_.Reply(412, ErrorXml("PreconditionFailed"));
+  HttpResponse head;
+  head.status = 200;
+  head.headers = {{"etag", "\"" + HexEncode(Md5("manifest-bytes")) + "\""},
+                  {"content-length", "14"}};
+  transport_.replies.push_back(head);
+  auto r = client->PutObject("bkt", "manifest.json", "manifest-bytes", PutCondition::CreateOnly());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->etag, HexEncode(Md5("manifest-bytes")));
+  ASSERT_EQ(transport_.sent.size(), 3u);
+  EXPECT_EQ(transport_.sent[2].method, "HEAD");
+}
+
+TEST_F(S3ClientRetryTest, ACreateOnlyPutThatMeetsSomeoneElsesObjectStillLoses) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.Reply(412, ErrorXml("PreconditionFailed"));
+  HttpResponse head;
+  head.status = 200;
+  head.headers = {{"etag", "\"" + HexEncode(Md5("their-bytes")) + "\""}};
+  transport_.replies.push_back(head);
+  auto r = client->PutObject("bkt", "manifest.json", "our-bytes", PutCondition::CreateOnly());
+  EXPECT_TRUE(r.status().Is(StatusCode::kPreconditionFailed)) << r.status().ToString();
 }
 
 TEST_F(S3ClientRetryTest, RetriesCompleteMultipartUploadThatFailsInside200) {

@@ -187,6 +187,14 @@ TEST(S3Classify, SortsAnswersIntoRetryOutcomes) {
   EXPECT_EQ(ClassifyS3Response(Answer(403, Err("AccessDenied"))), Outcome::kFatal);
   EXPECT_EQ(ClassifyS3Response(Answer(404)), Outcome::kFatal);
   EXPECT_EQ(ClassifyS3Response(Answer(412, Err("PreconditionFailed"))), Outcome::kFatal);
+  // A conditional write racing another one: AWS asks for a retry.
+  EXPECT_EQ(ClassifyS3Response(Answer(409, Err("ConditionalRequestConflict"))),
+            Outcome::kServerError);
+  // 501 and 505 will not get better by asking again.
+  EXPECT_EQ(ClassifyS3Response(Answer(501, Err("NotImplemented"))), Outcome::kFatal);
+  EXPECT_EQ(ClassifyS3Response(Answer(505)), Outcome::kFatal);
+  EXPECT_EQ(ClassifyS3Response(Answer(502)), Outcome::kServerError);
+  EXPECT_EQ(ClassifyS3Response(Answer(504)), Outcome::kServerError);
 }
 
 }  // namespace
