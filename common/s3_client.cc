@@ -38,8 +38,9 @@ std::string CodeForStatus(long status) {
     case 403: return "AccessDenied";
     case 409: return "ConditionalRequestConflict";
     case 416: return "InvalidRange";
+    case 500: return "InternalError";
     case 503: return "ServiceUnavailable";
-    default: return status >= 500 ? "InternalError" : "HTTP" + std::to_string(status);
+    default: return "HTTP" + std::to_string(status);
   }
 }
 
