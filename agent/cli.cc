@@ -7,6 +7,8 @@
 
 #include "agent/config.h"
 #include "agent/exit_codes.h"
+#include "agent/snapshot_commands.h"
+#include "agent/watch_command.h"
 #include "common/log.h"
 #include "common/version.h"
 
@@ -216,6 +218,25 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
     std::cout << ConfigToJson(config, /*redact=*/true).dump(2) << "\n";
     return kExitOk;
   }
+  if (std::string_view(chosen->name) == "watch") {
+    return RunWatch(config, WatchOptions{.json = extra.json, .once = extra.once, .exec = extra.exec},
+                    env);
+  }
+  const std::string_view name = chosen->name;
+  std::optional<uint64_t> seq;
+  if (!extra.snapshot_seq.empty()) {
+    seq = ParseSeqArgument(extra.snapshot_seq);
+    if (!seq) {
+      std::cerr << "spotguard " << name << ": --snapshot \"" << extra.snapshot_seq
+                << "\" is not a snapshot seq (digits, as `spotguard ls` shows them)\n";
+      return kExitUsage;
+    }
+  }
+  if (name == "snapshot") return RunSnapshotCommand(config, env, {extra.dir, extra.files});
+  if (name == "restore") return RunRestoreCommand(config, env, {seq, extra.to_dir});
+  if (name == "ls") return RunLsCommand(config, env, extra.json);
+  if (name == "verify") return RunVerifyCommand(config, env, seq);
+  if (name == "gc") return RunGcCommand(config, env);
   return NotBuiltYet(chosen->name);
 }
 

@@ -48,12 +48,6 @@ void BoundedExecutor::Work() {
       if (queue_.empty()) return;  // stopping
       task = std::move(queue_.front());
       queue_.pop_front();
-      if (!first_error_.ok()) {
-        // Skip the work of a job that has already failed.
-        --pending_;
-        changed_.notify_all();
-        continue;
-      }
     }
     Status st = task();
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,7 +1,8 @@
 // A fixed set of worker threads with at most `capacity` tasks queued or
 // running: Submit blocks when that many are under way, which bounds memory
 // when every task holds a buffer (parts in flight x part size). The first
-// error any task returns is kept; later tasks are skipped once one failed.
+// error any task returns is kept and refuses further Submits; tasks already
+// queued still run (they may hold bookkeeping that must complete).
 #pragma once
 
 #include <condition_variable>

@@ -70,7 +70,7 @@ int ShuffleWidth(Codec codec) {
   }
 }
 
-std::string Shuffle(std::string_view in, int width) {
+std::string ShuffleBytes(std::string_view in, int width) {
   if (width <= 1) return std::string(in);
   const size_t w = static_cast<size_t>(width);
   const size_t groups = in.size() / w;
@@ -84,7 +84,7 @@ std::string Shuffle(std::string_view in, int width) {
   return out;
 }
 
-std::string Unshuffle(std::string_view in, int width) {
+std::string UnshuffleBytes(std::string_view in, int width) {
   if (width <= 1) return std::string(in);
   const size_t w = static_cast<size_t>(width);
   const size_t groups = in.size() / w;
@@ -102,7 +102,7 @@ StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level) 
   if (codec == Codec::kNone) return std::string(raw);
   const int width = ShuffleWidth(codec);
   if (width == 1) return Compress(raw, level);
-  return Compress(Shuffle(raw, width), level);
+  return Compress(ShuffleBytes(raw, width), level);
 }
 
 StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t raw_size) {
@@ -128,7 +128,7 @@ StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t
   if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != raw_size) return Status::Corruption("zstd frame decoded to the wrong size");
   const int width = ShuffleWidth(codec);
-  return width == 1 ? out : Unshuffle(out, width);
+  return width == 1 ? out : UnshuffleBytes(out, width);
 }
 
 Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy policy, int level) {
@@ -137,10 +137,10 @@ Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy po
     raw += s.size();
     plain += CompressedSize(s, level);
     if (policy == ShufflePolicy::kAuto || policy == ShufflePolicy::kTwo) {
-      two += CompressedSize(Shuffle(s, 2), level);
+      two += CompressedSize(ShuffleBytes(s, 2), level);
     }
     if (policy == ShufflePolicy::kAuto || policy == ShufflePolicy::kFour) {
-      four += CompressedSize(Shuffle(s, 4), level);
+      four += CompressedSize(ShuffleBytes(s, 4), level);
     }
   }
   if (raw == 0) return Codec::kZstd;

@@ -27,8 +27,8 @@ int ShuffleWidth(Codec codec);  // 1 when the codec does not shuffle
 
 // Byte planes: for width w, out = all bytes i*w+0, then all i*w+1, ...; the
 // size % w bytes that do not fill a group are copied unchanged at the end.
-std::string Shuffle(std::string_view in, int width);
-std::string Unshuffle(std::string_view in, int width);
+std::string ShuffleBytes(std::string_view in, int width);
+std::string UnshuffleBytes(std::string_view in, int width);
 
 // Encodes one slice into one stored frame (zstd frames carry their content
 // size and an XXH64 checksum).

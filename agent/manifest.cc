@@ -1,0 +1,180 @@
+#include "agent/manifest.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "common/strings.h"
+
+namespace sg {
+
+uint64_t ManifestFile::FrameRawSize(size_t i) const {
+  const uint64_t start = static_cast<uint64_t>(i) * frame_size;
+  return start >= size ? 0 : std::min(frame_size, size - start);
+}
+
+uint64_t Manifest::TotalSize() const {
+  uint64_t n = 0;
+  for (const ManifestFile& f : files) n += f.size;
+  return n;
+}
+
+uint64_t Manifest::TotalStored() const {
+  uint64_t n = 0;
+  for (const ManifestFile& f : files) n += f.stored_size;
+  return n;
+}
+
+std::string SeqName(uint64_t seq) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%010llu", static_cast<unsigned long long>(seq));
+  return buf;
+}
+
+std::optional<uint64_t> ParseSeqName(std::string_view name) {
+  if (name.size() != 10) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : name) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+std::string JobPrefix(const std::string& job) { return job + "/"; }
+std::string SnapshotsPrefix(const std::string& job) { return job + "/snapshots/"; }
+std::string SnapshotPrefix(const std::string& job, uint64_t seq) {
+  return SnapshotsPrefix(job) + SeqName(seq) + "/";
+}
+std::string ManifestKey(const std::string& job, uint64_t seq) {
+  return SnapshotPrefix(job, seq) + "manifest.json";
+}
+std::string ClaimKey(const std::string& job, uint64_t seq) {
+  return SnapshotPrefix(job, seq) + "claim";
+}
+std::string LatestKey(const std::string& job) { return job + "/latest"; }
+
+std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec) {
+  return "snapshots/" + SeqName(seq) + "/files/" + path + (codec == Codec::kNone ? "" : ".zst");
+}
+
+Status CheckRelativePath(std::string_view path) {
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument("path \"" + std::string(path) + "\" " + std::string(why));
+  };
+  if (path.empty()) return bad("is empty");
+  if (path.size() > 4096) return bad("is longer than 4096 bytes");
+  if (path.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
+  if (path.front() == '/') return bad("is absolute");
+  for (const std::string& seg : Split(path, '/')) {
+    if (seg == "..") return bad("climbs out with \"..\"");
+    if (seg.empty() || seg == ".") return bad("has an empty or \".\" segment");
+  }
+  return Status::Ok();
+}
+
+nlohmann::ordered_json ManifestToJson(const Manifest& m) {
+  nlohmann::ordered_json j;
+  j["format"] = kManifestFormat;
+  j["job"] = m.job;
+  j["seq"] = m.seq;
+  j["generation"] = m.generation;
+  j["created"] = m.created;
+  j["instance"] = m.instance;
+  j["preset"] = m.preset;
+  j["step"] = m.step ? nlohmann::ordered_json(*m.step) : nlohmann::ordered_json(nullptr);
+  j["resume"] = m.resume;
+  j["files"] = nlohmann::ordered_json::array();
+  for (const ManifestFile& f : m.files) {
+    nlohmann::ordered_json jf;
+    jf["path"] = f.path;
+    jf["size"] = f.size;
+    jf["mode"] = f.mode;
+    jf["sha256"] = f.sha256;
+    jf["key"] = f.key;
+    jf["stored_size"] = f.stored_size;
+    jf["codec"] = CodecName(f.codec);
+    jf["frame_size"] = f.frame_size;
+    jf["frames"] = f.frames;
+    j["files"].push_back(std::move(jf));
+  }
+  return j;
+}
+
+StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, uint64_t seq) {
+  const std::string where = "manifest of snapshot " + SeqName(seq);
+  auto corrupt = [&](const std::string& why) { return Status::Corruption(where + ": " + why); };
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return corrupt("not a JSON object");
+  if (j.value("format", "") != kManifestFormat) {
+    return corrupt("format is not \"" + std::string(kManifestFormat) + "\"");
+  }
+  Manifest m;
+  try {
+    m.job = j.at("job").get<std::string>();
+    m.seq = j.at("seq").get<uint64_t>();
+    m.generation = j.value("generation", uint64_t{0});
+    m.created = j.value("created", "");
+    m.instance = j.value("instance", "");
+    m.preset = j.value("preset", "");
+    if (j.contains("step") && !j["step"].is_null()) m.step = j["step"].get<int64_t>();
+    m.resume = j.value("resume", "");
+    for (const auto& jf : j.at("files")) {
+      ManifestFile f;
+      f.path = jf.at("path").get<std::string>();
+      f.size = jf.at("size").get<uint64_t>();
+      f.mode = jf.at("mode").get<uint32_t>();
+      f.sha256 = jf.at("sha256").get<std::string>();
+      f.key = jf.at("key").get<std::string>();
+      f.stored_size = jf.at("stored_size").get<uint64_t>();
+      auto codec = ParseCodec(jf.at("codec").get<std::string>());
+      if (!codec.ok()) return corrupt(codec.status().message());
+      f.codec = *codec;
+      f.frame_size = jf.at("frame_size").get<uint64_t>();
+      f.frames = jf.at("frames").get<std::vector<uint64_t>>();
+      m.files.push_back(std::move(f));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return corrupt(std::string("missing or mistyped field: ") + e.what());
+  }
+  if (m.job != job) return corrupt("belongs to job \"" + m.job + "\"");
+  if (m.seq != seq) return corrupt("says it is snapshot " + SeqName(m.seq));
+  if (!m.resume.empty()) {
+    if (Status st = CheckRelativePath(m.resume); !st.ok()) return corrupt("resume " + st.message());
+  }
+  std::set<std::string> paths;
+  const std::string key_prefix = "snapshots/" + SeqName(seq) + "/files/";
+  for (const ManifestFile& f : m.files) {
+    if (Status st = CheckRelativePath(f.path); !st.ok()) return corrupt(st.message());
+    if (!paths.insert(f.path).second) return corrupt("path \"" + f.path + "\" appears twice");
+    if (!f.key.starts_with(key_prefix) || !CheckRelativePath(f.key).ok()) {
+      return corrupt("file \"" + f.path + "\" points outside the snapshot: " + f.key);
+    }
+    if (f.mode > 07777) return corrupt("file \"" + f.path + "\" has mode " + std::to_string(f.mode));
+    if (f.sha256.size() != 64 ||
+        f.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return corrupt("file \"" + f.path + "\" has a malformed sha256");
+    }
+    if (f.frame_size == 0 || f.frame_size > (1ull << 30)) {
+      return corrupt("file \"" + f.path + "\" has frame size " + std::to_string(f.frame_size));
+    }
+    const uint64_t want_frames = (f.size + f.frame_size - 1) / f.frame_size;
+    if (f.frames.size() != want_frames) {
+      return corrupt("file \"" + f.path + "\" has " + std::to_string(f.frames.size()) +
+                     " frames for " + std::to_string(f.size) + " bytes");
+    }
+    uint64_t stored = 0;
+    for (uint64_t s : f.frames) stored += s;
+    if (stored != f.stored_size) return corrupt("file \"" + f.path + "\" frames do not add up");
+  }
+  // A file may not also be a directory of another file ("a" and "a/b").
+  for (const std::string& p : paths) {
+    auto it = paths.lower_bound(p + "/");
+    if (it != paths.end() && it->starts_with(p + "/")) {
+      return corrupt("path \"" + p + "\" is both a file and a directory");
+    }
+  }
+  return m;
+}
+
+}  // namespace sg

@@ -1,0 +1,82 @@
+// Preset rules: which files in checkpoint_dir form a complete checkpoint, the
+// step each one is at, and the path handed to the trainer to resume from.
+// The rules are functions of a directory listing plus what the watcher knows
+// about recent writes (agent/checkpoint_watcher.h), so they are tested on
+// synthetic listings; only the tensorflow rule also reads a file (the small
+// `checkpoint` index). docs/checkpoints.md describes every preset.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/checkpoint.h"
+#include "agent/config.h"
+#include "common/status.h"
+
+namespace sg {
+
+// One entry of checkpoint_dir, found by ListCheckpointDir.
+struct ListedFile {
+  std::string relpath;  // relative to checkpoint_dir
+  bool is_symlink = false;
+  // For a symlink: its target relative to checkpoint_dir when that target is
+  // inside it (lexically), else empty.
+  std::string symlink_target;
+  uint64_t size = 0;
+  mode_t mode = 0;
+  std::chrono::system_clock::time_point mtime;
+};
+
+// Regular files and symlinks below `dir`, recursively, sorted by relpath.
+// Symlinked directories are not followed; agent-private paths
+// (IsAgentPrivatePath) are skipped; entries that vanish while listing are
+// left out.
+StatusOr<std::vector<ListedFile>> ListCheckpointDir(const std::string& dir);
+
+// The step in a file or directory name: the last "step_N", "step=N",
+// "step-N", "stepN", "global_stepN", "iter_N", "iteration_N" (so
+// "epoch=3-step=400" is 400). Nothing for names without one.
+std::optional<int64_t> ParseStep(std::string_view name);
+
+// Names that writers use while a file is not finished and that are never part
+// of a checkpoint: hidden names other than DCP's ".metadata", "*.tmp",
+// "*.tmp<anything>", "*.temp", "*.part", "*.partial", "*~", and Python
+// tempfile names ("tmpab12_x9z").
+bool IsTempName(std::string_view basename);
+
+// How long a file must stay unchanged after its last write, close or rename
+// before it counts as finished (docs/checkpoints.md explains the values).
+std::chrono::nanoseconds DefaultSettleTime(Preset preset);
+
+class CheckpointDetector {
+ public:
+  // `checkpoint_dir` is read only by the tensorflow rule (its `checkpoint`
+  // index files, which may also hold absolute paths). `patterns` select files for the
+  // pytorch, generic and lightning presets (fnmatch; matched against the
+  // basename, or against the relpath when the pattern holds a '/').
+  CheckpointDetector(std::string checkpoint_dir, Preset preset, std::vector<std::string> patterns);
+  static CheckpointDetector ForConfig(const Config& config);
+
+  // The complete checkpoints in `files`, newest first (SortNewestFirst).
+  // `unsettled` holds the relpaths that are still being written or changed
+  // less than the settle time ago; a checkpoint holding one is not complete.
+  std::vector<Checkpoint> Detect(const std::vector<ListedFile>& files,
+                                 const std::set<std::string>& unsettled) const;
+
+  Preset preset() const { return preset_; }
+  const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+
+ private:
+  std::string checkpoint_dir_;
+  Preset preset_;
+  std::vector<std::string> patterns_;
+};
+
+}  // namespace sg

@@ -1,0 +1,74 @@
+#include "agent/retention.h"
+
+#include <algorithm>
+#include <map>
+
+#include "agent/manifest.h"
+#include "common/log.h"
+
+namespace sg {
+
+StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::string& job,
+                                  const GcOptions& options) {
+  if (options.keep < 1) return Status::InvalidArgument("keep must be at least 1");
+  struct Dir {
+    bool committed = false;
+    std::chrono::system_clock::time_point newest{};
+    std::vector<std::string> keys;
+  };
+  std::map<uint64_t, Dir, std::greater<>> dirs;  // newest seq first
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store, SnapshotsPrefix(job)));
+  const size_t skip = SnapshotsPrefix(job).size();
+  for (const ObjectInfo& o : objects) {
+    const std::string_view rest = std::string_view(o.key).substr(skip);
+    auto seq = rest.size() > 11 && rest[10] == '/' ? ParseSeqName(rest.substr(0, 10))
+                                                  : std::optional<uint64_t>();
+    if (!seq) continue;  // not ours; leave it alone
+    Dir& d = dirs[*seq];
+    d.keys.push_back(o.key);
+    d.newest = std::max(d.newest, o.modified);
+    if (o.key == ManifestKey(job, *seq)) d.committed = true;
+  }
+
+  GcResult result;
+  auto remove_dir = [&](uint64_t seq, Dir& d) -> Status {
+    // Uncommit first: with the manifest gone, what remains is never restored.
+    const std::string manifest = ManifestKey(job, seq);
+    if (d.committed) {
+      SG_RETURN_IF_ERROR(store.Delete(manifest));
+      ++result.objects_deleted;
+    }
+    for (const std::string& key : d.keys) {
+      if (key == manifest) continue;
+      SG_RETURN_IF_ERROR(store.Delete(key));
+      ++result.objects_deleted;
+    }
+    return Status::Ok();
+  };
+
+  int kept = 0;
+  const auto cutoff = clock.Now() - options.abandoned_after;
+  for (auto& [seq, d] : dirs) {
+    if (d.committed) {
+      if (kept < options.keep) {
+        ++kept;
+        continue;
+      }
+      SG_RETURN_IF_ERROR(remove_dir(seq, d));
+      result.deleted.push_back(seq);
+    } else if (d.newest < cutoff) {
+      SG_RETURN_IF_ERROR(remove_dir(seq, d));
+      result.abandoned.push_back(seq);
+    }
+  }
+  SG_ASSIGN_OR_RETURN(result.stale_writes,
+                      store.CleanStaleWrites(JobPrefix(job), options.abandoned_after));
+  if (!result.deleted.empty() || !result.abandoned.empty() || result.stale_writes > 0) {
+    LogInfo("gc of job {}: removed {} old and {} abandoned snapshots ({} objects), {} stale writes",
+            job, result.deleted.size(), result.abandoned.size(), result.objects_deleted,
+            result.stale_writes);
+  }
+  return result;
+}
+
+}  // namespace sg

@@ -1,0 +1,246 @@
+#include "agent/snapshot_commands.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "agent/exit_codes.h"
+#include "agent/manifest.h"
+#include "agent/progress.h"
+#include "agent/retention.h"
+#include "agent/snapshot_reader.h"
+#include "agent/snapshot_writer.h"
+#include "common/log.h"
+#include "common/s3_store.h"
+#include "common/store_url.h"
+
+namespace sg {
+namespace {
+
+int Fail(std::string_view command, const Status& st, int code = kExitFailure) {
+  std::cerr << "spotguard " << command << ": " << st.message() << "\n";
+  return code;
+}
+
+ShufflePolicy PolicyOf(Shuffle s) {
+  switch (s) {
+    case Shuffle::kAuto: return ShufflePolicy::kAuto;
+    case Shuffle::kOff: return ShufflePolicy::kOff;
+    case Shuffle::kTwo: return ShufflePolicy::kTwo;
+    case Shuffle::kFour: return ShufflePolicy::kFour;
+  }
+  return ShufflePolicy::kAuto;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// The files of an explicit snapshot: every regular file below `dir`, or the
+// FILE arguments (named relative to the checkpoint dir when inside it).
+StatusOr<std::vector<SnapshotSource>> SourcesFor(const Config& config,
+                                                 const SnapshotCommandArgs& args) {
+  namespace fs = std::filesystem;
+  std::vector<SnapshotSource> out;
+  std::error_code ec;
+  if (!args.dir.empty()) {
+    const fs::path root = fs::absolute(args.dir, ec).lexically_normal();
+    if (!fs::is_directory(root, ec)) return Status::InvalidArgument(args.dir + " is not a directory");
+    for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      if (it->is_symlink()) {
+        LogWarn("skipping symlink {}: snapshots hold regular files only", it->path().string());
+        continue;
+      }
+      if (!it->is_regular_file()) continue;
+      out.push_back({fs::relative(it->path(), root).string(), it->path().string()});
+    }
+    if (ec) return Status::IOError("reading " + args.dir + ": " + ec.message());
+    if (out.empty()) return Status::InvalidArgument(args.dir + " holds no files");
+    return out;
+  }
+  std::set<std::string> seen;
+  for (const std::string& f : args.files) {
+    const fs::path p = fs::absolute(f, ec).lexically_normal();
+    if (!fs::is_regular_file(p, ec)) return Status::InvalidArgument(f + " is not a regular file");
+    std::string rel = p.filename().string();
+    if (!config.checkpoint_dir.empty()) {
+      const std::string inside = fs::relative(p, config.checkpoint_dir, ec).string();
+      if (!ec && !inside.empty() && !inside.starts_with("..")) rel = inside;
+    }
+    if (!seen.insert(rel).second) return Status::InvalidArgument("two files would both be " + rel);
+    out.push_back({rel, p.string()});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<uint64_t> ParseSeqArgument(const std::string& text) {
+  if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoull(text);
+}
+
+StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env) {
+  SG_ASSIGN_OR_RETURN(StoreUrl url, ParseStoreUrl(config.store));
+  S3StoreOptions options;
+  options.env = env;
+  options.region = config.region;
+  options.endpoint = config.endpoint;
+  options.imds_endpoint = config.imds.endpoint;
+  return OpenObjectStore(url, options);
+}
+
+int RunSnapshotCommand(const Config& config, const Environment& env,
+                       const SnapshotCommandArgs& args) {
+  if (args.dir.empty() && args.files.empty()) {
+    return Fail("snapshot",
+                Status::InvalidArgument("name what to capture: --dir DIR or FILE..."), kExitUsage);
+  }
+  auto sources = SourcesFor(config, args);
+  if (!sources.ok()) return Fail("snapshot", sources.status(), kExitUsage);
+  auto store = OpenStore(config, env);
+  if (!store.ok()) return Fail("snapshot", store.status());
+
+  uint64_t total = 0;
+  for (const SnapshotSource& s : *sources) {
+    std::error_code ec;
+    total += std::filesystem::file_size(s.read_from, ec);
+  }
+  SnapshotOptions options;
+  options.level = config.compression.level;
+  options.threads = config.compression.threads;
+  options.shuffle = PolicyOf(config.compression.shuffle);
+  SnapshotRequest request;
+  request.job = config.job;
+  request.files = std::move(*sources);
+  request.preset = std::string(PresetName(config.preset));
+  request.instance = HostName();
+  if (request.files.size() == 1) request.resume = request.files[0].path;
+
+  SnapshotWriter writer(**store, SystemClock(), options);
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<SnapshotResult> result = [&] {
+    ProgressLine progress("snapshot", total);
+    return writer.Write(request, [&](uint64_t done) { progress.Update(done); });
+  }();
+  if (!result.ok()) return Fail("snapshot", result.status());
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  LogInfo("snapshot {} of job {} committed: {} files, {} stored as {} in {:.1f}s", SeqName(result->seq),
+          config.job, result->manifest.files.size(), HumanBytes(result->bytes),
+          HumanBytes(result->stored_bytes), secs);
+  auto gc = CollectGarbage(**store, SystemClock(), config.job, GcOptions{config.keep, {}});
+  if (!gc.ok()) LogWarn("retention after snapshot {} failed: {}", SeqName(result->seq), gc.status().message());
+  std::cout << SeqName(result->seq) << "\n";
+  return kExitOk;
+}
+
+int RunRestoreCommand(const Config& config, const Environment& env, const RestoreCommandArgs& args) {
+  const std::string target =
+      args.to.empty() ? config.checkpoint_dir
+                      : std::filesystem::absolute(args.to).lexically_normal().string();
+  if (target.empty()) {
+    return Fail("restore",
+                Status::InvalidArgument("restore needs --to DIR or checkpoint_dir in the config"),
+                kExitUsage);
+  }
+  auto store = OpenStore(config, env);
+  if (!store.ok()) return Fail("restore", store.status());
+  Restorer restorer(**store, RestoreOptions{});
+  std::optional<ProgressLine> progress;
+  auto result = restorer.Restore(config.job, target, args.seq, [&](uint64_t done) {
+    if (progress) progress->Update(done);
+  });
+  progress.reset();
+  if (!result.ok()) {
+    const bool nothing = result.status().Is(StatusCode::kNotFound) && !args.seq;
+    return Fail("restore", result.status(), nothing ? kExitNothingToRestore : kExitFailure);
+  }
+  LogInfo("restored snapshot {} of job {} into {} ({})", SeqName(result->seq), config.job,
+          result->dir, HumanBytes(result->bytes));
+  std::cout << result->resume_path << "\n";
+  return kExitOk;
+}
+
+int RunLsCommand(const Config& config, const Environment& env, bool json) {
+  auto store = OpenStore(config, env);
+  if (!store.ok()) return Fail("ls", store.status());
+  SnapshotCatalog catalog(**store, config.job);
+  auto seqs = catalog.Committed();
+  if (!seqs.ok()) return Fail("ls", seqs.status());
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  if (!json) {
+    std::printf("%-10s  %-24s  %5s  %10s  %10s  %s\n", "SEQ", "CREATED", "FILES", "SIZE", "STORED",
+                "STEP");
+  }
+  for (uint64_t seq : *seqs) {
+    auto m = catalog.ReadManifest(seq);
+    if (!m.ok()) {
+      LogWarn("snapshot {}: {}", SeqName(seq), m.status().message());
+      continue;
+    }
+    if (json) {
+      rows.push_back({{"seq", seq},
+                      {"created", m->created},
+                      {"files", m->files.size()},
+                      {"size", m->TotalSize()},
+                      {"stored_size", m->TotalStored()},
+                      {"step", m->step ? nlohmann::ordered_json(*m->step) : nullptr},
+                      {"resume", m->resume},
+                      {"instance", m->instance}});
+    } else {
+      std::printf("%-10s  %-24s  %5zu  %10s  %10s  %s\n", SeqName(seq).c_str(), m->created.c_str(),
+                  m->files.size(), HumanBytes(m->TotalSize()).c_str(),
+                  HumanBytes(m->TotalStored()).c_str(),
+                  m->step ? std::to_string(*m->step).c_str() : "-");
+    }
+  }
+  if (json) std::cout << rows.dump(2) << "\n";
+  return kExitOk;
+}
+
+int RunVerifyCommand(const Config& config, const Environment& env, std::optional<uint64_t> seq) {
+  auto store = OpenStore(config, env);
+  if (!store.ok()) return Fail("verify", store.status());
+  SnapshotCatalog catalog(**store, config.job);
+  if (!seq) {
+    auto committed = catalog.Committed();
+    if (!committed.ok()) return Fail("verify", committed.status());
+    if (committed->empty()) {
+      return Fail("verify", Status::NotFound("the store has no snapshot of job " + config.job),
+                  kExitNothingToRestore);
+    }
+    seq = committed->front();
+  }
+  auto manifest = catalog.ReadManifest(*seq);
+  if (!manifest.ok()) return Fail("verify", manifest.status());
+  Restorer restorer(**store, RestoreOptions{});
+  Status st;
+  {
+    ProgressLine progress("verify", manifest->TotalSize());
+    st = restorer.Verify(config.job, *manifest, [&](uint64_t done) { progress.Update(done); });
+  }
+  if (!st.ok()) return Fail("verify", st);
+  std::cout << "snapshot " << SeqName(*seq) << ": " << manifest->files.size() << " files, "
+            << HumanBytes(manifest->TotalSize()) << ", every checksum matches\n";
+  return kExitOk;
+}
+
+int RunGcCommand(const Config& config, const Environment& env) {
+  auto store = OpenStore(config, env);
+  if (!store.ok()) return Fail("gc", store.status());
+  auto r = CollectGarbage(**store, SystemClock(), config.job, GcOptions{config.keep, {}});
+  if (!r.ok()) return Fail("gc", r.status());
+  std::cout << "removed " << r->deleted.size() << " old snapshots, " << r->abandoned.size()
+            << " abandoned ones and " << r->stale_writes << " unfinished uploads\n";
+  return kExitOk;
+}
+
+}  // namespace sg

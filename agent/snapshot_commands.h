@@ -1,0 +1,41 @@
+// `spotguard snapshot | restore | ls | verify | gc`: the snapshot data path
+// used by hand. Each returns the process exit code and prints its result on
+// stdout (errors on stderr).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/config.h"
+#include "common/object_store.h"
+
+namespace sg {
+
+using Environment = std::map<std::string, std::string>;
+
+// The store the config names (s3:// or file://), with region, endpoint and
+// credentials from the config and the environment.
+StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env);
+
+struct SnapshotCommandArgs {
+  std::string dir;                 // --dir
+  std::vector<std::string> files;  // FILE...
+};
+int RunSnapshotCommand(const Config& config, const Environment& env, const SnapshotCommandArgs& args);
+
+struct RestoreCommandArgs {
+  std::optional<uint64_t> seq;  // --snapshot
+  std::string to;               // --to
+};
+int RunRestoreCommand(const Config& config, const Environment& env, const RestoreCommandArgs& args);
+
+int RunLsCommand(const Config& config, const Environment& env, bool json);
+int RunVerifyCommand(const Config& config, const Environment& env, std::optional<uint64_t> seq);
+int RunGcCommand(const Config& config, const Environment& env);
+
+// "42" or "0000000042".
+std::optional<uint64_t> ParseSeqArgument(const std::string& text);
+
+}  // namespace sg

@@ -1,0 +1,319 @@
+#include "agent/snapshot_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+
+#include "common/bounded_executor.h"
+#include "common/crypto.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/ordered_pipeline.h"
+#include "common/strings.h"
+
+namespace sg {
+namespace {
+
+// Consecutive frames are fetched together up to about this many stored bytes.
+constexpr uint64_t kReadRange = 8ull << 20;
+constexpr uint64_t kFreeSpaceMargin = 64ull << 20;
+
+bool FallsBack(const Status& st) {
+  // A snapshot that is damaged or incomplete: try the previous one. Anything
+  // else (network, permissions, a full disk) would fail the older one too.
+  return st.Is(StatusCode::kCorruption) || st.Is(StatusCode::kNotFound) ||
+         st.Is(StatusCode::kOutOfRange);
+}
+
+// Opens (creating when missing) the directory `rel` below `root_fd`, one
+// component at a time and never following a symlink, so no path can lead
+// outside the restore directory.
+StatusOr<UniqueFd> OpenDirBeneath(int root_fd, const std::string& rel) {
+  UniqueFd current(::dup(root_fd));
+  if (!current.valid()) return Status::FromErrno(errno, "dup");
+  if (rel.empty()) return current;
+  for (const std::string& seg : Split(rel, '/')) {
+    if (::mkdirat(current.get(), seg.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status::FromErrno(errno, "mkdir " + rel);
+    }
+    int fd = ::openat(current.get(), seg.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno(errno, "open directory " + rel);
+    current.reset(fd);
+  }
+  return current;
+}
+
+Status CheckFreeSpace(const std::string& dir, uint64_t needed) {
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return Status::FromErrno(errno, "statvfs " + dir);
+  const uint64_t available = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  if (available < needed + kFreeSpaceMargin) {
+    return Status::NoSpace("restoring needs " + std::to_string(needed >> 20) + " MiB in " + dir +
+                           " but only " + std::to_string(available >> 20) + " MiB are free");
+  }
+  return Status::Ok();
+}
+
+void RemoveTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) LogWarn("could not remove {}: {}", path, ec.message());
+}
+
+}  // namespace
+
+SnapshotCatalog::SnapshotCatalog(ObjectStore& store, std::string job)
+    : store_(store), job_(std::move(job)) {}
+
+StatusOr<std::vector<uint64_t>> SnapshotCatalog::Committed() {
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, SnapshotsPrefix(job_)));
+  std::vector<uint64_t> seqs;
+  const size_t skip = SnapshotsPrefix(job_).size();
+  for (const ObjectInfo& o : objects) {
+    std::string_view rest = std::string_view(o.key).substr(skip);
+    if (rest.size() == 10 + std::string_view("/manifest.json").size() &&
+        rest.ends_with("/manifest.json")) {
+      if (auto seq = ParseSeqName(rest.substr(0, 10))) seqs.push_back(*seq);
+    }
+  }
+  std::sort(seqs.rbegin(), seqs.rend());
+  return seqs;
+}
+
+StatusOr<std::optional<uint64_t>> SnapshotCatalog::LatestHint() {
+  auto latest = store_.Get(LatestKey(job_));
+  if (!latest.ok()) {
+    if (latest.status().Is(StatusCode::kNotFound)) return std::optional<uint64_t>();
+    return latest.status();
+  }
+  const auto seq = ParseSeqName(Trim(*latest));
+  if (!seq) {
+    LogWarn("{} holds \"{}\", not a seq; finding snapshots by listing", LatestKey(job_),
+            std::string(Trim(*latest)).substr(0, 40));
+    return std::optional<uint64_t>();
+  }
+  auto head = store_.Head(ManifestKey(job_, *seq));
+  if (!head.ok()) {
+    if (!head.status().Is(StatusCode::kNotFound)) return head.status();
+    LogWarn("latest names snapshot {} but it has no manifest; finding snapshots by listing",
+            SeqName(*seq));
+    return std::optional<uint64_t>();
+  }
+  // A crash between a manifest and `latest` leaves `latest` one behind.
+  auto newer = store_.Head(ManifestKey(job_, *seq + 1));
+  if (newer.ok()) return std::optional<uint64_t>();
+  return std::optional<uint64_t>(*seq);
+}
+
+StatusOr<Manifest> SnapshotCatalog::ReadManifest(uint64_t seq) {
+  SG_ASSIGN_OR_RETURN(std::string text, store_.Get(ManifestKey(job_, seq)));
+  return ParseManifest(text, job_, seq);
+}
+
+Restorer::Restorer(ObjectStore& store, RestoreOptions options)
+    : store_(store), options_(options) {}
+
+Status Restorer::ReadFile(const std::string& job, const ManifestFile& file,
+                          const std::function<Status(std::string_view)>& sink,
+                          const std::function<void(uint64_t)>& progress) {
+  const std::string key = JobPrefix(job) + file.key;
+  const int parallel = std::max(1, options_.parallel_reads);
+  BoundedExecutor readers(parallel, parallel);
+  Sha256Stream sha;
+  uint64_t seen = 0;
+  OrderedPipeline<std::string> pipeline(readers, static_cast<size_t>(parallel),
+                                        [&](std::string raw) -> Status {
+                                          sha.Update(raw);
+                                          seen += raw.size();
+                                          if (progress) progress(raw.size());
+                                          return sink(raw);
+                                        });
+  uint64_t stored_offset = 0;
+  size_t frame = 0;
+  while (frame < file.frames.size()) {
+    // Frames [first, frame) in one ranged read.
+    const size_t first = frame;
+    const uint64_t range_offset = stored_offset;
+    uint64_t range_length = 0;
+    while (frame < file.frames.size() && (range_length == 0 || range_length < kReadRange)) {
+      range_length += file.frames[frame];
+      ++frame;
+    }
+    stored_offset += range_length;
+    const size_t last = frame;
+    SG_RETURN_IF_ERROR(pipeline.Submit([&, first, last, range_offset,
+                                        range_length]() -> StatusOr<std::string> {
+      auto stored = store_.Get(key, ByteRange{range_offset, range_length});
+      if (!stored.ok()) {
+        return Status(stored.status().code(), "file \"" + file.path + "\": " + stored.status().message());
+      }
+      if (stored->size() != range_length) {
+        return Status::Corruption("file \"" + file.path + "\": object " + file.key +
+                                  " is shorter than the manifest says");
+      }
+      std::string raw;
+      uint64_t at = 0;
+      for (size_t i = first; i < last; ++i) {
+        auto decoded = DecodeFrame(file.codec, std::string_view(*stored).substr(at, file.frames[i]),
+                                   file.FrameRawSize(i));
+        if (!decoded.ok()) {
+          return Status::Corruption("file \"" + file.path + "\": frame " + std::to_string(i) +
+                                    " of " + file.key + ": " + decoded.status().message());
+        }
+        raw += *decoded;
+        at += file.frames[i];
+      }
+      return raw;
+    }));
+  }
+  SG_RETURN_IF_ERROR(pipeline.Finish());
+  if (seen != file.size) {
+    return Status::Corruption("file \"" + file.path + "\": decoded " + std::to_string(seen) +
+                              " bytes, the manifest says " + std::to_string(file.size));
+  }
+  if (sha.FinishHex() != file.sha256) {
+    return Status::Corruption("file \"" + file.path + "\": SHA-256 does not match (object " +
+                              file.key + " is damaged)");
+  }
+  return Status::Ok();
+}
+
+Status Restorer::Verify(const std::string& job, const Manifest& manifest,
+                        const ProgressFn& progress) {
+  std::vector<std::string> bad;
+  uint64_t done = 0;
+  for (const ManifestFile& f : manifest.files) {
+    Status st = ReadFile(job, f, [](std::string_view) { return Status::Ok(); },
+                         [&](uint64_t n) {
+                           done += n;
+                           if (progress) progress(done);
+                         });
+    if (!st.ok()) {
+      if (!FallsBack(st)) return st;  // not damage: the check itself failed
+      bad.push_back(st.message());
+    }
+  }
+  if (bad.empty()) return Status::Ok();
+  return Status::Corruption("snapshot " + SeqName(manifest.seq) + " is damaged: " +
+                            Join(bad, "; "));
+}
+
+Status Restorer::RestoreInto(const std::string& job, const Manifest& manifest,
+                             const std::string& dir, const ProgressFn& progress) {
+  SG_ASSIGN_OR_RETURN(UniqueFd root, OpenFile(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  uint64_t done = 0;
+  for (const ManifestFile& f : manifest.files) {
+    const size_t slash = f.path.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : f.path.substr(0, slash);
+    const std::string name = slash == std::string::npos ? f.path : f.path.substr(slash + 1);
+    SG_ASSIGN_OR_RETURN(UniqueFd parent_fd, OpenDirBeneath(root.get(), parent));
+    int raw_fd = ::openat(parent_fd.get(), name.c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (raw_fd < 0) return Status::FromErrno(errno, "create " + f.path);
+    UniqueFd out(raw_fd);
+    SG_RETURN_IF_ERROR(ReadFile(job, f,
+                                [&](std::string_view raw) { return WriteAll(out.get(), raw, f.path); },
+                                [&](uint64_t n) {
+                                  done += n;
+                                  if (progress) progress(done);
+                                }));
+    if (::fchmod(out.get(), f.mode) != 0) return Status::FromErrno(errno, "chmod " + f.path);
+    if (::fsync(out.get()) != 0) return Status::FromErrno(errno, "fsync " + f.path);
+    if (::fsync(parent_fd.get()) != 0) return Status::FromErrno(errno, "fsync " + parent);
+  }
+  return Status::Ok();
+}
+
+StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t seq,
+                                             const std::string& target_dir,
+                                             const ProgressFn& progress) {
+  SnapshotCatalog catalog(store_, job);
+  SG_ASSIGN_OR_RETURN(Manifest manifest, catalog.ReadManifest(seq));
+  const std::string parent = DirName(target_dir);
+  SG_RETURN_IF_ERROR(MakeDirs(parent));
+  SG_RETURN_IF_ERROR(CheckFreeSpace(parent, manifest.TotalSize()));
+
+  const std::string base = target_dir.substr(target_dir.rfind('/') + 1);
+  const std::string temp = parent + "/." + base + ".spotguard-restore-" + RandomHex(4);
+  if (::mkdir(temp.c_str(), 0755) != 0) return Status::FromErrno(errno, "mkdir " + temp);
+  Status st = RestoreInto(job, manifest, temp, progress);
+  if (st.ok()) st = FsyncDir(temp);
+  if (!st.ok()) {
+    RemoveTree(temp);
+    return st.WithContext("snapshot " + SeqName(seq));
+  }
+
+  // Into place: swap atomically with what is there, or rename into the void.
+  struct stat existing {};
+  if (::lstat(target_dir.c_str(), &existing) == 0) {
+    if (!S_ISDIR(existing.st_mode)) {
+      RemoveTree(temp);
+      return Status::InvalidArgument(target_dir + " exists and is not a directory");
+    }
+    if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, target_dir.c_str(), RENAME_EXCHANGE) != 0) {
+      Status err = Status::FromErrno(errno, "swap " + temp + " with " + target_dir +
+                                                " (is the target a mount point? restore into a "
+                                                "directory below it)");
+      RemoveTree(temp);
+      return err;
+    }
+    RemoveTree(temp);  // now the previous contents
+  } else if (::rename(temp.c_str(), target_dir.c_str()) != 0) {
+    Status err = Status::FromErrno(errno, "rename " + temp + " to " + target_dir);
+    RemoveTree(temp);
+    return err;
+  }
+  SG_RETURN_IF_ERROR(FsyncDir(parent));
+
+  RestoreResult result;
+  result.seq = seq;
+  result.dir = target_dir;
+  result.resume_path = manifest.resume.empty() ? target_dir : target_dir + "/" + manifest.resume;
+  result.bytes = manifest.TotalSize();
+  return result;
+}
+
+StatusOr<RestoreResult> Restorer::Restore(const std::string& job, const std::string& target_dir,
+                                          std::optional<uint64_t> seq,
+                                          const ProgressFn& progress) {
+  if (seq) return RestoreOne(job, *seq, target_dir, progress);
+
+  SnapshotCatalog catalog(store_, job);
+  std::vector<std::string> rejected;
+  std::vector<uint64_t> tried;
+  auto attempt = [&](uint64_t s) -> std::optional<StatusOr<RestoreResult>> {
+    tried.push_back(s);
+    auto r = RestoreOne(job, s, target_dir, progress);
+    if (r.ok()) {
+      r->rejected = rejected;
+      return r;
+    }
+    if (!FallsBack(r.status())) return StatusOr<RestoreResult>(r.status());
+    LogError("SNAPSHOT {} IS DAMAGED, falling back to the previous one: {}", SeqName(s),
+             r.status().message());
+    rejected.push_back(SeqName(s) + ": " + r.status().message());
+    return std::nullopt;
+  };
+
+  SG_ASSIGN_OR_RETURN(std::optional<uint64_t> hint, catalog.LatestHint());
+  if (hint) {
+    if (auto done = attempt(*hint)) return *done;
+  }
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
+  for (uint64_t s : committed) {
+    if (std::find(tried.begin(), tried.end(), s) != tried.end()) continue;
+    if (auto done = attempt(s)) return *done;
+  }
+  if (!rejected.empty()) {
+    return Status::Corruption("no good snapshot of job \"" + job + "\": " + Join(rejected, "; "));
+  }
+  return Status::NotFound("the store has no snapshot of job \"" + job + "\"");
+}
+
+}  // namespace sg

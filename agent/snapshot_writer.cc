@@ -1,0 +1,236 @@
+#include "agent/snapshot_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "common/bounded_executor.h"
+#include "common/crypto.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/ordered_pipeline.h"
+#include "common/strings.h"
+
+namespace sg {
+namespace {
+
+constexpr uint64_t kSampleSize = 1 << 20;
+constexpr int kClaimAttempts = 100;
+
+struct FileIdentity {
+  ino_t inode;
+  off_t size;
+  struct timespec mtime;
+  bool operator==(const FileIdentity& o) const {
+    return inode == o.inode && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
+           mtime.tv_nsec == o.mtime.tv_nsec;
+  }
+};
+
+StatusOr<FileIdentity> Identify(int fd, const std::string& path, struct stat* out = nullptr) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + path);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + " is not a regular file");
+  if (out) *out = st;
+  return FileIdentity{st.st_ino, st.st_size, st.st_mtim};
+}
+
+Status Changed(const std::string& path) {
+  return Status::Cancelled(path + " changed while it was read; this capture is not committed")
+      .WithReason("FileChanged");
+}
+
+}  // namespace
+
+SnapshotWriter::SnapshotWriter(ObjectStore& store, Clock& clock, SnapshotOptions options)
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      threads_(options.threads > 0 ? options.threads
+                                   : std::max(1u, std::thread::hardware_concurrency())) {}
+
+StatusOr<uint64_t> SnapshotWriter::ClaimSeq(const std::string& job, const std::string& claim_body) {
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, SnapshotsPrefix(job)));
+  uint64_t highest = 0;
+  const size_t skip = SnapshotsPrefix(job).size();
+  for (const ObjectInfo& o : objects) {
+    if (auto seq = ParseSeqName(std::string_view(o.key).substr(skip, 10))) {
+      highest = std::max(highest, *seq);
+    }
+  }
+  for (uint64_t seq = highest + 1; seq <= highest + kClaimAttempts; ++seq) {
+    auto claimed = store_.Put(ClaimKey(job, seq), claim_body, PutCondition::CreateOnly());
+    if (claimed.ok()) return seq;
+    if (!claimed.status().Is(StatusCode::kPreconditionFailed)) return claimed.status();
+  }
+  return Status::Unavailable("could not claim a snapshot seq after " +
+                             std::to_string(kClaimAttempts) + " tries");
+}
+
+StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64_t seq,
+                                                  const SnapshotSource& source,
+                                                  const ProgressFn& progress) {
+  SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(source.read_from, O_RDONLY));
+  struct stat st {};
+  SG_ASSIGN_OR_RETURN(const FileIdentity before, Identify(fd.get(), source.read_from, &st));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+
+  ManifestFile file;
+  file.path = source.path;
+  file.size = size;
+  file.mode = st.st_mode & 07777;
+  file.frame_size = kFrameSize;
+  file.codec = Codec::kNone;
+  if (size > 0) {
+    // Sample the start, middle and end to pick the codec.
+    std::vector<std::string> samples;
+    for (uint64_t at : {uint64_t{0}, size / 2, size > kSampleSize ? size - kSampleSize : 0}) {
+      SG_ASSIGN_OR_RETURN(std::string s, PreadUpTo(fd.get(), at, kSampleSize, source.read_from));
+      samples.push_back(std::move(s));
+      if (size <= kSampleSize) break;
+    }
+    std::vector<std::string_view> views(samples.begin(), samples.end());
+    file.codec = ChooseCodec(views, options_.shuffle, options_.level);
+  }
+  file.key = FileObjectKey(seq, file.path, file.codec);
+  SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer,
+                      store_.NewWriter(JobPrefix(job) + file.key));
+
+  // A file of one frame needs no compression pool of its own.
+  const int threads = size > kFrameSize ? threads_ : 1;
+  BoundedExecutor compressors(threads, 2 * threads);
+  Sha256Stream sha;
+  OrderedPipeline<std::string> pipeline(compressors, static_cast<size_t>(2 * threads),
+                                        [&](std::string encoded) -> Status {
+                                          file.frames.push_back(encoded.size());
+                                          file.stored_size += encoded.size();
+                                          return writer->Append(std::move(encoded));
+                                        });
+  const Codec codec = file.codec;
+  const int level = options_.level;
+  for (uint64_t offset = 0; offset < size; offset += kFrameSize) {
+    const uint64_t want = std::min(kFrameSize, size - offset);
+    SG_ASSIGN_OR_RETURN(std::string raw, PreadUpTo(fd.get(), offset, want, source.read_from));
+    if (raw.size() != want) return Changed(source.read_from);  // it shrank under us
+    sha.Update(raw);
+    if (progress) progress(raw.size());
+    SG_RETURN_IF_ERROR(pipeline.Submit([codec, level, raw = std::move(raw)]() {
+      return EncodeFrame(codec, raw, level);
+    }));
+  }
+  SG_RETURN_IF_ERROR(pipeline.Finish());
+  SG_ASSIGN_OR_RETURN(const FileIdentity after, Identify(fd.get(), source.read_from));
+  if (!(after == before)) return Changed(source.read_from);
+  file.sha256 = sha.FinishHex();
+  SG_RETURN_IF_ERROR(writer->Commit().status());
+  return file;
+}
+
+StatusOr<SnapshotResult> SnapshotWriter::Write(const SnapshotRequest& request,
+                                               const ProgressFn& progress) {
+  if (request.files.empty()) return Status::InvalidArgument("a snapshot needs at least one file");
+  for (const SnapshotSource& f : request.files) SG_RETURN_IF_ERROR(CheckRelativePath(f.path));
+  if (!request.resume.empty()) SG_RETURN_IF_ERROR(CheckRelativePath(request.resume));
+
+  Manifest manifest;
+  manifest.job = request.job;
+  manifest.generation = request.generation;
+  manifest.created = FormatUtc(clock_.Now(), /*millis=*/true);
+  manifest.instance = request.instance;
+  manifest.preset = request.preset;
+  manifest.step = request.step;
+  manifest.resume = request.resume;
+
+  const nlohmann::ordered_json claim = {{"instance", request.instance},
+                                        {"generation", request.generation},
+                                        {"created", manifest.created}};
+  SG_ASSIGN_OR_RETURN(manifest.seq, ClaimSeq(request.job, claim.dump()));
+  const uint64_t seq = manifest.seq;
+  auto result = UploadAndCommit(request, std::move(manifest), progress);
+  if (!result.ok()) {
+    // Take back what this attempt uploaded (best effort; what a crash leaves
+    // behind, gc removes once it is an hour old). The manifest was never
+    // written, so nothing here was ever visible as a snapshot.
+    if (auto leftovers = ListAll(store_, SnapshotPrefix(request.job, seq)); leftovers.ok()) {
+      for (const ObjectInfo& o : *leftovers) (void)store_.Delete(o.key);
+    }
+  }
+  return result;
+}
+
+StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const SnapshotRequest& request,
+                                                         Manifest manifest,
+                                                         const ProgressFn& progress) {
+  // Big files one at a time (their frames are compressed in parallel); small
+  // ones several at once, since each costs a round trip more than CPU.
+  std::vector<ManifestFile> files(request.files.size());
+  std::atomic<uint64_t> done_bytes{0};
+  std::mutex progress_mu;
+  auto report = [&](uint64_t n) {
+    const uint64_t total = done_bytes += n;
+    if (progress) {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      progress(total);
+    }
+  };
+  {
+    BoundedExecutor small_files(options_.files_in_flight, options_.files_in_flight);
+    for (size_t i = 0; i < request.files.size(); ++i) {
+      struct stat st {};
+      const bool small = ::stat(request.files[i].read_from.c_str(), &st) == 0 &&
+                         static_cast<uint64_t>(st.st_size) < kFrameSize;
+      auto upload = [&, i]() -> Status {
+        SG_ASSIGN_OR_RETURN(files[i],
+                            UploadFile(request.job, manifest.seq, request.files[i], report));
+        return Status::Ok();
+      };
+      Status st_upload = small ? small_files.Submit(upload) : upload();
+      if (!st_upload.ok()) {
+        (void)small_files.Wait();
+        return st_upload;
+      }
+    }
+    SG_RETURN_IF_ERROR(small_files.Wait());
+  }
+  manifest.files = std::move(files);
+  std::sort(manifest.files.begin(), manifest.files.end(),
+            [](const ManifestFile& a, const ManifestFile& b) { return a.path < b.path; });
+
+  if (request.verify_before_commit) SG_RETURN_IF_ERROR(request.verify_before_commit());
+
+  // The commit point.
+  SG_RETURN_IF_ERROR(store_
+                         .Put(ManifestKey(request.job, manifest.seq),
+                              ManifestToJson(manifest).dump(1), PutCondition::CreateOnly())
+                         .status()
+                         .WithContext("commit snapshot " + SeqName(manifest.seq)));
+
+  // `latest` is a hint: never moved backwards, and a failure to write it is
+  // not fatal (restore finds the snapshot by listing).
+  auto current = store_.Get(LatestKey(request.job));
+  const auto current_seq =
+      current.ok() ? ParseSeqName(Trim(*current)) : std::optional<uint64_t>();
+  if (!current_seq || *current_seq < manifest.seq) {
+    Status st =
+        store_.Put(LatestKey(request.job), SeqName(manifest.seq) + "\n", PutCondition::None())
+            .status();
+    if (!st.ok()) {
+      LogWarn("snapshot {} is committed, but updating latest failed: {}", SeqName(manifest.seq),
+              st.message());
+    }
+  }
+
+  SnapshotResult result;
+  result.seq = manifest.seq;
+  result.bytes = manifest.TotalSize();
+  result.stored_bytes = manifest.TotalStored();
+  result.manifest = std::move(manifest);
+  return result;
+}
+
+}  // namespace sg
