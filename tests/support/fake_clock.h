@@ -11,6 +11,9 @@ class FakeClock final : public Clock {
   MonoTime Monotonic() override { return mono_; }
   void SleepFor(std::chrono::nanoseconds d) override { Advance(d); }
 
+  // Sets the wall clock (e.g. to the real time, when files' mtimes matter).
+  void SetNow(WallTime t) { wall_ = t; }
+
   void Advance(std::chrono::nanoseconds d) {
     wall_ += std::chrono::duration_cast<WallTime::duration>(d);
     mono_ += std::chrono::duration_cast<MonoTime::duration>(d);

@@ -1,0 +1,118 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "common/ordered_pipeline.h"
+#include "common/zstd_codec.h"
+
+namespace sg {
+namespace {
+
+std::string Bytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+TEST(ZstdCodec, ShuffleGroupsBytesIntoPlanesAndKeepsTheTail) {
+  EXPECT_EQ(ShuffleBytes("aAbBcC", 2), "abcABC");
+  EXPECT_EQ(ShuffleBytes("aAbBcCd", 2), "abcABCd");
+  EXPECT_EQ(ShuffleBytes("0123456789", 4), "04152637" "89");
+  for (int width : {2, 4}) {
+    for (size_t n : {0, 1, 3, 4, 5, 1000, 1001}) {
+      const std::string in = Bytes(n, static_cast<unsigned>(n));
+      EXPECT_EQ(UnshuffleBytes(ShuffleBytes(in, width), width), in) << width << " " << n;
+    }
+  }
+}
+
+TEST(ZstdCodec, EveryCodecRoundTrips) {
+  const std::string raw = Bytes(100'000, 1) + std::string(100'000, 'x');
+  for (Codec c : {Codec::kNone, Codec::kZstd, Codec::kZstdShuffle2, Codec::kZstdShuffle4}) {
+    auto enc = EncodeFrame(c, raw, 3);
+    ASSERT_TRUE(enc.ok());
+    auto dec = DecodeFrame(c, *enc, raw.size());
+    ASSERT_TRUE(dec.ok()) << CodecName(c) << ": " << dec.status().ToString();
+    EXPECT_EQ(*dec, raw) << CodecName(c);
+    EXPECT_EQ(*ParseCodec(CodecName(c)), c);
+  }
+}
+
+TEST(ZstdCodec, DamagedOrMisdescribedFramesAreCorruption) {
+  const std::string raw(50'000, 'q');
+  std::string enc = *EncodeFrame(Codec::kZstd, raw, 3);
+  EXPECT_TRUE(DecodeFrame(Codec::kZstd, enc, raw.size() + 1).status().Is(StatusCode::kCorruption));
+  EXPECT_TRUE(DecodeFrame(Codec::kZstd, enc.substr(0, enc.size() - 2), raw.size())
+                  .status()
+                  .Is(StatusCode::kCorruption));
+  EXPECT_TRUE(DecodeFrame(Codec::kZstd, enc + "xx", raw.size()).status().Is(StatusCode::kCorruption));
+  enc[enc.size() / 2] ^= 0x20;
+  EXPECT_TRUE(DecodeFrame(Codec::kZstd, enc, raw.size()).status().Is(StatusCode::kCorruption));
+  EXPECT_TRUE(DecodeFrame(Codec::kNone, "abc", 4).status().Is(StatusCode::kCorruption));
+  EXPECT_FALSE(ParseCodec("lz4").ok());
+}
+
+TEST(ZstdCodec, ChoosesShuffleOnlyWhenItSavesThreePercent) {
+  // Little-endian floats near 1.0: exponent bytes repeat, mantissas vary.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(1.0f, 0.01f);
+  std::string floats(1 << 20, '\0');
+  for (size_t i = 0; i < floats.size(); i += 4) {
+    const float v = dist(rng);
+    std::memcpy(&floats[i], &v, 4);
+  }
+  const std::string noise = Bytes(1 << 20, 2);
+  const std::string text(1 << 20, 't');
+  EXPECT_EQ(ChooseCodec({floats}, ShufflePolicy::kAuto, 3), Codec::kZstdShuffle4);
+  EXPECT_EQ(ChooseCodec({floats}, ShufflePolicy::kOff, 3), Codec::kZstd);
+  EXPECT_EQ(ChooseCodec({noise}, ShufflePolicy::kAuto, 3), Codec::kNone);
+  EXPECT_EQ(ChooseCodec({text}, ShufflePolicy::kAuto, 3), Codec::kZstd);
+  EXPECT_EQ(ChooseCodec({text}, ShufflePolicy::kTwo, 3), Codec::kZstdShuffle2);
+}
+
+TEST(OrderedPipeline, DeliversResultsInSubmissionOrder) {
+  BoundedExecutor executor(4, 8);
+  std::vector<int> seen;
+  OrderedPipeline<int> pipeline(executor, 6, [&](int v) {
+    seen.push_back(v);
+    return Status::Ok();
+  });
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(pipeline
+                    .Submit([i]() -> StatusOr<int> {
+                      // Later tasks often finish first.
+                      std::this_thread::sleep_for(std::chrono::microseconds((50 - i) % 7 * 300));
+                      return i;
+                    })
+                    .ok());
+  }
+  ASSERT_TRUE(pipeline.Finish().ok());
+  std::vector<int> want(50);
+  for (int i = 0; i < 50; ++i) want[i] = i;
+  EXPECT_EQ(seen, want);
+}
+
+TEST(OrderedPipeline, TheFirstErrorStopsDeliveryAndIsReturned) {
+  BoundedExecutor executor(2, 4);
+  std::vector<int> seen;
+  OrderedPipeline<int> pipeline(executor, 4, [&](int v) {
+    seen.push_back(v);
+    return Status::Ok();
+  });
+  Status submitted;
+  for (int i = 0; i < 20 && submitted.ok(); ++i) {
+    submitted = pipeline.Submit([i]() -> StatusOr<int> {
+      if (i == 5) return Status::Corruption("frame 5 is bad");
+      return i;
+    });
+  }
+  Status st = pipeline.Finish();
+  EXPECT_EQ(st.message(), "frame 5 is bad");
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+}  // namespace
+}  // namespace sg

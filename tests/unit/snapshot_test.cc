@@ -1,0 +1,370 @@
+// The snapshot data path on the file:// store: format, codecs, commit,
+// restore with fallback, crashes and retention. tests/s3 repeats the round
+// trips on a real S3 server.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "agent/manifest.h"
+#include "agent/retention.h"
+#include "agent/snapshot_reader.h"
+#include "agent/snapshot_writer.h"
+#include "common/file_store.h"
+#include "common/files.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/faulty_store.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tree.h"
+
+namespace sg::testing {
+namespace {
+
+std::string RandomBytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+// Float32 weights, as a trained layer holds them: small values around zero.
+std::string Float32Weights(size_t count, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::string s(count * 4, '\0');
+  for (size_t i = 0; i < count; ++i) {
+    const float v = dist(rng);
+    std::memcpy(&s[i * 4], &v, 4);
+  }
+  return s;
+}
+
+class SnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The file store dates objects by real mtimes; gc compares them with this clock.
+    clock_.SetNow(std::chrono::system_clock::now());
+    auto opened = FileStore::Open(dir_.Join("store"));
+    ASSERT_TRUE(opened.ok());
+    store_ = std::move(*opened);
+  }
+
+  std::vector<SnapshotSource> SourcesOf(const std::string& root) {
+    std::vector<SnapshotSource> out;
+    for (const auto& [rel, f] : ReadTree(root)) out.push_back({rel, root + "/" + rel});
+    return out;
+  }
+
+  // Snapshots the tree as it is now; returns the seq.
+  uint64_t Snapshot(const Tree& tree, ObjectStore* store = nullptr, std::string resume = "") {
+    const std::string src = dir_.Join("src-" + std::to_string(++sources_));
+    WriteTree(src, tree);
+    SnapshotRequest req;
+    req.job = "job";
+    req.files = SourcesOf(src);
+    req.preset = "generic";
+    req.resume = std::move(resume);
+    SnapshotWriter writer(store ? *store : *store_, clock_, SnapshotOptions{});
+    auto r = writer.Write(req);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->seq : 0;
+  }
+
+  StatusOr<RestoreResult> Restore(const std::string& to, std::optional<uint64_t> seq = {}) {
+    Restorer restorer(*store_, RestoreOptions{});
+    return restorer.Restore("job", dir_.Join(to), seq);
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  std::unique_ptr<FileStore> store_;
+  int sources_ = 0;
+};
+
+TEST_F(SnapshotTest, ManySmallFilesAndABigOneRoundTripByteIdentical) {
+  Tree tree;
+  for (int i = 0; i < 60; ++i) {
+    tree["shards/part-" + std::to_string(i) + ".bin"] = {RandomBytes(100 + i * 37, i), 0644};
+  }
+  tree["model.pt"] = {Float32Weights(5'000'000, 1), 0600};  // 20 MB: three frames
+  tree["notes/readme.txt"] = {std::string(10'000, 'a'), 0640};
+  tree["empty"] = {"", 0644};
+  tree["run.sh"] = {"#!/bin/sh\n", 0755};
+  const uint64_t seq = Snapshot(tree);
+  ASSERT_EQ(seq, 1u);
+  auto r = Restore("out");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, 1u);
+  EXPECT_EQ(ReadTree(dir_.Join("out")), tree);
+}
+
+TEST_F(SnapshotTest, TheLayoutIsTheDocumentedOne) {
+  const uint64_t seq = Snapshot({{"a/b.txt", {std::string(5000, 'x'), 0644}}});
+  const std::string base = dir_.Join("store/job/snapshots/0000000001/");
+  EXPECT_TRUE(std::filesystem::exists(base + "manifest.json"));
+  EXPECT_TRUE(std::filesystem::exists(base + "files/a/b.txt.zst"));
+  EXPECT_EQ(*ReadFileToString(dir_.Join("store/job/latest")), "0000000001\n");
+  auto manifest = ParseManifest(*ReadFileToString(base + "manifest.json"), "job", seq);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  ASSERT_EQ(manifest->files.size(), 1u);
+  const ManifestFile& f = manifest->files[0];
+  EXPECT_EQ(f.path, "a/b.txt");
+  EXPECT_EQ(f.size, 5000u);
+  EXPECT_EQ(f.codec, Codec::kZstd);
+  EXPECT_EQ(f.key, "snapshots/0000000001/files/a/b.txt.zst");
+  EXPECT_EQ(f.frames.size(), 1u);
+  EXPECT_EQ(f.stored_size, std::filesystem::file_size(base + "files/a/b.txt.zst"));
+}
+
+TEST_F(SnapshotTest, EachFileGetsTheCodecThatSuitsIt) {
+  Snapshot({{"weights.f32", {Float32Weights(1'000'000, 2), 0644}},
+            {"noise.bin", {RandomBytes(1 << 20, 3), 0644}},
+            {"log.txt", {std::string(1 << 20, 'z'), 0644}}});
+  Restorer restorer(*store_, RestoreOptions{});
+  SnapshotCatalog catalog(*store_, "job");
+  auto m = catalog.ReadManifest(1);
+  ASSERT_TRUE(m.ok());
+  std::map<std::string, Codec> codecs;
+  for (const auto& f : m->files) codecs[f.path] = f.codec;
+  EXPECT_EQ(codecs["weights.f32"], Codec::kZstdShuffle4);
+  EXPECT_EQ(codecs["noise.bin"], Codec::kNone);
+  EXPECT_EQ(codecs["log.txt"], Codec::kZstd);
+}
+
+TEST_F(SnapshotTest, RestoreReplacesWhatIsThereOnlyAsAWhole) {
+  Snapshot({{"new.pt", {"new", 0644}}});
+  WriteTree(dir_.Join("ckpt"), {{"old.pt", {"old", 0644}}, {"stale/x", {"x", 0644}}});
+  auto r = Restore("ckpt");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadTree(dir_.Join("ckpt")), (Tree{{"new.pt", {"new", 0644}}}));
+  // No temporary directory is left beside the target.
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_EQ(e.path().filename().string().find("spotguard-restore"), std::string::npos)
+        << e.path();
+  }
+}
+
+TEST_F(SnapshotTest, ResumePathPointsIntoTheRestoredDirectory) {
+  Snapshot({{"ckpt/step_100.pt", {"w", 0644}}}, nullptr, "ckpt/step_100.pt");
+  auto r = Restore("out");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->resume_path, dir_.Join("out/ckpt/step_100.pt"));
+}
+
+TEST_F(SnapshotTest, RestoreFallsBackWhenNewestSnapshotIsCorrupt) {
+  Snapshot({{"model.pt", {"version one", 0644}}});
+  Snapshot({{"model.pt", {"version two", 0644}}, {"opt.pt", {std::string(4096, 'o'), 0644}}});
+  // Damage one byte of one stored object of the newest snapshot.
+  const std::string victim = dir_.Join("store/job/snapshots/0000000002/files/opt.pt.zst");
+  std::string bytes = *ReadFileToString(victim);
+  bytes[bytes.size() / 2] ^= 0x55;
+  ASSERT_TRUE(WriteFileAtomic(victim, bytes).ok());
+
+  auto r = Restore("out");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, 1u);
+  EXPECT_EQ(ReadTree(dir_.Join("out")), (Tree{{"model.pt", {"version one", 0644}}}));
+  ASSERT_EQ(r->rejected.size(), 1u);
+  EXPECT_NE(r->rejected[0].find("0000000002"), std::string::npos) << r->rejected[0];
+  EXPECT_NE(r->rejected[0].find("opt.pt"), std::string::npos) << "names the bad file";
+}
+
+TEST_F(SnapshotTest, ATruncatedObjectIsCaughtToo) {
+  Snapshot({{"a", {"first", 0644}}});
+  Snapshot({{"a", {RandomBytes(3 << 20, 1), 0644}}});
+  const std::string victim = dir_.Join("store/job/snapshots/0000000002/files/a");
+  std::filesystem::resize_file(victim, 1000);
+  auto r = Restore("out");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, 1u);
+}
+
+TEST_F(SnapshotTest, AManifestThatClimbsOutIsRefused) {
+  Snapshot({{"good", {"good", 0644}}});
+  const uint64_t bad = Snapshot({{"evil", {"evil", 0644}}});
+  const std::string path = dir_.Join("store/job/snapshots/" + SeqName(bad) + "/manifest.json");
+  std::string text = *ReadFileToString(path);
+  const size_t at = text.find("\"path\": \"evil\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 14, "\"path\": \"../../escaped\"");
+  ASSERT_TRUE(WriteFileAtomic(path, text).ok());
+
+  EXPECT_FALSE(ParseManifest(text, "job", bad).ok());
+  auto r = Restore("out/inner");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, 1u);
+  EXPECT_NE(r->rejected.at(0).find("climbs out"), std::string::npos) << r->rejected[0];
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("escaped")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("out/escaped")));
+}
+
+TEST_F(SnapshotTest, ManifestPathRulesAreStrict) {
+  for (const char* bad : {"/etc/passwd", "../x", "a/../../x", "a//b", "./a", ""}) {
+    EXPECT_FALSE(CheckRelativePath(bad).ok()) << bad;
+  }
+  EXPECT_TRUE(CheckRelativePath("a/b.c/d..e").ok());
+}
+
+TEST_F(SnapshotTest, ACrashBetweenObjectsAndManifestLeavesThePreviousSnapshot) {
+  Snapshot({{"model.pt", {"committed", 0644}}});
+  FaultyStore faulty(*store_);
+  faulty.FailPutOf("manifest.json", /*die=*/true);
+  SnapshotRequest req;
+  WriteTree(dir_.Join("next"), {{"model.pt", {RandomBytes(1 << 20, 5), 0644}}});
+  req.job = "job";
+  req.files = SourcesOf(dir_.Join("next"));
+  SnapshotWriter writer(faulty, clock_, SnapshotOptions{});
+  ASSERT_FALSE(writer.Write(req).ok());
+  ASSERT_TRUE(faulty.dead());
+  // The dead writer left its claim and objects behind.
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("store/job/snapshots/0000000002/claim")));
+
+  auto r = Restore("out");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, 1u);
+  EXPECT_EQ(ReadTree(dir_.Join("out")), (Tree{{"model.pt", {"committed", 0644}}}));
+
+  // gc leaves a young abandoned snapshot to its possibly live writer, and
+  // removes it once it is old.
+  auto young = CollectGarbage(*store_, clock_, "job", GcOptions{3, std::chrono::hours(1)});
+  ASSERT_TRUE(young.ok());
+  EXPECT_TRUE(young->abandoned.empty());
+  clock_.Advance(std::chrono::hours(2));
+  auto old = CollectGarbage(*store_, clock_, "job", GcOptions{3, std::chrono::hours(1)});
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->abandoned, std::vector<uint64_t>{2});
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("store/job/snapshots/0000000002")));
+  EXPECT_TRUE(Restore("again").ok());
+}
+
+TEST_F(SnapshotTest, AFailedSnapshotTakesBackWhatItUploaded) {
+  Snapshot({{"a", {"one", 0644}}});
+  FaultyStore faulty(*store_);
+  faulty.FailPutOf("manifest.json", /*die=*/false);
+  SnapshotRequest req;
+  WriteTree(dir_.Join("next"), {{"a", {"two", 0644}}});
+  req.job = "job";
+  req.files = SourcesOf(dir_.Join("next"));
+  SnapshotWriter writer(faulty, clock_, SnapshotOptions{});
+  ASSERT_FALSE(writer.Write(req).ok());
+  auto left = ListAll(*store_, SnapshotPrefix("job", 2));
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+}
+
+TEST_F(SnapshotTest, AFileRewrittenWhileReadIsNeverCommitted) {
+  const std::string src = dir_.Join("live");
+  WriteTree(src, {{"model.pt", {RandomBytes(20 << 20, 8), 0644}}});
+  FaultyStore faulty(*store_);
+  // The trainer rewrites the file in place while its first frame uploads.
+  faulty.OnFirstAppend("model.pt", [&] {
+    std::ofstream(src + "/model.pt", std::ios::binary | std::ios::trunc) << "rewritten";
+  });
+  SnapshotRequest req;
+  req.job = "job";
+  req.files = SourcesOf(src);
+  SnapshotWriter writer(faulty, clock_, SnapshotOptions{});
+  auto r = writer.Write(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), "FileChanged") << r.status().ToString();
+  SnapshotCatalog catalog(*store_, "job");
+  EXPECT_TRUE(catalog.Committed()->empty());
+  EXPECT_TRUE(Restore("out").status().Is(StatusCode::kNotFound));
+}
+
+TEST_F(SnapshotTest, AVerifyHookCanRefuseTheCommit) {
+  const std::string src = dir_.Join("s");
+  WriteTree(src, {{"a", {"x", 0644}}});
+  SnapshotRequest req;
+  req.job = "job";
+  req.files = SourcesOf(src);
+  req.verify_before_commit = [] { return Status::Cancelled("capture changed"); };
+  SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
+  EXPECT_FALSE(writer.Write(req).ok());
+  EXPECT_TRUE(SnapshotCatalog(*store_, "job").Committed()->empty());
+}
+
+TEST_F(SnapshotTest, RetentionKeepsTheNewestAndDeletesManifestsFirst) {
+  for (int i = 1; i <= 5; ++i) Snapshot({{"m", {"v" + std::to_string(i), 0644}}});
+  auto r = CollectGarbage(*store_, clock_, "job", GcOptions{2, std::chrono::hours(1)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->deleted, (std::vector<uint64_t>{3, 2, 1}));
+  EXPECT_EQ(*SnapshotCatalog(*store_, "job").Committed(), (std::vector<uint64_t>{5, 4}));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("store/job/snapshots/0000000001")));
+  auto restored = Restore("out");
+  ASSERT_TRUE(restored.ok());
+  EXPECT_EQ(ReadTree(dir_.Join("out")).at("m").content, "v5");
+  EXPECT_FALSE(CollectGarbage(*store_, clock_, "job", GcOptions{0, {}}).ok());
+}
+
+TEST_F(SnapshotTest, AStaleLatestIsOvertakenByANewerManifest) {
+  Snapshot({{"m", {"one", 0644}}});
+  Snapshot({{"m", {"two", 0644}}});
+  // A crash after the manifest of 2 but before `latest` moved.
+  ASSERT_TRUE(WriteFileAtomic(dir_.Join("store/job/latest"), "0000000001\n").ok());
+  auto r = Restore("out");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->seq, 2u);
+  ASSERT_TRUE(WriteFileAtomic(dir_.Join("store/job/latest"), "garbage").ok());
+  auto g = Restore("out2");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->seq, 2u);
+  std::filesystem::remove(dir_.Join("store/job/latest"));
+  EXPECT_EQ(Restore("out3")->seq, 2u);
+}
+
+TEST_F(SnapshotTest, AChosenSnapshotIsRestoredWithoutFallback) {
+  Snapshot({{"m", {"one", 0644}}});
+  Snapshot({{"m", {"two", 0644}}});
+  auto r = Restore("out", 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(ReadTree(dir_.Join("out")).at("m").content, "one");
+  EXPECT_TRUE(Restore("none", 7).status().Is(StatusCode::kNotFound));
+}
+
+TEST_F(SnapshotTest, AnEmptyStoreHasNothingToRestore) {
+  auto r = Restore("out");
+  EXPECT_TRUE(r.status().Is(StatusCode::kNotFound)) << r.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("out")));
+}
+
+TEST_F(SnapshotTest, RacingWritersNeverShareASeq) {
+  const std::string src = dir_.Join("race");
+  WriteTree(src, {{"f", {"x", 0644}}});
+  std::vector<uint64_t> seqs(6);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      SnapshotRequest req;
+      req.job = "job";
+      req.files = SourcesOf(src);
+      SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
+      auto r = writer.Write(req);
+      seqs[i] = r.ok() ? r->seq : 0;
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::sort(seqs.begin(), seqs.end());
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST_F(SnapshotTest, VerifyNamesEveryDamagedFile) {
+  Snapshot({{"a", {std::string(3000, 'a'), 0644}}, {"b", {std::string(3000, 'b'), 0644}}});
+  for (const char* name : {"a.zst", "b.zst"}) {
+    const std::string p = dir_.Join(std::string("store/job/snapshots/0000000001/files/") + name);
+    std::string bytes = *ReadFileToString(p);
+    bytes[bytes.size() - 3] ^= 1;
+    ASSERT_TRUE(WriteFileAtomic(p, bytes).ok());
+  }
+  auto m = SnapshotCatalog(*store_, "job").ReadManifest(1);
+  ASSERT_TRUE(m.ok());
+  Status st = Restorer(*store_, RestoreOptions{}).Verify("job", *m);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("\"a\""), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("\"b\""), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace sg::testing
