@@ -123,7 +123,8 @@ Status Restorer::ReadFile(const std::string& job, const ManifestFile& file,
                           const std::function<Status(std::string_view)>& sink,
                           const std::function<void(uint64_t)>& progress) {
   const std::string key = JobPrefix(job) + file.key;
-  const int parallel = std::max(1, options_.parallel_reads);
+  // Small files are one range: no pool of readers for them.
+  const int parallel = file.stored_size > kReadRange ? std::max(1, options_.parallel_reads) : 1;
   BoundedExecutor readers(parallel, parallel);
   Sha256Stream sha;
   uint64_t seen = 0;
@@ -207,8 +208,9 @@ Status Restorer::Verify(const std::string& job, const Manifest& manifest,
 Status Restorer::RestoreInto(const std::string& job, const Manifest& manifest,
                              const std::string& dir, const ProgressFn& progress) {
   SG_ASSIGN_OR_RETURN(UniqueFd root, OpenFile(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
-  uint64_t done = 0;
-  for (const ManifestFile& f : manifest.files) {
+  std::atomic<uint64_t> done{0};
+  std::mutex progress_mu;
+  auto restore_file = [&](const ManifestFile& f) -> Status {
     const size_t slash = f.path.rfind('/');
     const std::string parent = slash == std::string::npos ? "" : f.path.substr(0, slash);
     const std::string name = slash == std::string::npos ? f.path : f.path.substr(slash + 1);
@@ -217,17 +219,33 @@ Status Restorer::RestoreInto(const std::string& job, const Manifest& manifest,
                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (raw_fd < 0) return Status::FromErrno(errno, "create " + f.path);
     UniqueFd out(raw_fd);
-    SG_RETURN_IF_ERROR(ReadFile(job, f,
-                                [&](std::string_view raw) { return WriteAll(out.get(), raw, f.path); },
-                                [&](uint64_t n) {
-                                  done += n;
-                                  if (progress) progress(done);
-                                }));
+    SG_RETURN_IF_ERROR(ReadFile(
+        job, f, [&](std::string_view raw) { return WriteAll(out.get(), raw, f.path); },
+        [&](uint64_t n) {
+          const uint64_t total = done += n;
+          if (progress) {
+            std::lock_guard<std::mutex> lock(progress_mu);
+            progress(total);
+          }
+        }));
     if (::fchmod(out.get(), f.mode) != 0) return Status::FromErrno(errno, "chmod " + f.path);
     if (::fsync(out.get()) != 0) return Status::FromErrno(errno, "fsync " + f.path);
     if (::fsync(parent_fd.get()) != 0) return Status::FromErrno(errno, "fsync " + parent);
+    return Status::Ok();
+  };
+  // Files of one range several at a time (each costs a round trip); bigger
+  // ones one at a time, their ranges fetched and decoded in parallel.
+  const int parallel = std::max(1, options_.parallel_reads);
+  BoundedExecutor small_files(parallel, parallel);
+  for (const ManifestFile& f : manifest.files) {
+    Status st = f.stored_size <= kReadRange ? small_files.Submit([&] { return restore_file(f); })
+                                            : restore_file(f);
+    if (!st.ok()) {
+      (void)small_files.Wait();
+      return st;
+    }
   }
-  return Status::Ok();
+  return small_files.Wait();
 }
 
 StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t seq,

@@ -1,0 +1,156 @@
+// Snapshots on a real S3 server: round trips of many small files and of a
+// 1 GiB file, and a zstd object that the stock tools (`aws s3 cp`, `zstd -d`)
+// restore without spotguard.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "agent/manifest.h"
+#include "agent/snapshot_reader.h"
+#include "agent/snapshot_writer.h"
+#include "common/crypto.h"
+#include "common/files.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/s3_test_env.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tree.h"
+
+namespace sg::testing {
+namespace {
+
+class S3Snapshots : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(LoadS3TestEnv(&env_));
+    prefix_ = "snapshot-tests/" + RandomHex(6);
+    store_ = OpenTestS3Store(env_, prefix_);
+    ASSERT_NE(store_, nullptr);
+  }
+  void TearDown() override {
+    if (!store_) return;
+    auto all = ListAll(*store_, "");
+    if (!all.ok()) return;
+    std::vector<std::string> keys;
+    for (const auto& o : *all) keys.push_back(store_->FullKey(o.key));
+    for (size_t i = 0; i < keys.size(); i += 1000) {
+      std::vector<std::string> batch(keys.begin() + i, keys.begin() + std::min(keys.size(), i + 1000));
+      (void)store_->client().DeleteObjects(env_.bucket, batch);
+    }
+  }
+  StatusOr<SnapshotResult> Snapshot(const std::string& root) {
+    SnapshotRequest req;
+    req.job = "job";
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+      if (e.is_regular_file()) {
+        req.files.push_back({std::filesystem::relative(e.path(), root).string(), e.path().string()});
+      }
+    }
+    SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
+    return writer.Write(req);
+  }
+
+  S3TestEnv env_;
+  std::string prefix_;
+  std::unique_ptr<S3Store> store_;
+  FakeClock clock_;
+  TempDir dir_;
+};
+
+TEST_F(S3Snapshots, ManySmallFilesRoundTripByteIdentical) {
+  Tree tree;
+  std::mt19937 rng(3);
+  for (int i = 0; i < 150; ++i) {
+    std::string content(static_cast<size_t>(rng() % 20000), '\0');
+    for (char& c : content) c = static_cast<char>('a' + rng() % 4);
+    tree["layer" + std::to_string(i % 7) + "/shard-" + std::to_string(i) + ".bin"] = {
+        content, i % 3 == 0 ? 0600u : 0644u};
+  }
+  tree["trainer_state.json"] = {R"({"global_step": 1200})", 0644};
+  WriteTree(dir_.Join("src"), tree);
+  auto r = Snapshot(dir_.Join("src"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Restorer restorer(*store_, RestoreOptions{});
+  auto back = restorer.Restore("job", dir_.Join("out"), std::nullopt);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->seq, r->seq);
+  EXPECT_EQ(ReadTree(dir_.Join("out")), tree);
+}
+
+TEST_F(S3Snapshots, AOneGiBFileRoundTripsByteIdentical) {
+  // Float32 "weights": a 1 MiB block of trained-looking values, varied per
+  // block so frames differ, written out to 1 GiB.
+  const size_t kBlock = 1 << 20, kBlocks = 1024;
+  std::string block(kBlock, '\0');
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  for (size_t i = 0; i < kBlock; i += 4) {
+    const float v = dist(rng);
+    std::memcpy(&block[i], &v, 4);
+  }
+  const std::string path = dir_.Join("src/model.pt");
+  std::filesystem::create_directories(dir_.Join("src"));
+  Sha256Stream want;
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (size_t b = 0; b < kBlocks; ++b) {
+      std::memcpy(&block[(b * 4096) % kBlock], &b, sizeof b);
+      out.write(block.data(), static_cast<std::streamsize>(block.size()));
+      want.Update(block);
+    }
+  }
+  auto r = Snapshot(dir_.Join("src"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->manifest.files.size(), 1u);
+  EXPECT_EQ(r->manifest.files[0].size, kBlock * kBlocks);
+  EXPECT_EQ(r->manifest.files[0].frames.size(), 128u);
+  EXPECT_LT(r->stored_bytes, r->bytes);
+  std::filesystem::remove_all(dir_.Join("src"));
+
+  Restorer restorer(*store_, RestoreOptions{});
+  auto back = restorer.Restore("job", dir_.Join("out"), std::nullopt);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  Sha256Stream got;
+  std::ifstream in(dir_.Join("out/model.pt"), std::ios::binary);
+  std::string buf(kBlock, '\0');
+  uint64_t total = 0;
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+    got.Update(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
+    total += static_cast<uint64_t>(in.gcount());
+  }
+  EXPECT_EQ(total, kBlock * kBlocks);
+  EXPECT_EQ(got.FinishHex(), want.FinishHex());
+}
+
+TEST_F(S3Snapshots, AZstdObjectRestoresWithAwsCliAndZstd) {
+  std::string text;
+  for (int i = 0; i < 400000; ++i) text += "step " + std::to_string(i) + " loss 0.0" + std::to_string(i % 97) + "\n";
+  WriteTree(dir_.Join("src"), {{"logs/train.log", {text, 0644}}});
+  auto r = Snapshot(dir_.Join("src"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ManifestFile& f = r->manifest.files.at(0);
+  ASSERT_EQ(f.codec, Codec::kZstd);
+  ASSERT_GT(f.frames.size(), 1u) << "several frames, so the concatenation is what is tested";
+  const std::string url = "s3://" + env_.bucket + "/" + prefix_ + "/job/" + f.key;
+  const std::string out = dir_.Join("plain.log");
+  auto cmd = RunCommand({"bash", "-c",
+                         "set -o pipefail; aws --endpoint-url \"$EP\" s3 cp \"$URL\" - | zstd -d -q -o \"$OUT\""},
+                        {{"EP", env_.endpoint},
+                         {"URL", url},
+                         {"OUT", out},
+                         {"AWS_ACCESS_KEY_ID", env_.access_key},
+                         {"AWS_SECRET_ACCESS_KEY", env_.secret_key},
+                         {"AWS_DEFAULT_REGION", env_.region},
+                         {"AWS_EC2_METADATA_DISABLED", "true"}},
+                        std::chrono::seconds(120));
+  ASSERT_EQ(cmd.exit_code, 0) << cmd.err;
+  auto plain = ReadFileToString(out);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(*plain, text);
+  EXPECT_EQ(Sha256Hex(*plain), f.sha256);
+}
+
+}  // namespace
+}  // namespace sg::testing
