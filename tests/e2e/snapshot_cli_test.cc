@@ -1,0 +1,104 @@
+// snapshot, ls, restore, verify and gc through the spotguard binary, on a
+// file:// store, checking output and exit codes as scripts see them.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/files.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tree.h"
+
+namespace sg::testing {
+namespace {
+
+class SnapshotCli : public ::testing::Test {
+ protected:
+  CommandResult Run(std::vector<std::string> args) {
+    args.insert(args.begin(), SPOTGUARD_BIN);
+    return RunCommand(args, {{"SPOTGUARD_JOB", "e2e"},
+                             {"SPOTGUARD_STORE", "file://" + dir_.Join("store")},
+                             {"SPOTGUARD_CONFIG", ""}});
+  }
+  TempDir dir_;
+};
+
+TEST_F(SnapshotCli, SnapshotListRestoreVerifyAndGc) {
+  const Tree tree = {{"model.pt", {std::string(300000, 'm'), 0644}},
+                     {"opt/state.pt", {std::string(1000, 'o'), 0600}}};
+  WriteTree(dir_.Join("ckpt"), tree);
+  auto snap = Run({"snapshot", "--dir", dir_.Join("ckpt")});
+  ASSERT_EQ(snap.exit_code, 0) << snap.err;
+  EXPECT_EQ(snap.out, "0000000001\n");
+  ASSERT_EQ(Run({"snapshot", "--dir", dir_.Join("ckpt")}).exit_code, 0);
+
+  auto ls = Run({"ls", "--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  auto rows = nlohmann::json::parse(ls.out);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["seq"], 2);
+  EXPECT_EQ(rows[0]["files"], 2);
+  EXPECT_EQ(rows[0]["size"], 301000);
+  EXPECT_LT(rows[0]["stored_size"].get<int>(), 301000);
+  auto text = Run({"ls"});
+  EXPECT_NE(text.out.find("0000000002"), std::string::npos) << text.out;
+
+  auto restore = Run({"restore", "--to", dir_.Join("back")});
+  ASSERT_EQ(restore.exit_code, 0) << restore.err;
+  EXPECT_EQ(restore.out, dir_.Join("back") + "\n");
+  EXPECT_EQ(ReadTree(dir_.Join("back")), tree);
+
+  auto verify = Run({"verify", "--snapshot", "1"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.err;
+  EXPECT_NE(verify.out.find("every checksum matches"), std::string::npos);
+
+  auto gc = Run({"gc", "--job", "e2e"});
+  EXPECT_EQ(gc.exit_code, 0) << gc.err;
+}
+
+TEST_F(SnapshotCli, RestoreOfAnEmptyStoreExitsThree) {
+  auto r = Run({"restore", "--to", dir_.Join("x")});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("no snapshot"), std::string::npos) << r.err;
+}
+
+TEST_F(SnapshotCli, ADamagedSnapshotIsNamedAndTheOlderOneRestored) {
+  WriteTree(dir_.Join("v1"), {{"w.pt", {std::string(5000, '1'), 0644}}});
+  WriteTree(dir_.Join("v2"), {{"w.pt", {std::string(5000, '2'), 0644}}});
+  ASSERT_EQ(Run({"snapshot", "--dir", dir_.Join("v1")}).exit_code, 0);
+  ASSERT_EQ(Run({"snapshot", "--dir", dir_.Join("v2")}).exit_code, 0);
+  const std::string victim = dir_.Join("store/e2e/snapshots/0000000002/files/w.pt.zst");
+  std::string bytes = *ReadFileToString(victim);
+  bytes[bytes.size() / 2] ^= 0x7;
+  ASSERT_TRUE(WriteFileAtomic(victim, bytes).ok());
+
+  auto verify = Run({"verify"});
+  EXPECT_EQ(verify.exit_code, 1);
+  EXPECT_NE(verify.err.find("w.pt"), std::string::npos) << verify.err;
+
+  auto r = Run({"restore", "--to", dir_.Join("back")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("0000000002 IS DAMAGED"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("w.pt"), std::string::npos) << r.err;
+  EXPECT_EQ(ReadTree(dir_.Join("back")).at("w.pt").content, std::string(5000, '1'));
+}
+
+TEST_F(SnapshotCli, UsageMistakesExitTwo) {
+  EXPECT_EQ(Run({"snapshot"}).exit_code, 2);
+  EXPECT_EQ(Run({"snapshot", dir_.Join("no-such-file")}).exit_code, 2);
+  EXPECT_EQ(Run({"restore", "--snapshot", "latest", "--to", dir_.Join("x")}).exit_code, 2);
+  EXPECT_EQ(Run({"restore"}).exit_code, 2) << "no --to and no checkpoint_dir";
+}
+
+TEST_F(SnapshotCli, FilesInsideTheCheckpointDirKeepTheirRelativePaths) {
+  WriteTree(dir_.Join("ckpt"), {{"run1/step_10.pt", {"ten", 0644}}});
+  auto snap = Run({"snapshot", "--checkpoint-dir", dir_.Join("ckpt"),
+                   dir_.Join("ckpt/run1/step_10.pt")});
+  ASSERT_EQ(snap.exit_code, 0) << snap.err;
+  auto r = Run({"restore", "--checkpoint-dir", dir_.Join("restored")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, dir_.Join("restored/run1/step_10.pt") + "\n");
+}
+
+}  // namespace
+}  // namespace sg::testing
