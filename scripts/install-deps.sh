@@ -11,7 +11,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libzstd-dev libpugixml-dev libcli11-dev
   # tests and benches
-  libgtest-dev libgmock-dev libbenchmark-dev python3 zstd curl procps openssl
+  libgtest-dev libgmock-dev libbenchmark-dev python3 zstd curl procps openssl time bc
   # real S3 for integration tests: a single-node Ceph RADOS Gateway
   ceph-mon ceph-osd radosgw ceph-common
   # cross-checks and side-by-side benchmarks
