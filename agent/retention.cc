@@ -46,12 +46,22 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
     return Status::Ok();
   };
 
-  int kept = 0;
+  // Retention never deletes the last snapshot with a readable manifest: if
+  // every kept one is damaged, the older ones stay.
+  int kept = 0, kept_readable = 0;
   const auto cutoff = clock.Now() - options.abandoned_after;
   for (auto& [seq, d] : dirs) {
     if (d.committed) {
       if (kept < options.keep) {
         ++kept;
+        auto text = store.Get(ManifestKey(job, seq));
+        if (text.ok() && ParseManifest(*text, job, seq).ok()) ++kept_readable;
+        continue;
+      }
+      if (kept_readable == 0) {
+        LogWarn("gc of job {}: none of the newest {} snapshots has a readable manifest; "
+                "keeping snapshot {} and older",
+                job, options.keep, SeqName(seq));
         continue;
       }
       SG_RETURN_IF_ERROR(remove_dir(seq, d));

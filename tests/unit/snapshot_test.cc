@@ -299,6 +299,18 @@ TEST_F(SnapshotTest, RetentionKeepsTheNewestAndDeletesManifestsFirst) {
   EXPECT_FALSE(CollectGarbage(*store_, clock_, "job", GcOptions{0, {}}).ok());
 }
 
+TEST_F(SnapshotTest, RetentionNeverDeletesTheOnlyReadableSnapshot) {
+  for (int i = 1; i <= 3; ++i) Snapshot({{"m", {"v" + std::to_string(i), 0644}}});
+  ASSERT_TRUE(
+      WriteFileAtomic(dir_.Join("store/job/snapshots/0000000003/manifest.json"), "{broken").ok());
+  auto r = CollectGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->deleted.empty());
+  auto restored = Restore("out");
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->seq, 2u);
+}
+
 TEST_F(SnapshotTest, AStaleLatestIsOvertakenByANewerManifest) {
   Snapshot({{"m", {"one", 0644}}});
   Snapshot({{"m", {"two", 0644}}});
