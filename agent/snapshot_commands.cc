@@ -153,8 +153,13 @@ int RunRestoreCommand(const Config& config, const Environment& env, const Restor
   }
   auto store = OpenStore(config, env);
   if (!store.ok()) return Fail("restore", store.status());
-  Restorer restorer(**store, RestoreOptions{});
   std::optional<ProgressLine> progress;
+  RestoreOptions options;
+  options.on_start = [&](const Manifest& m) {
+    progress.reset();
+    progress.emplace("restore " + SeqName(m.seq), m.TotalSize());
+  };
+  Restorer restorer(**store, options);
   auto result = restorer.Restore(config.job, target, args.seq, [&](uint64_t done) {
     if (progress) progress->Update(done);
   });

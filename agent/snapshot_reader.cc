@@ -259,6 +259,7 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
 
   const std::string base = target_dir.substr(target_dir.rfind('/') + 1);
   const std::string temp = parent + "/." + base + ".spotguard-restore-" + RandomHex(4);
+  if (options_.on_start) options_.on_start(manifest);
   if (::mkdir(temp.c_str(), 0755) != 0) return Status::FromErrno(errno, "mkdir " + temp);
   Status st = RestoreInto(job, manifest, temp, progress);
   if (st.ok()) st = FsyncDir(temp);

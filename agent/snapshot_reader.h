@@ -35,6 +35,8 @@ class SnapshotCatalog {
 
 struct RestoreOptions {
   int parallel_reads = 8;  // ranged reads (each decoded by its own task) in flight
+  // Called when a snapshot's download starts (again for each fallback).
+  std::function<void(const Manifest&)> on_start;
 };
 
 struct RestoreResult {

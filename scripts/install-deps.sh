@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   # toolchain
-  build-essential cmake pkg-config git ca-certificates clang-format
+  build-essential cmake pkg-config git ca-certificates clang-format bsdutils
   # libraries (each wrapped in one place under common/)
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libzstd-dev libpugixml-dev libcli11-dev

@@ -100,5 +100,23 @@ TEST_F(SnapshotCli, FilesInsideTheCheckpointDirKeepTheirRelativePaths) {
   EXPECT_EQ(r.out, dir_.Join("restored/run1/step_10.pt") + "\n");
 }
 
+TEST_F(SnapshotCli, AProgressLineIsShownOnATerminalOnly) {
+  WriteTree(dir_.Join("ckpt"), {{"big.bin", {std::string(20 << 20, 'b'), 0644}}});
+  auto plain = Run({"snapshot", "--dir", dir_.Join("ckpt")});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("ETA"), std::string::npos) << "no progress line into a pipe";
+
+  // `script` gives the command a pseudo-terminal.
+  const std::string cmd = std::string(SPOTGUARD_BIN) + " restore --to " + dir_.Join("back");
+  auto tty = RunCommand({"script", "-qec", cmd, "/dev/null"},
+                        {{"SPOTGUARD_JOB", "e2e"},
+                         {"SPOTGUARD_STORE", "file://" + dir_.Join("store")},
+                         {"SPOTGUARD_CONFIG", ""}});
+  ASSERT_EQ(tty.exit_code, 0) << tty.out << tty.err;
+  EXPECT_NE(tty.out.find("restore 0000000001"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("20.0 MiB / 20.0 MiB"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("ETA"), std::string::npos) << tty.out;
+}
+
 }  // namespace
 }  // namespace sg::testing
