@@ -71,8 +71,9 @@ for level in 1 3 6; do
   aws_s3 rm --recursive "s3://$bucket/bench/$job/"
 done
 
-read -r up_wall up_cpu < <(timed aws_s3 cp --recursive "$work/ckpt" "s3://$bucket/$run_id-raw/")
-read -r down_wall down_cpu < <(timed aws_s3 cp --recursive "s3://$bucket/$run_id-raw/" "$work/back-raw")
+aws_cmd=(aws --endpoint-url "$SPOTGUARD_TEST_S3_ENDPOINT" s3 cp --recursive --only-show-errors)
+read -r up_wall up_cpu < <(timed "${aws_cmd[@]}" "$work/ckpt" "s3://$bucket/$run_id-raw/")
+read -r down_wall down_cpu < <(timed "${aws_cmd[@]}" "s3://$bucket/$run_id-raw/" "$work/back-raw")
 same_tree "$work/back-raw"
 rows+=("aws s3 cp (raw files)|$raw|$up_wall|$up_cpu|$down_wall|$down_cpu")
 aws_s3 rm --recursive "s3://$bucket/$run_id-raw/"
