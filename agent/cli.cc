@@ -137,7 +137,9 @@ void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, Extr
   } else if (name == "watch") {
     sub->add_flag("--json", x.json, "Print events as JSON lines");
     sub->add_flag("--once", x.once, "Exit 0 after the first interruption notice");
-    sub->add_option("--exec", x.exec, "Run CMD on each event (event JSON on stdin)")
+    sub->add_option("--exec", x.exec,
+                    "Run `/bin/sh -c CMD` on each event (event JSON on stdin and in "
+                    "SPOTGUARD_EVENT)")
         ->type_name("CMD");
   } else if (name == "drill") {
     sub->add_option("--after", x.after, "Inject the interruption after this long")
@@ -219,8 +221,8 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
     return kExitOk;
   }
   if (std::string_view(chosen->name) == "watch") {
-    return RunWatch(config, WatchOptions{.json = extra.json, .once = extra.once, .exec = extra.exec},
-                    env);
+    return RunWatch(config,
+                    WatchOptions{.json = extra.json, .once = extra.once, .exec = extra.exec}, env);
   }
   const std::string_view name = chosen->name;
   std::optional<uint64_t> seq;

@@ -22,8 +22,12 @@ StatusOr<json> ParseJsonBody(std::string_view body) {
   try {
     return json::parse(body);
   } catch (const json::parse_error& e) {
-    return Malformed("not valid JSON (error at byte " + std::to_string(e.byte) + " of " +
-                     std::to_string(body.size()) + "): \"" + PrintableExcerpt(body) + "\"");
+    // e.byte counts from 1 and runs one past the end when the text stops early.
+    const std::string where =
+        e.byte > body.size()
+            ? "it ends after " + std::to_string(body.size()) + " bytes"
+            : "error at byte " + std::to_string(e.byte) + " of " + std::to_string(body.size());
+    return Malformed("not valid JSON (" + where + "): \"" + PrintableExcerpt(body) + "\"");
   }
 }
 
@@ -212,7 +216,6 @@ void InterruptionMonitor::RecordFailure(std::string_view path, const Status& err
          "; last error: " + error.message());
   }
   ++s.consecutive_failures;
-  s.last_error = error.message();
 }
 
 void InterruptionMonitor::RecordSuccess(std::string_view path) {
@@ -225,8 +228,7 @@ void InterruptionMonitor::RecordSuccess(std::string_view path) {
   s = SourceState{};
 }
 
-InterruptionMonitor::SourceResult InterruptionMonitor::OnNotice(
-    const StatusOr<std::string>& body) {
+InterruptionMonitor::SourceResult InterruptionMonitor::OnNotice(const StatusOr<std::string>& body) {
   if (!body.ok()) return SourceResult{};  // 404: no notice
   SG_ASSIGN_OR_RETURN(json j, ParseJsonBody(*body));
   if (!j.is_object()) return Malformed("not a JSON object: \"" + PrintableExcerpt(*body) + "\"");

@@ -43,9 +43,9 @@ struct InterruptionEvent {
   // kLifecycle: none.
   std::optional<Clock::WallTime> time;
   Clock::WallTime observed{};  // when the monitor read it
-  std::string source;          // the metadata path it came from, e.g. "meta-data/spot/instance-action"
-  std::string raw;             // the body as read (for kScheduled: this event's JSON object)
-  std::string event_id;        // kScheduled only
+  std::string source;    // the metadata path it came from, e.g. "meta-data/spot/instance-action"
+  std::string raw;       // the body as read (for kScheduled: this event's JSON object)
+  std::string event_id;  // kScheduled only
 
   // True when the instance is going away: a spot notice, or a target
   // lifecycle state of Terminated or Warmed:Terminated (an Auto Scaling
@@ -97,10 +97,10 @@ class InterruptionMonitor {
 
   struct Health {
     int64_t polls = 0;
-    int64_t failed_polls = 0;           // polls where at least one source failed
+    int64_t failed_polls = 0;  // polls where at least one source failed
     int64_t consecutive_failed_polls = 0;
     std::optional<Clock::WallTime> last_clean_poll;  // every source answered readably
-    std::string last_error;                         // "" when the last poll was clean
+    std::string last_error;                          // "" when the last poll was clean
   };
   Health health() const { return health_; }
 
@@ -112,7 +112,6 @@ class InterruptionMonitor {
     StatusCode failing_code = StatusCode::kOk;  // what the current run of failures is
     Clock::MonoTime failing_since{};
     Clock::MonoTime last_reminder{};
-    std::string last_error;
   };
 
   // What one source's answer (a body, or NotFound) produced: the new events
@@ -144,9 +143,9 @@ class InterruptionMonitor {
   Health health_;
 
   // What has been reported, so that nothing is reported twice.
-  std::set<std::string> notices_seen_;    // "action time"
-  std::set<std::string> rebalances_seen_;  // noticeTime
-  std::set<std::string> scheduled_seen_;   // EventId
+  std::set<std::string> notices_seen_;         // "action time"
+  std::set<std::string> rebalances_seen_;      // noticeTime
+  std::set<std::string> scheduled_seen_;       // EventId
   std::string lifecycle_state_ = "InService";  // the last target state read (the baseline)
 };
 

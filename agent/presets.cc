@@ -237,6 +237,18 @@ void DetectCaffe(const Listing& listing, std::vector<Checkpoint>& out) {
   }
 }
 
+bool MatchesAny(const std::vector<std::string>& patterns, const std::string& relpath) {
+  const std::string base(BaseName(relpath));
+  for (const std::string& pat : patterns) {
+    const bool has_slash = pat.find('/') != std::string::npos;
+    const int flags = FNM_PERIOD | (has_slash ? FNM_PATHNAME : 0);
+    if (::fnmatch(pat.c_str(), has_slash ? relpath.c_str() : base.c_str(), flags) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // pytorch, lightning, generic: every matching file is a checkpoint of its
 // own, except that files below a directory whose name carries a step
 // ("step_100/model.pt", "step_100/optim.pt") form one checkpoint together.

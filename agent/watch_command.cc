@@ -66,8 +66,8 @@ class HookRunner {
     }
     LogInfo("--exec started for the {} event (pid {})", InterruptionKindName(event.kind),
             child->pid());
-    running_.push_back(
-        {std::move(*child), std::string(InterruptionKindName(event.kind)), SystemClock().Monotonic()});
+    running_.push_back({std::move(*child), std::string(InterruptionKindName(event.kind)),
+                        SystemClock().Monotonic()});
   }
 
   // Logs the hooks that have ended, without waiting.
@@ -158,20 +158,20 @@ int RunWatch(const Config& config, const WatchOptions& options,
                 << identity.status().message() << "\n";
     } else {
       std::cerr << "spotguard watch: the instance metadata service at " << imds_options.endpoint
-                << " did not give the instance identity: " << identity.status().message()
-                << "\n";
+                << " did not give the instance identity: " << identity.status().message() << "\n";
     }
     return kExitFailure;
   }
   LogInfo("watching {} ({}, {}, {}) through {}: polling every {}", identity->instance_id,
-          identity->instance_type, identity->life_cycle.empty() ? "unknown life cycle"
-                                                                : identity->life_cycle,
+          identity->instance_type,
+          identity->life_cycle.empty() ? "unknown life cycle" : identity->life_cycle,
           identity->availability_zone, imds_options.endpoint,
           FormatDuration(config.imds.poll_interval));
   if (!identity->life_cycle.empty() && identity->life_cycle != "spot") {
-    LogInfo("instance-life-cycle is \"{}\": no spot notice will come; rebalance, Auto Scaling "
-            "and scheduled events are still watched",
-            identity->life_cycle);
+    LogInfo(
+        "instance-life-cycle is \"{}\": no spot notice will come; rebalance, Auto Scaling "
+        "and scheduled events are still watched",
+        identity->life_cycle);
   }
 
   InterruptionMonitor::Options monitor_options;

@@ -77,8 +77,9 @@ StatusOr<std::string> ImdsClient::Token(bool force_new) {
 
 StatusOr<std::string> ImdsClient::Get(std::string_view path) {
   if (options_.disabled) {
-    return Status::Unavailable("the instance metadata service is disabled "
-                               "(AWS_EC2_METADATA_DISABLED=true)")
+    return Status::Unavailable(
+               "the instance metadata service is disabled "
+               "(AWS_EC2_METADATA_DISABLED=true)")
         .WithReason(std::string(kImdsDisabled));
   }
   const std::string what = "GET " + std::string(path);

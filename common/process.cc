@@ -88,8 +88,8 @@ StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   sigemptyset(&none);
   sigfillset(&all);
   SG_RETURN_IF_ERROR(SpawnError(
-      posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                POSIX_SPAWN_SETSIGDEF),
+      posix_spawnattr_setflags(
+          &setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF),
       "posix_spawnattr_setflags"));
   SG_RETURN_IF_ERROR(SpawnError(posix_spawnattr_setpgroup(&setup.attr, 0), "setpgroup"));
   SG_RETURN_IF_ERROR(SpawnError(posix_spawnattr_setsigmask(&setup.attr, &none), "setsigmask"));
@@ -101,9 +101,9 @@ StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
     SG_RETURN_IF_ERROR(SpawnError(
         posix_spawn_file_actions_adddup2(&setup.actions, stdin_fd.get(), 0), "adddup2 stdin"));
   } else {
-    SG_RETURN_IF_ERROR(SpawnError(
-        posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0),
-        "addopen /dev/null"));
+    SG_RETURN_IF_ERROR(
+        SpawnError(posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0),
+                   "addopen /dev/null"));
   }
   if (options.stdout_fd >= 0) {
     SG_RETURN_IF_ERROR(SpawnError(
@@ -176,7 +176,8 @@ StatusOr<std::optional<ExitStatus>> ChildProcess::Wait(
     // r == 0: still running (only with WNOHANG).
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return std::optional<ExitStatus>();
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(20));
   }
 }

@@ -1,0 +1,123 @@
+#include "agent/lease.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace sg {
+
+LeaseKeeper::LeaseKeeper(ObjectStore& store, Clock& clock, std::string job, std::string instance,
+                         LeaseOptions options)
+    : store_(store),
+      clock_(clock),
+      job_(std::move(job)),
+      instance_(std::move(instance)),
+      key_(job_ + "/lease"),
+      options_(options) {}
+
+StatusOr<LeaseState> LeaseKeeper::Parse(const std::string& body) {
+  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("generation") || !j["generation"].is_number_unsigned()) {
+    return Status::Corruption("the lease object is not a spotguard lease");
+  }
+  LeaseState s;
+  s.generation = j["generation"].get<uint64_t>();
+  s.instance = j.value("instance", "");
+  s.heartbeat = j.value("heartbeat", "");
+  s.released = j.value("released", false);
+  return s;
+}
+
+std::string LeaseKeeper::Body(uint64_t generation, bool released) const {
+  nlohmann::ordered_json j = {{"generation", generation},
+                              {"instance", instance_},
+                              {"heartbeat", FormatUtc(clock_.Now(), true)},
+                              {"released", released}};
+  return j.dump();
+}
+
+StatusOr<LeaseKeeper::Attempt> LeaseKeeper::Take(const std::string& condition_etag, bool create,
+                                                 const LeaseState& from) {
+  const uint64_t generation = from.generation + 1;
+  auto put = store_.Put(key_, Body(generation, false),
+                        create ? PutCondition::CreateOnly() : PutCondition::IfMatch(condition_etag));
+  if (!put.ok()) {
+    if (put.status().Is(StatusCode::kPreconditionFailed)) {
+      // Someone else took it first; report what is there now.
+      Attempt a{Outcome::kHeldByOther, from, {}};
+      return a;
+    }
+    return put.status();
+  }
+  etag_ = *put;
+  generation_ = generation;
+  last_write_ = clock_.Monotonic();
+  LogInfo("took the lease of job {} (generation {}{})", job_, generation,
+          create ? "" : ", after " + (from.instance.empty() ? std::string("?") : from.instance));
+  return Attempt{Outcome::kAcquired, LeaseState{generation, instance_, "", false}, {}};
+}
+
+StatusOr<LeaseKeeper::Attempt> LeaseKeeper::TryAcquire() {
+  if (held()) {
+    SG_RETURN_IF_ERROR(Renew());
+    return Attempt{Outcome::kAcquired, LeaseState{generation_, instance_, "", false}, {}};
+  }
+  ObjectInfo info;
+  auto body = store_.Get(key_, std::nullopt, &info);
+  if (!body.ok()) {
+    if (!body.status().Is(StatusCode::kNotFound)) return body.status();
+    return Take("", /*create=*/true, LeaseState{});
+  }
+  auto state = Parse(*body);
+  if (!state.ok()) {
+    // A damaged lease object is taken over like a released one.
+    LogWarn("the lease of job {} is unreadable ({}); taking it over", job_,
+            state.status().message());
+    return Take(info.etag, false, LeaseState{});
+  }
+  if (state->released || state->instance == instance_) return Take(info.etag, false, *state);
+  const auto now = clock_.Monotonic();
+  if (info.etag != observed_etag_) {
+    observed_etag_ = info.etag;
+    observed_since_ = now;
+  }
+  const auto unchanged =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - observed_since_);
+  if (unchanged >= options_.timeout) {
+    LogWarn("the lease of job {} held by {} has not been renewed for {}s; taking over", job_,
+            state->instance, unchanged.count() / 1000);
+    return Take(info.etag, false, *state);
+  }
+  return Attempt{Outcome::kHeldByOther, *state, unchanged};
+}
+
+Status LeaseKeeper::Renew() {
+  if (!held()) return Status::PreconditionFailed("the lease is not held").WithReason("Fenced");
+  auto put = store_.Put(key_, Body(generation_, false), PutCondition::IfMatch(etag_));
+  if (!put.ok()) {
+    if (put.status().Is(StatusCode::kPreconditionFailed)) {
+      etag_.clear();
+      return Status::PreconditionFailed("lost the lease of job " + job_ +
+                                        ": another instance has taken over")
+          .WithReason("Fenced");
+    }
+    return put.status();
+  }
+  etag_ = *put;
+  last_write_ = clock_.Monotonic();
+  return Status::Ok();
+}
+
+Status LeaseKeeper::Release() {
+  if (!held()) return Status::Ok();
+  auto put = store_.Put(key_, Body(generation_, true), PutCondition::IfMatch(etag_));
+  etag_.clear();
+  if (!put.ok() && !put.status().Is(StatusCode::kPreconditionFailed)) return put.status();
+  return Status::Ok();
+}
+
+bool LeaseKeeper::RenewalDue() {
+  return held() && clock_.Monotonic() - last_write_ >= options_.heartbeat;
+}
+
+}  // namespace sg

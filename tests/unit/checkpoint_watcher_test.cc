@@ -1,0 +1,175 @@
+#include "agent/checkpoint_watcher.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/support/fake_clock.h"
+#include "tests/support/temp_dir.h"
+
+namespace sg {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Strings = std::set<std::string>;
+
+constexpr seconds kSettle(10);
+
+class CheckpointWatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(); }
+  void Start() {
+    auto w = CheckpointWatcher::Start(dir_.path(), kSettle, clock_);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    watcher_ = std::move(*w);
+  }
+  std::set<std::string> Unsettled() {
+    EXPECT_TRUE(watcher_->Poll().ok());
+    return watcher_->Unsettled();
+  }
+  std::vector<std::string> Complete() {
+    auto cs = watcher_->CompleteCheckpoints(detector_);
+    EXPECT_TRUE(cs.ok()) << cs.status().ToString();
+    std::vector<std::string> ids;
+    if (cs.ok()) {
+      for (const Checkpoint& c : *cs) ids.push_back(c.id);
+    }
+    return ids;
+  }
+  // Sets a file's mtime relative to the fake clock's wall time.
+  void SetMtime(const std::string& rel, std::chrono::nanoseconds from_now) {
+    const auto t = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       clock_.Now().time_since_epoch()) +
+                   from_now;
+    struct timespec times[2];
+    times[0].tv_sec = times[1].tv_sec = t.count() / 1'000'000'000;
+    times[0].tv_nsec = times[1].tv_nsec = t.count() % 1'000'000'000;
+    ASSERT_EQ(::utimensat(AT_FDCWD, dir_.Join(rel).c_str(), times, 0), 0);
+  }
+
+  testing::TempDir dir_;
+  testing::FakeClock clock_;
+  CheckpointDetector detector_{dir_.path(), Preset::kPytorch, {"*.pt"}};
+  std::unique_ptr<CheckpointWatcher> watcher_;
+};
+
+TEST_F(CheckpointWatcherTest, FileOpenForWritingNeverSettlesUntilClosed) {
+  const int fd = ::open(dir_.Join("a.pt").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  EXPECT_EQ(Unsettled(), (Strings{"a.pt"}));
+  clock_.Advance(seconds(60));
+  EXPECT_EQ(Unsettled(), (Strings{"a.pt"}));
+  EXPECT_EQ(watcher_->NextSettle(), std::nullopt);  // not before its close
+  EXPECT_TRUE(Complete().empty());
+  ::close(fd);
+  EXPECT_EQ(Unsettled(), (Strings{"a.pt"}));
+  EXPECT_EQ(watcher_->NextSettle(), clock_.Monotonic() + kSettle);
+  clock_.Advance(kSettle - milliseconds(1));
+  EXPECT_EQ(Unsettled(), (Strings{"a.pt"}));
+  clock_.Advance(milliseconds(1));
+  EXPECT_TRUE(Unsettled().empty());
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"a.pt"}));
+}
+
+TEST_F(CheckpointWatcherTest, RenamedInFileSettlesAfterTheSettleTime) {
+  dir_.WriteFile("elsewhere/b.pt", "b");
+  SetMtime("elsewhere/b.pt", -seconds(3600));  // written long ago
+  EXPECT_EQ(Unsettled(), (Strings{"elsewhere/b.pt"}));
+  clock_.Advance(seconds(60));
+  EXPECT_TRUE(Unsettled().empty());
+  std::filesystem::rename(dir_.Join("elsewhere/b.pt"), dir_.Join("b.pt"));
+  EXPECT_EQ(Unsettled(), (Strings{"b.pt"}));
+  EXPECT_TRUE(Complete().empty());
+  clock_.Advance(kSettle);
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"b.pt"}));
+}
+
+TEST_F(CheckpointWatcherTest, RecentlyModifiedFilesSeenOnlyByListingAreSettling) {
+  // Written before the watcher started: only the mtime tells.
+  dir_.WriteFile("old.pt", "o");
+  dir_.WriteFile("new.pt", "n");
+  SetMtime("old.pt", -seconds(30));
+  SetMtime("new.pt", -seconds(4));
+  watcher_.reset();
+  Start();
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"old.pt"}));
+  EXPECT_EQ(watcher_->NextSettle(), clock_.Monotonic() + seconds(6));
+  clock_.Advance(seconds(6));
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"new.pt", "old.pt"}));
+}
+
+TEST_F(CheckpointWatcherTest, DirectoryRenamedInSettlesAsAWhole) {
+  dir_.WriteFile("tmp-x/step_5/model.pt", "m");
+  SetMtime("tmp-x/step_5/model.pt", -seconds(3600));
+  EXPECT_EQ(Unsettled(), (Strings{"tmp-x/step_5/model.pt"}));
+  clock_.Advance(seconds(60));
+  EXPECT_TRUE(Unsettled().empty());
+  std::filesystem::create_directories(dir_.Join("run"));
+  std::filesystem::rename(dir_.Join("tmp-x"), dir_.Join("run/x"));
+  EXPECT_EQ(Unsettled(), (Strings{"run/x/step_5/model.pt"}));
+  clock_.Advance(kSettle);
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"run/x/step_5"}));
+}
+
+TEST_F(CheckpointWatcherTest, DeletedFilesAreForgotten) {
+  dir_.WriteFile("gone/c.pt", "c");
+  EXPECT_EQ(Unsettled(), (Strings{"gone/c.pt"}));
+  std::filesystem::remove_all(dir_.Join("gone"));
+  EXPECT_TRUE(Unsettled().empty());
+}
+
+TEST_F(CheckpointWatcherTest, StagingInsideTheCheckpointDirIsIgnored) {
+  dir_.WriteFile(".spotguard-staging/capture-1/a.pt", "a");
+  EXPECT_TRUE(Unsettled().empty());
+  SetMtime(".spotguard-staging/capture-1/a.pt", -seconds(3600));
+  EXPECT_TRUE(Complete().empty());
+}
+
+TEST_F(CheckpointWatcherTest, WaitForNewerReturnsOnceTheCheckpointSettles) {
+  dir_.WriteFile("step_1.pt", "1");
+  EXPECT_EQ(Unsettled(), (Strings{"step_1.pt"}));
+  clock_.Advance(kSettle);
+  auto first = watcher_->CompleteCheckpoints(detector_);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  const CheckpointMark mark = CheckpointMark::Of((*first)[0]);
+
+  dir_.WriteFile("step_2.pt", "2");
+  const auto start = clock_.Monotonic();
+  auto found = watcher_->WaitForNewer(detector_, mark, start + seconds(120));
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->id, "step_2.pt");
+  EXPECT_GE(clock_.Monotonic() - start, kSettle);
+  EXPECT_LT(clock_.Monotonic() - start, kSettle + seconds(1));
+}
+
+TEST_F(CheckpointWatcherTest, WaitForNewerGivesUpAtTheDeadline) {
+  const auto start = clock_.Monotonic();
+  auto found = watcher_->WaitForNewer(detector_, std::nullopt, start + seconds(30));
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->has_value());
+  EXPECT_GE(clock_.Monotonic(), start + seconds(30));
+}
+
+TEST(RecentlyModified, CountsMtimesWithinTheSettleTimeEitherSide) {
+  const auto now = std::chrono::system_clock::time_point(seconds(1'800'000'000));
+  std::vector<ListedFile> files(4);
+  files[0].relpath = "old";
+  files[0].mtime = now - seconds(11);
+  files[1].relpath = "recent";
+  files[1].mtime = now - seconds(9);
+  files[2].relpath = "future";
+  files[2].mtime = now + seconds(9);
+  files[3].relpath = "far-future";
+  files[3].mtime = now + seconds(3600);
+  EXPECT_EQ(RecentlyModified(files, now, kSettle), (Strings{"future", "recent"}));
+}
+
+}  // namespace
+}  // namespace sg
