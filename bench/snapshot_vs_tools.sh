@@ -45,7 +45,7 @@ aws_s3() { aws --endpoint-url "$SPOTGUARD_TEST_S3_ENDPOINT" s3 "$@" --only-show-
 echo "bench: training a model to checkpoint" >&2
 /usr/bin/python3 bench/make_checkpoint.py "$work/ckpt" >&2
 raw=$(du -cb "$work"/ckpt/* | tail -1 | cut -f1)
-files=$(cd "$work/ckpt" && ls)
+files=$(cd "$work/ckpt" && ls | tr '\n' ' ')
 
 # Runs a command, prints "wall cpu" seconds (cpu = user + sys of it and its children).
 timed() {
@@ -99,7 +99,7 @@ same_tree "$work/back-zstd"
 rows+=("zstd -T0 -3 | aws s3 cp -|$zstored|$up_wall|$up_cpu|$down_wall|$down_cpu")
 aws_s3 rm --recursive "s3://$bucket/$run_id-zstd/"
 
-echo "checkpoint: $(echo "$files" | tr '\n' ' ')($raw bytes)"
+echo "checkpoint: $files($raw bytes)"
 echo
 echo "| method | stored MiB | stored % | up wall s | up CPU s | down wall s | down CPU s |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"

@@ -1,0 +1,46 @@
+#include "agent/events.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace sg {
+
+EventLog::EventLog(ObjectStore& store, Clock& clock, std::string job, std::string instance)
+    : store_(store), clock_(clock), job_(std::move(job)), instance_(std::move(instance)) {}
+
+Status EventLog::Record(std::string_view kind, nlohmann::ordered_json details) {
+  const auto now = clock_.Now();
+  const std::string time = FormatUtc(now, /*millis=*/true);
+  nlohmann::ordered_json body = {{"kind", kind}, {"time", time}, {"instance", instance_}};
+  if (details.is_object()) {
+    for (auto& [k, v] : details.items()) body[k] = v;
+  }
+  // 2026-11-22T08:22:00.123Z -> 20261122T082200.123Z: sortable and key-safe.
+  std::string stamp;
+  for (char c : time) {
+    if (c != '-' && c != ':') stamp += c;
+  }
+  const std::string key = job_ + "/events/" + stamp + "-" + std::string(kind) + ".json";
+  Status st = store_.Put(key, body.dump(), PutCondition::None()).status();
+  if (!st.ok()) LogWarn("recording the {} event failed: {}", kind, st.message());
+  return st;
+}
+
+StatusOr<std::vector<nlohmann::json>> EventLog::Recent(size_t limit) {
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, job_ + "/events/"));
+  std::sort(objects.begin(), objects.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key > b.key; });
+  std::vector<nlohmann::json> out;
+  for (const ObjectInfo& o : objects) {
+    if (out.size() >= limit) break;
+    auto body = store_.Get(o.key);
+    if (!body.ok()) continue;
+    auto j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace sg

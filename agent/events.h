@@ -1,0 +1,34 @@
+// The job's event history (DESIGN §4): <job>/events/<utc-time>-<kind>.json,
+// one small object per event (start, restore, notice, snapshot, stop,
+// complete, failed, fenced), read back by `spotguard status`.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/object_store.h"
+
+namespace sg {
+
+class EventLog {
+ public:
+  EventLog(ObjectStore& store, Clock& clock, std::string job, std::string instance);
+
+  // Stores {"kind", "time", "instance", ...details}. A failure is logged and
+  // returned; callers go on, since events are history, not state.
+  Status Record(std::string_view kind, nlohmann::ordered_json details = {});
+
+  // The newest `limit` events, newest first.
+  StatusOr<std::vector<nlohmann::json>> Recent(size_t limit);
+
+ private:
+  ObjectStore& store_;
+  Clock& clock_;
+  const std::string job_, instance_;
+};
+
+}  // namespace sg

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""A dependency-free trainer for trying spotguard: it "trains" by updating a
+small vector of weights step by step, and follows the contract a real trainer
+should follow under spotguard:
+
+  * checkpoints are written atomically: to a temporary name in the same
+    directory, fsynced, then renamed to step_<N>.ckpt (spotguard's pytorch and
+    generic presets take files that are renamed in);
+  * SIGUSR1 means "checkpoint now" (set checkpoint_signal: SIGUSR1); the
+    checkpoint is written at the next step boundary;
+  * SIGTERM stops it at once (the default action), as it stops most
+    trainers; the newest checkpoint is the resume point;
+  * --resume PATH (or SPOTGUARD_RESUME_FROM) continues from a checkpoint;
+  * it exits 0 after --steps steps (the job is complete).
+
+    simple_trainer.py --out DIR [--steps 200] [--step-seconds 0.05]
+                      [--checkpoint-every 25] [--resume PATH] [--fail-at STEP]
+
+Each checkpoint is JSON: {"step": N, "weights": [...], "history": sha}. A
+progress line per step goes to stdout ("step N loss X").
+"""
+import argparse
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+
+checkpoint_requested = False
+
+
+def on_usr1(signum, frame):
+    global checkpoint_requested
+    checkpoint_requested = True
+
+
+def save(out_dir, step, weights, history):
+    os.makedirs(out_dir, exist_ok=True)
+    final = os.path.join(out_dir, f"step_{step:06d}.ckpt")
+    tmp = os.path.join(out_dir, f".tmp-step_{step:06d}.ckpt")
+    with open(tmp, "w") as f:
+        json.dump({"step": step, "weights": weights, "history": history}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, final)
+    print(f"checkpoint {final}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--step-seconds", type=float, default=0.05)
+    ap.add_argument("--checkpoint-every", type=int, default=25)
+    ap.add_argument("--resume", default=os.environ.get("SPOTGUARD_RESUME_FROM", ""))
+    ap.add_argument("--fail-at", type=int, default=-1, help="exit 1 at this step (crash test)")
+    args = ap.parse_args()
+    signal.signal(signal.SIGUSR1, on_usr1)
+
+    step, weights, history = 0, [0.0] * 8, hashlib.sha256(b"start").hexdigest()
+    if args.resume:
+        path = args.resume
+        if os.path.isdir(path):
+            names = sorted(n for n in os.listdir(path) if n.startswith("step_"))
+            path = os.path.join(path, names[-1]) if names else ""
+        if path:
+            with open(path) as f:
+                state = json.load(f)
+            step, weights, history = state["step"], state["weights"], state["history"]
+            print(f"resumed from {path} at step {step}", flush=True)
+
+    global checkpoint_requested
+    while step < args.steps:
+        time.sleep(args.step_seconds)
+        step += 1
+        weights = [w + 0.01 * ((step * (i + 1)) % 7 - 3) for i, w in enumerate(weights)]
+        history = hashlib.sha256(f"{history}:{step}".encode()).hexdigest()
+        print(f"step {step} loss {1.0 / step:.5f}", flush=True)
+        if step == args.fail_at:
+            print("simulated crash", flush=True)
+            sys.exit(1)
+        if checkpoint_requested or step % args.checkpoint_every == 0:
+            checkpoint_requested = False
+            save(args.out, step, weights, history)
+    save(args.out, step, weights, history)
+    print("training complete", flush=True)
+
+
+if __name__ == "__main__":
+    main()
