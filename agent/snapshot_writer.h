@@ -37,7 +37,7 @@ struct SnapshotRequest {
 };
 
 struct SnapshotOptions {
-  int level = 3;
+  int level = 1;
   int threads = 0;  // compression threads; 0 = all cores
   ShufflePolicy shuffle = ShufflePolicy::kAuto;
   int files_in_flight = 4;  // small files uploaded at once

@@ -96,7 +96,7 @@ read -r up_wall up_cpu < <(timed bash "$work/zup.sh")
 zstored=$(aws --endpoint-url "$SPOTGUARD_TEST_S3_ENDPOINT" s3 ls --recursive "s3://$bucket/$run_id-zstd/" | awk '{s += $3} END {print s}')
 read -r down_wall down_cpu < <(timed bash "$work/zdown.sh")
 same_tree "$work/back-zstd"
-rows+=("zstd -T0 -3 | aws s3 cp -|$zstored|$up_wall|$up_cpu|$down_wall|$down_cpu")
+rows+=("zstd -T0 -3, then aws s3 cp -|$zstored|$up_wall|$up_cpu|$down_wall|$down_cpu")
 aws_s3 rm --recursive "s3://$bucket/$run_id-zstd/"
 
 echo "checkpoint: $files($raw bytes)"

@@ -47,7 +47,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_FALSE(c.checkpoint_signal.has_value());
   EXPECT_EQ(c.imds.endpoint, "http://169.254.169.254");
   EXPECT_EQ(c.imds.poll_interval, std::chrono::seconds(2));
-  EXPECT_EQ(c.compression.level, 3);
+  EXPECT_EQ(c.compression.level, 1);
   EXPECT_EQ(c.restart.max, 5);
   EXPECT_EQ(c.lease.timeout, std::chrono::seconds(150));
   EXPECT_EQ(c.patterns, std::vector<std::string>{"*"});
