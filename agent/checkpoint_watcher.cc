@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/log.h"
+#include "common/open_files.h"
 
 namespace sg {
 namespace {
@@ -44,8 +46,29 @@ StatusOr<std::unique_ptr<CheckpointWatcher>> CheckpointWatcher::Start(
   const std::string dir = inotify->root();
   LogDebug("watching {} ({} directories, settle {} ms)", dir, inotify->watched_dirs(),
            std::chrono::duration_cast<std::chrono::milliseconds>(settle).count());
-  return std::unique_ptr<CheckpointWatcher>(
+  std::unique_ptr<CheckpointWatcher> watcher(
       new CheckpointWatcher(dir, settle, clock, std::move(inotify)));
+  watcher->MarkOpenForWriting("");
+  return watcher;
+}
+
+// Files a writer already had open before the watch could see it: their close
+// is still to come as an event, since the watch is in place by now.
+void CheckpointWatcher::MarkOpenForWriting(const std::string& rel) {
+  char* real = ::realpath(dir_.c_str(), nullptr);
+  const std::string root = real != nullptr ? real : dir_;
+  std::free(real);
+  auto open = FilesOpenForWriting(rel.empty() ? root : root + "/" + rel);
+  if (!open.ok()) {
+    LogDebug("cannot tell which files are open for writing: {}", open.status().ToString());
+    return;
+  }
+  const Clock::MonoTime now = clock_.Monotonic();
+  for (const std::string& path : *open) {
+    const std::string relpath = path.substr(root.size() + 1);
+    if (IsAgentPrivatePath(relpath)) continue;
+    recent_[relpath] = {now, true};
+  }
 }
 
 void CheckpointWatcher::Forget(const std::string& path) {
@@ -75,6 +98,8 @@ Status CheckpointWatcher::TakeInDirectory(const std::string& rel) {
     FileState& state = recent_[path];
     state.last_change = std::max({state.last_change, dir_changed, ChangedAt(path, wall, mono)});
   }
+  // Files created before the directory was watched, still being written.
+  MarkOpenForWriting(rel);
   return Status::Ok();
 }
 
@@ -104,6 +129,7 @@ StatusOr<bool> CheckpointWatcher::Poll() {
         // mtimes tell what is settling, as at the start.
         ++overflows_;
         recent_.clear();
+        MarkOpenForWriting("");
         LogWarn("inotify queue overflowed for {}; rescanning (overflow #{})", dir_, overflows_);
         break;
     }

@@ -23,7 +23,10 @@ namespace sg {
 class CheckpointWatcher {
  public:
   // Starts watching `checkpoint_dir` (which must exist) recursively, leaving
-  // out agent-private paths (IsAgentPrivatePath).
+  // out agent-private paths (IsAgentPrivatePath). Files that some process
+  // already holds open for writing (/proc) count as being written until their
+  // close is seen; the same is checked after an overflow and for directories
+  // that appear.
   static StatusOr<std::unique_ptr<CheckpointWatcher>> Start(const std::string& checkpoint_dir,
                                                             std::chrono::nanoseconds settle,
                                                             Clock& clock);
@@ -71,6 +74,7 @@ class CheckpointWatcher {
                     std::unique_ptr<InotifyWatcher> inotify);
   void Forget(const std::string& path);
   Status TakeInDirectory(const std::string& rel);
+  void MarkOpenForWriting(const std::string& rel);
   Clock::MonoTime ChangedAt(const std::string& rel, Clock::WallTime wall_now,
                             Clock::MonoTime mono_now) const;
 

@@ -93,6 +93,8 @@ TEST(Watch, OnceJsonPrintsOneNoticeLineWithinOnePollIntervalAndExitsZero) {
   // Seen by the first poll after the trigger: within the default 2 s
   // interval, plus 250 ms for the requests themselves on a busy machine.
   const auto latency = ParseUtcMillis(event["observed"]) - triggered;
+  std::printf("[ latency  ] watch --once --json: notice observed %lld ms after the trigger\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(latency).count()));
   EXPECT_LE(latency, milliseconds(2000 + 250))
       << std::chrono::duration_cast<milliseconds>(latency).count() << " ms";
   EXPECT_NE(result.err.find("watching i-0123456789abcdef0 (g5.xlarge, spot, us-east-1a)"),

@@ -84,11 +84,27 @@ TEST_F(ImdsAgainstSimulator, ServerErrorsAreUnavailable) {
 }
 
 TEST_F(ImdsAgainstSimulator, ASlowAnswerTimesOutAfterOneSecond) {
+  ImdsClient::Options options;
+  options.endpoint = sim_.endpoint();
+  options.max_attempts = 1;  // a retry would get a fast answer
+  ImdsClient client(transport_, SystemClock(), options);
   sim_.Control("POST", "/_sim/fault",
                R"({"path": "/latest/meta-data/instance-id", "delay_ms": 3000, "count": 1})");
-  ASSERT_TRUE(client_->Get("meta-data/ami-id").ok());  // token first, so only the GET is slow
-  auto r = client_->Get("meta-data/instance-id");
+  ASSERT_TRUE(client.Get("meta-data/ami-id").ok());  // token first, so only the GET is slow
+  const auto start = std::chrono::steady_clock::now();
+  auto r = client.Get("meta-data/instance-id");
   EXPECT_TRUE(r.status().Is(StatusCode::kUnavailable)) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), kImdsNoAnswer);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2500));
+}
+
+TEST_F(ImdsAgainstSimulator, ASlowAnswerIsTriedAgainAndTheRetryAnswers) {
+  sim_.Control("POST", "/_sim/fault",
+               R"({"path": "/latest/meta-data/instance-id", "delay_ms": 3000, "count": 1})");
+  ASSERT_TRUE(client_->Get("meta-data/ami-id").ok());
+  auto r = client_->Get("meta-data/instance-id");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "i-0123456789abcdef0");
 }
 
 TEST(ImdsUnreachable, ARefusedConnectionIsUnavailable) {

@@ -132,35 +132,42 @@ BackgroundProcess::~BackgroundProcess() {
   WaitExitCode(pid_, std::chrono::seconds(5), &timed_out);
 }
 
-ImdsSimulator::ImdsSimulator(const std::vector<std::string>& extra_args) {
-  port_file_ = std::filesystem::temp_directory_path() / ("imds-sim-port-" + RandomHex());
-  std::vector<std::string> argv = {
-      SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/tools/imds_sim.py",
-      "--port",         "0",
-      "--port-file",    port_file_};
+namespace {
+
+// Starts tests/tools/<script> --port 0 --port-file F and returns its endpoint
+// once it has written the port ("" when it did not start within 20 s).
+std::string StartToolServer(const std::string& script, const std::vector<std::string>& extra_args,
+                            std::optional<BackgroundProcess>& process) {
+  const std::string port_file =
+      std::filesystem::temp_directory_path() / ("tool-port-" + RandomHex());
+  std::vector<std::string> argv = {SPOTGUARD_PYTHON,
+                                   SPOTGUARD_SOURCE_DIR "/tests/tools/" + script,
+                                   "--port",
+                                   "0",
+                                   "--port-file",
+                                   port_file};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  process_.emplace(argv);
+  process.emplace(argv);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
-    std::string port = Slurp(port_file_);
+    std::string port = Slurp(port_file);
     if (!port.empty()) {
       while (!port.empty() && (port.back() == '\n' || port.back() == ' ')) port.pop_back();
-      endpoint_ = "http://127.0.0.1:" + port;
-      std::filesystem::remove(port_file_);
-      return;
+      std::filesystem::remove(port_file);
+      return "http://127.0.0.1:" + port;
     }
-    if (!process_->running()) break;
+    if (!process->running()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ADD_FAILURE() << "the IMDS simulator did not start";
+  return "";
 }
 
-std::string ImdsSimulator::Control(const std::string& method, const std::string& path,
-                                   const std::string& body) {
+std::string ControlRequest(const std::string& endpoint, const std::string& method,
+                           const std::string& path, const std::string& body) {
   static CurlTransport transport;
   HttpRequest req;
   req.method = method;
-  req.url = endpoint_ + path;
+  req.url = endpoint + path;
   req.body = body;
   if (!body.empty()) req.headers = {{"Content-Type", "application/json"}};
   auto resp = transport.Send(req);
@@ -171,6 +178,28 @@ std::string ImdsSimulator::Control(const std::string& method, const std::string&
   if (resp->status != 200)
     ADD_FAILURE() << "control " << path << " -> " << resp->status << " " << resp->body;
   return resp->body;
+}
+
+}  // namespace
+
+ImdsSimulator::ImdsSimulator(const std::vector<std::string>& extra_args) {
+  endpoint_ = StartToolServer("imds_sim.py", extra_args, process_);
+  if (endpoint_.empty()) ADD_FAILURE() << "the IMDS simulator did not start";
+}
+
+std::string ImdsSimulator::Control(const std::string& method, const std::string& path,
+                                   const std::string& body) {
+  return ControlRequest(endpoint_, method, path, body);
+}
+
+ToolServer::ToolServer(const std::string& script, const std::vector<std::string>& extra_args) {
+  endpoint_ = StartToolServer(script, extra_args, process_);
+  if (endpoint_.empty()) ADD_FAILURE() << script << " did not start";
+}
+
+std::string ToolServer::Control(const std::string& method, const std::string& path,
+                                const std::string& body) {
+  return ControlRequest(endpoint_, method, path, body);
 }
 
 }  // namespace sg::testing

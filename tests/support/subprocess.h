@@ -50,7 +50,23 @@ class ImdsSimulator {
                       const std::string& body = "");
 
  private:
-  std::string port_file_;
+  std::optional<BackgroundProcess> process_;
+  std::string endpoint_;
+};
+
+// A test server from tests/tools/ (a Python script taking `--port 0
+// --port-file FILE`) on an ephemeral loopback port, stopped on destruction.
+class ToolServer {
+ public:
+  // `script` is relative to tests/tools/, e.g. "autoscaling_sim.py".
+  explicit ToolServer(const std::string& script, const std::vector<std::string>& extra_args = {});
+  const std::string& endpoint() const { return endpoint_; }
+  // A request to a control path such as "/_sim/calls"; returns the body and
+  // fails the test unless the answer is 200.
+  std::string Control(const std::string& method, const std::string& path,
+                      const std::string& body = "");
+
+ private:
   std::optional<BackgroundProcess> process_;
   std::string endpoint_;
 };

@@ -76,6 +76,22 @@ TEST_F(CheckpointWatcherTest, FileOpenForWritingNeverSettlesUntilClosed) {
   EXPECT_EQ(Complete(), (std::vector<std::string>{"a.pt"}));
 }
 
+TEST_F(CheckpointWatcherTest, FileAlreadyOpenForWritingAtStartWaitsForItsClose) {
+  watcher_.reset();
+  const int fd = ::open(dir_.Join("early.pt").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  SetMtime("early.pt", -seconds(3600));  // quiet for an hour, but still open
+  Start();
+  EXPECT_EQ(Unsettled(), (Strings{"early.pt"}));
+  clock_.Advance(seconds(60));
+  EXPECT_TRUE(Complete().empty());
+  ::close(fd);
+  EXPECT_EQ(Unsettled(), (Strings{"early.pt"}));  // closed just now
+  clock_.Advance(kSettle);
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"early.pt"}));
+}
+
 TEST_F(CheckpointWatcherTest, RenamedInFileSettlesAfterTheSettleTime) {
   dir_.WriteFile("elsewhere/b.pt", "b");
   SetMtime("elsewhere/b.pt", -seconds(3600));  // written long ago
