@@ -6,8 +6,11 @@
 #include <optional>
 
 #include "agent/config.h"
+#include "agent/daemon.h"
+#include "agent/doctor_command.h"
 #include "agent/exit_codes.h"
 #include "agent/snapshot_commands.h"
+#include "agent/status_command.h"
 #include "agent/watch_command.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -234,11 +237,14 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
       return kExitUsage;
     }
   }
+  if (name == "run") return RunAgentCommand(config, env);
   if (name == "snapshot") return RunSnapshotCommand(config, env, {extra.dir, extra.files});
   if (name == "restore") return RunRestoreCommand(config, env, {seq, extra.to_dir});
   if (name == "ls") return RunLsCommand(config, env, extra.json);
   if (name == "verify") return RunVerifyCommand(config, env, seq);
   if (name == "gc") return RunGcCommand(config, env);
+  if (name == "status") return RunStatusCommand(config, env, extra.json);
+  if (name == "doctor") return RunDoctorCommand(config, env);
   return NotBuiltYet(chosen->name);
 }
 

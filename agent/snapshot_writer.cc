@@ -117,6 +117,7 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
     const uint64_t want = std::min(kFrameSize, size - offset);
     SG_ASSIGN_OR_RETURN(std::string raw, PreadUpTo(fd.get(), offset, want, source.read_from));
     if (raw.size() != want) return Changed(source.read_from);  // it shrank under us
+    if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
     sha.Update(raw);
     if (progress) progress(raw.size());
     SG_RETURN_IF_ERROR(pipeline.Submit([codec, level, raw = std::move(raw)]() {
@@ -151,7 +152,9 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const SnapshotRequest& request,
                                         {"created", manifest.created}};
   SG_ASSIGN_OR_RETURN(manifest.seq, ClaimSeq(request.job, claim.dump()));
   const uint64_t seq = manifest.seq;
+  cancel_ = request.cancel;
   auto result = UploadAndCommit(request, std::move(manifest), progress);
+  cancel_ = nullptr;
   if (!result.ok()) {
     // Take back what this attempt uploaded (best effort; what a crash leaves
     // behind, gc removes once it is an hour old). The manifest was never
@@ -201,6 +204,7 @@ StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const SnapshotRequest& 
   std::sort(manifest.files.begin(), manifest.files.end(),
             [](const ManifestFile& a, const ManifestFile& b) { return a.path < b.path; });
 
+  if (request.cancel && request.cancel->load()) return Status::Cancelled("snapshot cancelled");
   if (request.verify_before_commit) SG_RETURN_IF_ERROR(request.verify_before_commit());
 
   // The commit point.

@@ -5,6 +5,7 @@
 // leaves the previous snapshot restorable; gc removes the leftovers.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -34,6 +35,9 @@ struct SnapshotRequest {
   // Runs after every object is uploaded and before the manifest: a capture
   // that finds its files changed returns an error and nothing is committed.
   std::function<Status()> verify_before_commit;
+  // Set from another thread to give up (a notice pre-empts a periodic
+  // upload); the snapshot then fails with Cancelled and commits nothing.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct SnapshotOptions {
@@ -75,6 +79,7 @@ class SnapshotWriter {
   Clock& clock_;
   const SnapshotOptions options_;
   const int threads_;
+  const std::atomic<bool>* cancel_ = nullptr;  // of the Write in progress
 };
 
 }  // namespace sg

@@ -1,0 +1,716 @@
+#include "agent/daemon.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <mutex>
+
+#include "agent/capture.h"
+#include "agent/checkpoint_watcher.h"
+#include "agent/events.h"
+#include "agent/exit_codes.h"
+#include "agent/interruption_monitor.h"
+#include "agent/lease.h"
+#include "agent/manifest.h"
+#include "agent/presets.h"
+#include "agent/retention.h"
+#include "agent/snapshot_commands.h"
+#include "agent/snapshot_reader.h"
+#include "agent/snapshot_writer.h"
+#include "agent/supervisor.h"
+#include "common/files.h"
+#include "common/http.h"
+#include "common/log.h"
+#include "common/signal_names.h"
+
+namespace sg {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr auto kTick = milliseconds(100);
+// Time kept in hand before a notice's deadline for committing and stopping.
+constexpr auto kNoticeSafety = seconds(15);
+// Assumed upload rate until one has been measured.
+constexpr double kDefaultUploadBytesPerSecond = 50.0 * (1 << 20);
+
+double SecondsSince(Clock& clock, Clock::MonoTime t) {
+  return std::chrono::duration<double>(clock.Monotonic() - t).count();
+}
+
+ShufflePolicy ShufflePolicyOf(Shuffle s) {
+  switch (s) {
+    case Shuffle::kAuto: return ShufflePolicy::kAuto;
+    case Shuffle::kOff: return ShufflePolicy::kOff;
+    case Shuffle::kTwo: return ShufflePolicy::kTwo;
+    case Shuffle::kFour: return ShufflePolicy::kFour;
+  }
+  return ShufflePolicy::kAuto;
+}
+
+class Agent {
+ public:
+  explicit Agent(const AgentContext& c)
+      : c_(c),
+        cfg_(c.config),
+        events_(c.store, c.clock, cfg_.job, c.instance),
+        lease_(c.store, c.clock, cfg_.job, c.instance,
+               LeaseOptions{cfg_.lease.heartbeat, cfg_.lease.timeout}),
+        detector_(CheckpointDetector::ForConfig(cfg_)),
+        notice_file_(NoticeFilePath(cfg_)) {}
+
+  AgentResult Run();
+
+ private:
+  enum class Stop { kNotice, kSigterm, kComplete, kFenced, kFailed };
+
+  Status BlockSignals();
+  bool SignalPending();
+  StatusOr<bool> AlreadyComplete();
+  // Waits for the lease; false when a signal asked us to stop meanwhile.
+  StatusOr<bool> AcquireLease();
+  Status RestoreAtStart();
+  Status StartTrainer();
+  void Loop();
+
+  // Uploads `checkpoint` now (capture, snapshot, commit). REQUIRES: the lease.
+  StatusOr<SnapshotResult> Upload(const Checkpoint& checkpoint, const std::atomic<bool>* cancel);
+  void StartPeriodicUpload(const Checkpoint& checkpoint);
+  void CollectPeriodicUpload(bool wait);
+  void CancelPeriodicUpload();
+  std::optional<Checkpoint> NewestUncommitted();
+  std::optional<Checkpoint> NewestLocal();
+  void RecordCommit(const SnapshotResult& r, const Checkpoint& checkpoint, double seconds);
+
+  void HandleNotice(const InterruptionEvent& event);
+  void HandleSigterm();
+  void HandleTrainerExit(const ExitStatus& status);
+  void HandleFenced(const Status& why);
+  // Last snapshot on the way out: ask for a checkpoint, wait for one newer
+  // than the last commit until `wait_until`, upload what is newest.
+  std::optional<SnapshotResult> FinalSnapshot(Clock::MonoTime wait_until, bool ask_trainer);
+  void StopTrainer(milliseconds grace);
+  void Finish(int exit_code);
+  Status RenewLease();
+
+  const AgentContext& c_;
+  const Config& cfg_;
+  EventLog events_;
+  std::mutex lease_mu_;
+  LeaseKeeper lease_;
+  CheckpointDetector detector_;
+  const std::string notice_file_;
+  std::string staging_root_;
+  UniqueFd signal_fd_;
+  std::unique_ptr<CheckpointWatcher> watcher_;
+  std::unique_ptr<InterruptionMonitor> monitor_;
+  std::unique_ptr<TrainerProcess> trainer_;
+  int attempt_ = 0;
+  int restarts_ = 0;
+  std::optional<Clock::MonoTime> restart_at_;
+  std::optional<CheckpointMark> committed_;  // the newest checkpoint in the store
+  std::optional<int64_t> committed_step_;
+  std::string resume_;  // what the trainer is (re)started from; "" = fresh
+  double upload_rate_ = kDefaultUploadBytesPerSecond;
+
+  // The periodic upload in flight, on its own thread.
+  std::future<StatusOr<SnapshotResult>> upload_;
+  std::optional<Checkpoint> upload_checkpoint_;
+  Clock::MonoTime upload_started_{};
+  std::atomic<bool> upload_cancel_{false};
+
+  Clock::MonoTime next_upload_{}, next_poll_{}, next_checkpoint_signal_{}, next_watchdog_{};
+  bool done_ = false;
+  AgentResult result_;
+};
+
+Status Agent::BlockSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  // Blocked before any thread starts, so every thread inherits the mask and
+  // the signals only arrive through the signalfd.
+  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Status::IOError("sigprocmask");
+  int fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd < 0) return Status::FromErrno(errno, "signalfd");
+  signal_fd_.reset(fd);
+  return Status::Ok();
+}
+
+bool Agent::SignalPending() {
+  signalfd_siginfo info{};
+  bool any = false;
+  while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
+    LogInfo("received {}", SignalName(static_cast<int>(info.ssi_signo)));
+    any = true;
+  }
+  return any;
+}
+
+StatusOr<bool> Agent::AlreadyComplete() {
+  auto marker = c_.store.Head(cfg_.job + "/complete");
+  if (marker.ok()) return true;
+  if (marker.status().Is(StatusCode::kNotFound)) return false;
+  return marker.status();
+}
+
+StatusOr<bool> Agent::AcquireLease() {
+  bool said = false;
+  while (true) {
+    StatusOr<LeaseKeeper::Attempt> attempt = [&] {
+      std::lock_guard<std::mutex> lock(lease_mu_);
+      return lease_.TryAcquire();
+    }();
+    if (!attempt.ok()) return attempt.status();
+    if (attempt->outcome == LeaseKeeper::Outcome::kAcquired) return true;
+    if (!said) {
+      LogInfo("job {} is held by {} (lease generation {}); waiting for it to be released or "
+              "go stale ({}s without renewal)",
+              cfg_.job, attempt->current.instance, attempt->current.generation,
+              duration_cast<seconds>(cfg_.lease.timeout).count());
+      (void)c_.notifier.Notify("STATUS=waiting for the lease held by " + attempt->current.instance);
+      said = true;
+    }
+    // Wait a heartbeat (a tenth of the timeout at most), awake for signals.
+    const auto until = c_.clock.Monotonic() + std::min<milliseconds>(cfg_.lease.heartbeat,
+                                                                      cfg_.lease.timeout / 10);
+    while (c_.clock.Monotonic() < until) {
+      if (SignalPending()) return false;
+      c_.clock.SleepFor(kTick);
+    }
+  }
+}
+
+Status Agent::RestoreAtStart() {
+  const auto start = c_.clock.Monotonic();
+  SnapshotCatalog catalog(c_.store, cfg_.job);
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
+  std::optional<Manifest> newest;
+  for (uint64_t seq : committed) {
+    auto m = catalog.ReadManifest(seq);
+    if (m.ok()) {
+      newest = std::move(*m);
+      break;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
+  // A local checkpoint newer than the store's (the agent restarted on the
+  // same machine) is kept: restoring would throw work away.
+  auto local = DetectSettledNow(detector_, std::chrono::nanoseconds(0), c_.clock);
+  if (local.ok() && !local->empty()) {
+    const Checkpoint& l = local->front();
+    const bool newer = !newest || (l.step && newest->step && *l.step > *newest->step);
+    if (newer) {
+      LogInfo("keeping the local checkpoint {} (newer than the store's newest)", l.id);
+      result_.resumed_step = l.step;
+      result_.restore_seconds = 0;
+      resume_ = cfg_.checkpoint_dir + "/" + l.resume;
+      return Status::Ok();
+    }
+  }
+  if (!newest) {
+    LogInfo("no snapshot of job {} yet: starting fresh", cfg_.job);
+    return Status::Ok();
+  }
+  Restorer restorer(c_.store, RestoreOptions{});
+  SG_ASSIGN_OR_RETURN(RestoreResult restored,
+                      restorer.Restore(cfg_.job, cfg_.checkpoint_dir, std::nullopt));
+  auto manifest = catalog.ReadManifest(restored.seq);
+  result_.restore_seconds = SecondsSince(c_.clock, start);
+  if (manifest.ok()) {
+    committed_step_ = manifest->step;
+    result_.resumed_step = manifest->step;
+  }
+  // Restored files are not new work: only checkpoints written from now on are.
+  committed_ = CheckpointMark{"", committed_step_, c_.clock.Now()};
+  resume_ = restored.resume_path;
+  LogInfo("restored snapshot {} ({}) in {:.1f}s; resuming from {}", SeqName(restored.seq),
+          restored.bytes, result_.restore_seconds, resume_);
+  (void)events_.Record("restore", {{"seq", restored.seq},
+                                   {"seconds", result_.restore_seconds},
+                                   {"resume", restored.resume_path}});
+  return Status::Ok();
+}
+
+Status Agent::StartTrainer() {
+  ++attempt_;
+  SG_ASSIGN_OR_RETURN(trainer_, TrainerProcess::Start(cfg_, c_.env,
+                                                      TrainerLaunch{resume_, attempt_},
+                                                      notice_file_));
+  return Status::Ok();
+}
+
+Status Agent::RenewLease() {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  return lease_.Renew();
+}
+
+StatusOr<SnapshotResult> Agent::Upload(const Checkpoint& checkpoint,
+                                       const std::atomic<bool>* cancel) {
+  SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture,
+                      CapturedCheckpoint::Capture(cfg_.checkpoint_dir, checkpoint, staging_root_));
+  SnapshotRequest request;
+  request.job = cfg_.job;
+  for (const CapturedFile& f : capture.files()) request.files.push_back({f.relpath, f.staged_path});
+  request.preset = std::string(PresetName(cfg_.preset));
+  request.step = checkpoint.step;
+  request.resume = checkpoint.resume == "." ? "" : checkpoint.resume;
+  request.instance = c_.instance;
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    request.generation = lease_.generation();
+  }
+  request.cancel = cancel;
+  request.verify_before_commit = [&]() -> Status {
+    SG_RETURN_IF_ERROR(capture.Verify());
+    // Fencing: the commit follows a successful renewal, well inside the
+    // lease timeout, so no successor can have taken the job meanwhile.
+    return RenewLease();
+  };
+  SnapshotOptions options;
+  options.level = cfg_.compression.level;
+  options.threads = cfg_.compression.threads;
+  options.shuffle = ShufflePolicyOf(cfg_.compression.shuffle);
+  SnapshotWriter writer(c_.store, c_.clock, options);
+  return writer.Write(request);
+}
+
+std::optional<Checkpoint> Agent::NewestUncommitted() {
+  if (!watcher_) return std::nullopt;
+  auto all = watcher_->CompleteCheckpoints(detector_);
+  if (!all.ok()) {
+    LogWarn("looking for checkpoints failed: {}", all.status().message());
+    return std::nullopt;
+  }
+  return FirstNewerThan(*all, committed_);
+}
+
+void Agent::RecordCommit(const SnapshotResult& r, const Checkpoint& checkpoint, double secs) {
+  committed_ = CheckpointMark::Of(checkpoint);
+  committed_step_ = checkpoint.step;
+  result_.committed_step = checkpoint.step;
+  if (secs > 0.05 && r.stored_bytes > 0) upload_rate_ = static_cast<double>(r.stored_bytes) / secs;
+  LogInfo("snapshot {} committed: checkpoint {} (step {}), {} bytes stored in {:.1f}s",
+          SeqName(r.seq), checkpoint.id, checkpoint.step ? std::to_string(*checkpoint.step) : "-",
+          r.stored_bytes, secs);
+  (void)events_.Record("snapshot", {{"seq", r.seq},
+                                    {"checkpoint", checkpoint.id},
+                                    {"step", checkpoint.step ? nlohmann::ordered_json(*checkpoint.step)
+                                                             : nlohmann::ordered_json(nullptr)},
+                                    {"bytes", r.bytes},
+                                    {"stored_bytes", r.stored_bytes},
+                                    {"seconds", secs}});
+  (void)c_.notifier.Notify("STATUS=snapshot " + SeqName(r.seq) + " committed");
+  auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{cfg_.keep, {}});
+  if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
+}
+
+void Agent::StartPeriodicUpload(const Checkpoint& checkpoint) {
+  upload_cancel_ = false;
+  upload_checkpoint_ = checkpoint;
+  upload_started_ = c_.clock.Monotonic();
+  upload_ = std::async(std::launch::async, [this, checkpoint] {
+    return Upload(checkpoint, &upload_cancel_);
+  });
+}
+
+void Agent::CollectPeriodicUpload(bool wait) {
+  if (!upload_.valid()) return;
+  if (!wait && upload_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  StatusOr<SnapshotResult> r = upload_.get();
+  const Checkpoint checkpoint = *upload_checkpoint_;
+  upload_checkpoint_.reset();
+  if (r.ok()) {
+    RecordCommit(*r, checkpoint, SecondsSince(c_.clock, upload_started_));
+    return;
+  }
+  if (r.status().reason() == "Fenced") {
+    HandleFenced(r.status());
+    return;
+  }
+  if (r.status().Is(StatusCode::kCancelled) || r.status().Is(StatusCode::kUnavailable)) {
+    // Changed under us or pre-empted: the next look takes the next state.
+    LogInfo("upload of checkpoint {} not committed: {}", checkpoint.id, r.status().message());
+    next_upload_ = c_.clock.Monotonic() + std::min<milliseconds>(cfg_.upload_interval, seconds(5));
+    return;
+  }
+  LogError("upload of checkpoint {} failed: {}", checkpoint.id, r.status().message());
+}
+
+void Agent::CancelPeriodicUpload() {
+  if (!upload_.valid()) return;
+  upload_cancel_ = true;
+  CollectPeriodicUpload(/*wait=*/true);
+}
+
+std::optional<SnapshotResult> Agent::FinalSnapshot(Clock::MonoTime wait_until, bool ask_trainer) {
+  CancelPeriodicUpload();
+  if (done_) return std::nullopt;  // fenced meanwhile
+  if (ask_trainer && cfg_.checkpoint_signal && trainer_ && trainer_->running()) {
+    LogInfo("asking the trainer for a checkpoint ({})", SignalName(*cfg_.checkpoint_signal));
+    // A checkpoint finished after this moment answers the request.
+    const CheckpointMark asked{"", std::nullopt, c_.clock.Now()};
+    (void)trainer_->Signal(*cfg_.checkpoint_signal);
+    auto fresh = watcher_->WaitForNewer(detector_, asked, wait_until);
+    if (fresh.ok() && fresh->has_value()) {
+      LogInfo("the trainer wrote checkpoint {}", (*fresh)->id);
+    } else {
+      LogWarn("no new checkpoint in time; committing the newest existing one");
+    }
+  }
+  std::optional<Checkpoint> target = NewestUncommitted();
+  if (!target) {
+    LogInfo("the newest checkpoint is already committed");
+    return std::nullopt;
+  }
+  const auto start = c_.clock.Monotonic();
+  auto r = Upload(*target, nullptr);
+  if (!r.ok()) {
+    if (r.status().reason() == "Fenced") {
+      HandleFenced(r.status());
+    } else {
+      LogError("the final snapshot failed: {}", r.status().message());
+    }
+    return std::nullopt;
+  }
+  RecordCommit(*r, *target, SecondsSince(c_.clock, start));
+  return *r;
+}
+
+void Agent::StopTrainer(milliseconds grace) {
+  if (!trainer_ || !trainer_->running()) return;
+  if (trainer_->Poll()) return;
+  auto stopped = trainer_->Stop(cfg_.stop_signal, grace);
+  if (stopped.ok()) LogInfo("the trainer stopped: {}", stopped->ToString());
+}
+
+void Agent::Finish(int exit_code) {
+  done_ = true;
+  result_.exit_code = exit_code;
+  if (watcher_) {
+    auto local = watcher_->CompleteCheckpoints(detector_);
+    if (local.ok() && !local->empty()) result_.local_step = local->front().step;
+  }
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  if (exit_code != kExitFenced) {
+    Status st = lease_.Release();
+    if (!st.ok()) LogWarn("releasing the lease failed: {}", st.message());
+  }
+}
+
+void Agent::HandleFenced(const Status& why) {
+  if (done_) return;
+  LogError("FENCED: {}; stopping the trainer and committing nothing more", why.message());
+  upload_cancel_ = true;
+  StopTrainer(milliseconds(std::min<int64_t>(cfg_.stop_grace.count(), 10'000)));
+  (void)events_.Record("fenced", {{"reason", why.message()}});
+  Finish(kExitFenced);
+}
+
+void Agent::HandleNotice(const InterruptionEvent& event) {
+  const auto notice_at = c_.clock.Monotonic();
+  LogWarn("INTERRUPTION NOTICE: {}", event.Describe());
+  (void)c_.notifier.Notify("STATUS=interruption notice: " + event.Describe());
+  if (Status st = WriteFileAtomic(notice_file_, event.ToJson().dump() + "\n"); !st.ok()) {
+    LogWarn("writing the notice file failed: {}", st.message());
+  }
+  (void)events_.Record("notice", event.ToJson());
+  // Time left: to the deadline the notice names, else two minutes.
+  auto left = seconds(120);
+  if (event.time && event.kind == InterruptionEvent::Kind::kNotice) {
+    left = duration_cast<seconds>(*event.time - c_.clock.Now());
+  }
+  // Wait for the trainer's checkpoint no longer than leaves time to upload it.
+  std::optional<Checkpoint> newest = NewestLocal();
+  uint64_t expected_bytes = 0;
+  if (newest) {
+    for (const std::string& rel : newest->relpaths) {
+      std::error_code ec;
+      expected_bytes += std::filesystem::file_size(cfg_.checkpoint_dir + "/" + rel, ec);
+    }
+  }
+  const auto upload_estimate =
+      milliseconds(static_cast<int64_t>(1000.0 * static_cast<double>(expected_bytes) / upload_rate_));
+  auto wait = duration_cast<milliseconds>(left) - upload_estimate - kNoticeSafety;
+  if (wait < milliseconds(0)) wait = milliseconds(0);
+  LogInfo("{}s until the deadline; waiting up to {:.1f}s for a checkpoint (upload estimate {:.1f}s)",
+          left.count(), wait.count() / 1000.0, upload_estimate.count() / 1000.0);
+  auto committed = FinalSnapshot(notice_at + wait, /*ask_trainer=*/true);
+  if (done_) return;
+  const double to_commit = SecondsSince(c_.clock, notice_at);
+  result_.notice_to_commit_seconds = committed ? to_commit : -1;
+  const auto time_left = duration_cast<milliseconds>(left) - duration_cast<milliseconds>(
+                                                                  c_.clock.Monotonic() - notice_at);
+  StopTrainer(std::clamp<milliseconds>(time_left - seconds(5), milliseconds(0), cfg_.stop_grace));
+  (void)events_.Record("stop", {{"reason", "notice"},
+                                {"action", event.action},
+                                {"notice_to_commit_seconds", committed ? nlohmann::ordered_json(to_commit)
+                                                                       : nlohmann::ordered_json(nullptr)},
+                                {"seq", committed ? nlohmann::ordered_json(committed->seq)
+                                                  : nlohmann::ordered_json(nullptr)}});
+  LogInfo("interrupted: {} in {:.1f}s from the notice; exiting {}",
+          committed ? "snapshot " + SeqName(committed->seq) + " committed" : "nothing new to commit",
+          to_commit, static_cast<int>(kExitInterrupted));
+  Finish(kExitInterrupted);
+}
+
+void Agent::HandleSigterm() {
+  (void)c_.notifier.Notify("STOPPING=1");
+  LogInfo("stopping: last checkpoint, upload, stop the trainer");
+  const auto until = c_.clock.Monotonic() + std::min<milliseconds>(cfg_.stop_grace, seconds(60));
+  FinalSnapshot(until, /*ask_trainer=*/true);
+  if (done_) return;
+  StopTrainer(cfg_.stop_grace);
+  (void)events_.Record("stop", {{"reason", "signal"}});
+  Finish(kExitOk);
+}
+
+void Agent::HandleTrainerExit(const ExitStatus& status) {
+  if (status.success()) {
+    LogInfo("the trainer finished (exit 0); final snapshot");
+    // Its last checkpoint may still be settling.
+    const auto settle = duration_cast<milliseconds>(watcher_->settle()) + milliseconds(200);
+    const auto until = c_.clock.Monotonic() + settle;
+    while (c_.clock.Monotonic() < until) c_.clock.SleepFor(kTick);
+    FinalSnapshot(c_.clock.Monotonic(), /*ask_trainer=*/false);
+    if (done_) return;
+    nlohmann::ordered_json marker = {{"time", FormatUtc(c_.clock.Now(), true)},
+                                     {"instance", c_.instance},
+                                     {"step", committed_step_ ? nlohmann::ordered_json(*committed_step_)
+                                                              : nlohmann::ordered_json(nullptr)}};
+    auto put = c_.store.Put(cfg_.job + "/complete", marker.dump(), PutCondition::CreateOnly());
+    if (!put.ok() && !put.status().Is(StatusCode::kPreconditionFailed)) {
+      LogError("writing the complete marker failed: {}", put.status().message());
+    }
+    (void)events_.Record("complete", marker);
+    LogInfo("job {} is complete", cfg_.job);
+    Finish(kExitOk);
+    return;
+  }
+  (void)events_.Record("crash", {{"exit", status.ToString()}, {"attempt", attempt_}});
+  if (restarts_ >= cfg_.restart.max) {
+    LogError("the trainer failed ({}) and was restarted {} times already; the job has failed",
+             status.ToString(), restarts_);
+    (void)events_.Record("failed", {{"exit", status.ToString()}, {"restarts", restarts_}});
+    CancelPeriodicUpload();
+    Finish(kExitFailure);
+    return;
+  }
+  const double factor = std::pow(2.0, restarts_);
+  const auto backoff = std::min<milliseconds>(
+      cfg_.restart.max_backoff,
+      milliseconds(static_cast<int64_t>(static_cast<double>(cfg_.restart.backoff.count()) * factor)));
+  ++restarts_;
+  LogWarn("the trainer failed ({}); restart {} of {} in {:.1f}s", status.ToString(), restarts_,
+          cfg_.restart.max, backoff.count() / 1000.0);
+  restart_at_ = c_.clock.Monotonic() + backoff;
+  trainer_.reset();
+}
+
+std::optional<Checkpoint> Agent::NewestLocal() {
+  if (!watcher_) return std::nullopt;
+  auto all = watcher_->CompleteCheckpoints(detector_);
+  if (!all.ok() || all->empty()) return std::nullopt;
+  return all->front();
+}
+
+void Agent::Loop() {
+  const auto now0 = c_.clock.Monotonic();
+  next_upload_ = now0 + cfg_.upload_interval;
+  next_poll_ = now0;
+  if (cfg_.checkpoint_interval) next_checkpoint_signal_ = now0 + *cfg_.checkpoint_interval;
+  next_watchdog_ = now0;
+  while (!done_) {
+    pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {watcher_->fd(), POLLIN, 0}};
+    ::poll(fds, 2, static_cast<int>(kTick.count()));
+    if (SignalPending()) {
+      HandleSigterm();
+      break;
+    }
+    (void)watcher_->Poll();
+    const auto now = c_.clock.Monotonic();
+
+    if (auto wd = c_.notifier.watchdog_interval(); wd && now >= next_watchdog_) {
+      (void)c_.notifier.Notify("WATCHDOG=1");
+      next_watchdog_ = now + duration_cast<milliseconds>(*wd);
+    }
+    {
+      std::unique_lock<std::mutex> lock(lease_mu_);
+      if (lease_.RenewalDue()) {
+        Status st = lease_.Renew();
+        lock.unlock();
+        if (!st.ok()) {
+          if (st.reason() == "Fenced") {
+            HandleFenced(st);
+            break;
+          }
+          LogWarn("renewing the lease failed (will retry): {}", st.message());
+        }
+      }
+    }
+    CollectPeriodicUpload(/*wait=*/false);
+    if (done_) break;
+
+    if (monitor_ && now >= next_poll_) {
+      next_poll_ = now + cfg_.imds.poll_interval;
+      for (const InterruptionEvent& e : monitor_->PollOnce()) {
+        if (e.IsNotice()) {
+          HandleNotice(e);
+          break;
+        }
+        (void)events_.Record(std::string(InterruptionKindName(e.kind)), e.ToJson());
+        if (e.kind == InterruptionEvent::Kind::kRebalance &&
+            cfg_.on_rebalance == OnRebalance::kSnapshot) {
+          LogWarn("rebalance recommendation: taking a snapshot now");
+          if (cfg_.checkpoint_signal && trainer_ && trainer_->running()) {
+            (void)trainer_->Signal(*cfg_.checkpoint_signal);
+          }
+          next_upload_ = now;  // upload as soon as a newer checkpoint is complete
+        }
+      }
+      if (done_) break;
+    }
+
+    if (trainer_) {
+      if (auto ended = trainer_->Poll()) {
+        HandleTrainerExit(*ended);
+        if (done_) break;
+      }
+    } else if (restart_at_ && now >= *restart_at_) {
+      restart_at_.reset();
+      std::optional<Checkpoint> newest = NewestLocal();
+      resume_ = newest ? cfg_.checkpoint_dir + "/" + newest->resume : resume_;
+      if (Status st = StartTrainer(); !st.ok()) {
+        LogError("restarting the trainer failed: {}", st.message());
+        Finish(kExitFailure);
+        break;
+      }
+    }
+
+    if (cfg_.checkpoint_interval && now >= next_checkpoint_signal_) {
+      next_checkpoint_signal_ = now + *cfg_.checkpoint_interval;
+      if (cfg_.checkpoint_signal && trainer_ && trainer_->running()) {
+        (void)trainer_->Signal(*cfg_.checkpoint_signal);
+      }
+    }
+    if (!upload_.valid() && now >= next_upload_) {
+      if (std::optional<Checkpoint> newest = NewestUncommitted()) {
+        next_upload_ = now + cfg_.upload_interval;
+        StartPeriodicUpload(*newest);
+      } else if (auto due = watcher_->NextSettle()) {
+        next_upload_ = std::max(now, *due);  // look again when something settles
+      } else {
+        next_upload_ = now + std::min<milliseconds>(cfg_.upload_interval, seconds(1));
+      }
+    }
+  }
+}
+
+AgentResult Agent::Run() {
+  if (Status st = BlockSignals(); !st.ok()) {
+    LogError("{}", st.message());
+    result_.exit_code = kExitFailure;
+    return result_;
+  }
+  auto fail = [&](const Status& st) {
+    LogError("{}", st.message());
+    result_.exit_code = kExitFailure;
+    return result_;
+  };
+  auto complete = AlreadyComplete();
+  if (!complete.ok()) return fail(complete.status());
+  if (*complete) {
+    LogInfo("job {} is already complete; not starting it again", cfg_.job);
+    (void)c_.notifier.Notify("READY=1");
+    result_.exit_code = kExitOk;
+    return result_;
+  }
+  auto leased = AcquireLease();
+  if (!leased.ok()) return fail(leased.status());
+  if (!*leased) {
+    result_.exit_code = kExitOk;  // asked to stop while waiting
+    return result_;
+  }
+  if (Status st = RestoreAtStart(); !st.ok()) {
+    Finish(kExitFailure);
+    return fail(st);
+  }
+  auto staging = PrepareStagingRoot(cfg_.checkpoint_dir, cfg_.job);
+  if (!staging.ok()) return fail(staging.status());
+  staging_root_ = *staging;
+  (void)RemoveStaleCaptures(staging_root_);
+  auto watcher = CheckpointWatcher::Start(cfg_.checkpoint_dir, DefaultSettleTime(cfg_.preset), c_.clock);
+  if (!watcher.ok()) return fail(watcher.status());
+  watcher_ = std::move(*watcher);
+  if (c_.imds) {
+    InterruptionMonitor::Options options;
+    options.poll_interval = cfg_.imds.poll_interval;
+    monitor_ = std::make_unique<InterruptionMonitor>(*c_.imds, c_.clock, options);
+  }
+  (void)c_.notifier.Notify("READY=1");
+  (void)c_.notifier.Notify("STATUS=training");
+  (void)events_.Record("start", {{"resume", resume_}});
+  if (Status st = StartTrainer(); !st.ok()) {
+    Finish(kExitFailure);
+    return fail(st);
+  }
+  Loop();
+  trainer_.reset();
+  return result_;
+}
+
+}  // namespace
+
+std::string NoticeFilePath(const Config& config) {
+  return DirName(config.checkpoint_dir) + "/.spotguard-notice-" + config.job + ".json";
+}
+
+AgentResult RunAgent(const AgentContext& context) {
+  Agent agent(context);
+  return agent.Run();
+}
+
+int RunAgentCommand(const Config& config, const std::map<std::string, std::string>& env) {
+  auto store = OpenStore(config, env);
+  if (!store.ok()) {
+    LogError("opening the store {}: {}", config.store, store.status().message());
+    return kExitFailure;
+  }
+  CurlTransport transport;
+  ImdsClient::Options imds_options = ImdsOptionsFromEnvironment(
+      config.imds.endpoint == "http://169.254.169.254" ? "" : config.imds.endpoint, env);
+  std::unique_ptr<ImdsClient> imds;
+  if (!imds_options.disabled) imds = std::make_unique<ImdsClient>(transport, SystemClock(), imds_options);
+  std::string instance;
+  if (imds) {
+    auto identity = ReadInstanceIdentity(*imds);
+    if (identity.ok()) {
+      instance = identity->instance_id;
+    } else {
+      LogWarn("the instance metadata service does not answer ({}); interruption notices cannot "
+              "be seen on this machine",
+              identity.status().message());
+    }
+  }
+  if (instance.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    instance = host;
+  }
+  SystemdNotifier notifier(env);
+  AgentContext context{config, env, **store, SystemClock(), imds.get(), notifier, instance};
+  return RunAgent(context).exit_code;
+}
+
+}  // namespace sg

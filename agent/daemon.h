@@ -1,0 +1,51 @@
+// `spotguard run`: the agent (DESIGN §5). One loop supervises the trainer,
+// uploads the newest complete checkpoint at most every upload_interval,
+// watches the metadata service for notices, keeps the lease, and ends the
+// job: on a notice with a fresh snapshot and exit 75, on completion with the
+// `complete` marker and exit 0, when fenced with exit 4, after too many
+// crashes with exit 1, on SIGTERM/SIGINT with a last snapshot and exit 0.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "agent/config.h"
+#include "common/clock.h"
+#include "common/imds_client.h"
+#include "common/object_store.h"
+#include "common/sd_notify.h"
+
+namespace sg {
+
+struct AgentContext {
+  const Config& config;
+  const std::map<std::string, std::string>& env;  // the agent's environment
+  ObjectStore& store;
+  Clock& clock;
+  MetadataService* imds = nullptr;  // null: no metadata service (IMDS disabled)
+  const SystemdNotifier& notifier;
+  std::string instance;  // instance id (or host name off EC2)
+};
+
+struct AgentResult {
+  int exit_code = 0;
+  // Filled when the job was interrupted: seconds from the notice to the commit.
+  double notice_to_commit_seconds = -1;
+  std::optional<int64_t> committed_step;   // step of the last snapshot committed
+  std::optional<int64_t> local_step;       // newest step on disk when the trainer stopped
+  std::optional<int64_t> resumed_step;     // step the trainer was started from
+  double restore_seconds = 0;
+};
+
+// Runs the job to its end. Returns the exit code of DESIGN §2 and what
+// happened (for `drill`).
+AgentResult RunAgent(const AgentContext& context);
+
+// `spotguard run`: builds the context from the config and environment.
+int RunAgentCommand(const Config& config, const std::map<std::string, std::string>& env);
+
+// "<parent of checkpoint_dir>/.spotguard-notice-<job>.json": where the notice
+// JSON appears for the trainer (SPOTGUARD_NOTICE_FILE).
+std::string NoticeFilePath(const Config& config);
+
+}  // namespace sg
