@@ -228,8 +228,8 @@ Status CapturedCheckpoint::Verify() const {
     }
     const FileIdentity now = IdentityOf(st);
     if (!(now == f.identity)) {
-      return Changed(f.relpath, "was rewritten in place while captured (" +
-                                    Describe(f.identity, now) + ")");
+      return Changed(f.relpath,
+                     "was rewritten in place while captured (" + Describe(f.identity, now) + ")");
     }
   }
   return Status::Ok();

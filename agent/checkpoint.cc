@@ -18,9 +18,8 @@ void SortNewestFirst(std::vector<Checkpoint>& checkpoints) {
   }
   auto rank_step = [&](const Checkpoint& c) -> int64_t {
     if (c.step) return *c.step;
-    auto it = std::upper_bound(
-        stepped.begin(), stepped.end(), c.newest_mtime,
-        [](const auto& t, const auto& entry) { return t < entry.first; });
+    auto it = std::upper_bound(stepped.begin(), stepped.end(), c.newest_mtime,
+                               [](const auto& t, const auto& entry) { return t < entry.first; });
     return it == stepped.begin() ? -1 : std::prev(it)->second;
   };
   std::vector<std::pair<int64_t, Checkpoint*>> keyed;
@@ -53,9 +52,8 @@ bool IsAgentPrivatePath(std::string_view relpath) {
   size_t start = 0;
   while (start <= relpath.size()) {
     size_t slash = relpath.find('/', start);
-    std::string_view component =
-        relpath.substr(start, slash == std::string_view::npos ? std::string_view::npos
-                                                              : slash - start);
+    std::string_view component = relpath.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (component.starts_with(".spotguard")) return true;
     if (slash == std::string_view::npos) break;
     start = slash + 1;

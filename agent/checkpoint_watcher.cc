@@ -33,8 +33,8 @@ Clock::MonoTime CheckpointWatcher::ChangedAt(const std::string& rel, Clock::Wall
   return mono_now - std::chrono::duration_cast<Clock::MonoTime::duration>(wall_now - ctime);
 }
 
-CheckpointWatcher::CheckpointWatcher(std::string dir, std::chrono::nanoseconds settle,
-                                     Clock& clock, std::unique_ptr<InotifyWatcher> inotify)
+CheckpointWatcher::CheckpointWatcher(std::string dir, std::chrono::nanoseconds settle, Clock& clock,
+                                     std::unique_ptr<InotifyWatcher> inotify)
     : dir_(std::move(dir)), settle_(settle), clock_(clock), inotify_(std::move(inotify)) {}
 
 StatusOr<std::unique_ptr<CheckpointWatcher>> CheckpointWatcher::Start(
@@ -174,8 +174,8 @@ StatusOr<std::vector<Checkpoint>> CheckpointWatcher::CompleteCheckpoints(
   listing_next_settle_.reset();
   for (const ListedFile& f : files) {
     if (!unsettled.count(f.relpath)) continue;
-    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        f.mtime + settle_ - std::max(wall, f.mtime));
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(f.mtime + settle_ -
+                                                                           std::max(wall, f.mtime));
     const Clock::MonoTime at = mono + left;
     if (!listing_next_settle_ || at < *listing_next_settle_) listing_next_settle_ = at;
   }
@@ -216,8 +216,7 @@ std::set<std::string> RecentlyModified(const std::vector<ListedFile>& files, Clo
 
 StatusOr<std::vector<Checkpoint>> DetectSettledNow(const CheckpointDetector& detector,
                                                    std::chrono::nanoseconds settle, Clock& clock) {
-  SG_ASSIGN_OR_RETURN(std::vector<ListedFile> files,
-                      ListCheckpointDir(detector.checkpoint_dir()));
+  SG_ASSIGN_OR_RETURN(std::vector<ListedFile> files, ListCheckpointDir(detector.checkpoint_dir()));
   return detector.Detect(files, RecentlyModified(files, clock.Now(), settle));
 }
 

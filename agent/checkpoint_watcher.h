@@ -89,8 +89,8 @@ class CheckpointWatcher {
 
 // Files in `files` whose mtime is within `settle` of `now` (either side, so a
 // clock step does not hold a file back forever).
-std::set<std::string> RecentlyModified(const std::vector<ListedFile>& files,
-                                       Clock::WallTime now, std::chrono::nanoseconds settle);
+std::set<std::string> RecentlyModified(const std::vector<ListedFile>& files, Clock::WallTime now,
+                                       std::chrono::nanoseconds settle);
 
 // One look without a watcher (e.g. `spotguard snapshot` run by hand): lists
 // the detector's checkpoint_dir and takes recently modified files as

@@ -7,6 +7,7 @@
 
 #include "agent/config.h"
 #include "agent/daemon.h"
+#include "agent/drill.h"
 #include "agent/doctor_command.h"
 #include "agent/exit_codes.h"
 #include "agent/snapshot_commands.h"
@@ -103,7 +104,7 @@ constexpr Subcommand kSubcommands[] = {
     {"drill",
      "Rehearse on one machine: run the job, inject an interruption, restore into a fresh dir, "
      "resume, and report the work lost and the time to resume",
-     {.job = true, .checkpoint_dir = true, .command = true}},
+     {.job = false, .checkpoint_dir = false, .command = true}},
     {"doctor",
      "Check credentials, bucket access, conditional-write support, clock skew, IMDS "
      "reachability and disk space",
@@ -115,7 +116,7 @@ constexpr Subcommand kSubcommands[] = {
 struct ExtraOptions {
   std::string snapshot_seq, to_dir, dir, after, exec;
   std::vector<std::string> files;
-  bool json = false, once = false;
+  bool json = false, once = false, use_store = false;
 };
 
 void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, ExtraOptions& x) {
@@ -145,8 +146,10 @@ void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, Extr
                     "SPOTGUARD_EVENT)")
         ->type_name("CMD");
   } else if (name == "drill") {
-    sub->add_option("--after", x.after, "Inject the interruption after this long")
+    sub->add_option("--after", x.after, "Inject the interruption after this long (default 20s)")
         ->type_name("DUR");
+    sub->add_flag("--use-store", x.use_store,
+                  "Use the configured store instead of a private temporary file:// store");
     sub->add_option("command", inv.command_args, "The trainer's command, after --")
         ->type_name("CMD ARGS...");
   }
@@ -238,6 +241,19 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
     }
   }
   if (name == "run") return RunAgentCommand(config, env);
+  if (name == "drill") {
+    DrillOptions drill;
+    drill.use_configured_store = extra.use_store;
+    if (!extra.after.empty()) {
+      auto after = ParseDuration(extra.after);
+      if (!after.ok()) {
+        std::cerr << "spotguard drill: --after " << after.status().message() << "\n";
+        return kExitUsage;
+      }
+      drill.after = *after;
+    }
+    return RunDrillCommand(config, env, drill);
+  }
   if (name == "snapshot") return RunSnapshotCommand(config, env, {extra.dir, extra.files});
   if (name == "restore") return RunRestoreCommand(config, env, {seq, extra.to_dir});
   if (name == "ls") return RunLsCommand(config, env, extra.json);

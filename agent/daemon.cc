@@ -207,7 +207,7 @@ Status Agent::RestoreAtStart() {
   std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
   // A local checkpoint newer than the store's (the agent restarted on the
   // same machine) is kept: restoring would throw work away.
-  auto local = DetectSettledNow(detector_, std::chrono::nanoseconds(0), c_.clock);
+  auto local = DetectSettledNow(detector_, DefaultSettleTime(cfg_.preset), c_.clock);
   if (local.ok() && !local->empty()) {
     const Checkpoint& l = local->front();
     const bool newer = !newest || (l.step && newest->step && *l.step > *newest->step);
@@ -398,9 +398,13 @@ void Agent::StopTrainer(milliseconds grace) {
 void Agent::Finish(int exit_code) {
   done_ = true;
   result_.exit_code = exit_code;
-  if (watcher_) {
-    auto local = watcher_->CompleteCheckpoints(detector_);
-    if (local.ok() && !local->empty()) result_.local_step = local->front().step;
+  // The newest step the trainer wrote a checkpoint for, complete or not.
+  if (auto listed = ListCheckpointDir(cfg_.checkpoint_dir); listed.ok()) {
+    for (const ListedFile& f : *listed) {
+      if (auto step = ParseStep(f.relpath); step && (!result_.local_step || *step > *result_.local_step)) {
+        result_.local_step = step;
+      }
+    }
   }
   std::lock_guard<std::mutex> lock(lease_mu_);
   if (exit_code != kExitFenced) {

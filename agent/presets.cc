@@ -10,7 +10,6 @@
 #include <charconv>
 #include <map>
 #include <regex>
-#include <tuple>
 
 #include "common/files.h"
 
@@ -403,9 +402,8 @@ void DetectTensorflow(const Listing& listing, const std::string& checkpoint_dir,
     if (named->starts_with('/')) {
       // Absolute paths (tf.compat.v1 Saver's default) inside checkpoint_dir
       // are taken as they are; others, as a name beside the index.
-      prefix = named->starts_with(checkpoint_dir + "/")
-                   ? named->substr(checkpoint_dir.size() + 1)
-                   : JoinRel(index_dir, BaseName(*named));
+      prefix = named->starts_with(checkpoint_dir + "/") ? named->substr(checkpoint_dir.size() + 1)
+                                                        : JoinRel(index_dir, BaseName(*named));
     } else {
       prefix = JoinRel(index_dir, *named);
     }

@@ -18,13 +18,20 @@ std::string EnvOr(const std::map<std::string, std::string>& env, const char* nam
 
 std::string CodeForStatus(long status) {
   switch (status) {
-    case 400: return "BadRequest";
-    case 403: return "AccessDenied";
-    case 404: return "NotFound";
-    case 429: return "Throttling";
-    case 500: return "InternalFailure";
-    case 503: return "ServiceUnavailable";
-    default: return "HTTP" + std::to_string(status);
+    case 400:
+      return "BadRequest";
+    case 403:
+      return "AccessDenied";
+    case 404:
+      return "NotFound";
+    case 429:
+      return "Throttling";
+    case 500:
+      return "InternalFailure";
+    case 503:
+      return "ServiceUnavailable";
+    default:
+      return "HTTP" + std::to_string(status);
   }
 }
 
@@ -182,8 +189,8 @@ StatusOr<std::vector<AutoScalingInstance>> ParseDescribeAutoScalingInstancesXml(
     return Status::Corruption("DescribeAutoScalingInstances: the answer is not XML (" +
                               std::string(r.description()) + ")");
   }
-  pugi::xml_node result = doc.child("DescribeAutoScalingInstancesResponse")
-                              .child("DescribeAutoScalingInstancesResult");
+  pugi::xml_node result =
+      doc.child("DescribeAutoScalingInstancesResponse").child("DescribeAutoScalingInstancesResult");
   if (!result) {
     return Status::Corruption(
         "DescribeAutoScalingInstances: no DescribeAutoScalingInstancesResult in the answer");
@@ -252,9 +259,9 @@ StatusOr<HttpResponse> AutoScalingClient::Execute(std::string_view action,
       if (attempt == 1) budget_.OnSuccess();
       return response;
     }
-    Status failure =
-        response.ok() ? AutoScalingErrorStatus(action, ErrorOf(*response))
-                      : response.status().WithContext("Auto Scaling " + std::string(action));
+    Status failure = response.ok()
+                         ? AutoScalingErrorStatus(action, ErrorOf(*response))
+                         : response.status().WithContext("Auto Scaling " + std::string(action));
     if (outcome == Outcome::kClockSkew) {
       // Sign with the service's time from now on, and resend at once.
       const std::optional<Clock::WallTime> server_time = ParseHttpDate(response->Header("date"));

@@ -13,9 +13,9 @@
 namespace sg {
 namespace {
 
-constexpr uint32_t kDirMask = IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM |
-                              IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF | IN_EXCL_UNLINK |
-                              IN_ONLYDIR | IN_DONT_FOLLOW;
+constexpr uint32_t kDirMask = IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO |
+                              IN_DELETE | IN_DELETE_SELF | IN_EXCL_UNLINK | IN_ONLYDIR |
+                              IN_DONT_FOLLOW;
 
 std::string JoinRel(const std::string& dir, std::string_view name) {
   if (dir.empty()) return std::string(name);
@@ -24,8 +24,8 @@ std::string JoinRel(const std::string& dir, std::string_view name) {
 }
 
 bool IsAtOrUnder(const std::string& path, const std::string& dir) {
-  return path == dir || (path.size() > dir.size() && path.starts_with(dir) &&
-                         path[dir.size()] == '/');
+  return path == dir ||
+         (path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/');
 }
 
 }  // namespace
@@ -162,8 +162,8 @@ StatusOr<std::vector<WatchEvent>> InotifyWatcher::ReadEvents() {
           }
         }
         events.push_back(
-            {ev->mask & IN_DELETE ? WatchEvent::Kind::kDeleted : WatchEvent::Kind::kMovedOut,
-             path, true});
+            {ev->mask & IN_DELETE ? WatchEvent::Kind::kDeleted : WatchEvent::Kind::kMovedOut, path,
+             true});
         continue;
       }
       if (is_dir && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {

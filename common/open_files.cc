@@ -43,13 +43,11 @@ StatusOr<std::set<std::string>> FilesOpenForWriting(const std::string& dir) {
     while (struct dirent* f = ::readdir(fds)) {
       if (!IsNumber(f->d_name)) continue;
       char target[4096];
-      const ssize_t n =
-          ::readlink((fd_dir + "/" + f->d_name).c_str(), target, sizeof target - 1);
+      const ssize_t n = ::readlink((fd_dir + "/" + f->d_name).c_str(), target, sizeof target - 1);
       if (n <= 0) continue;
       const std::string_view path(target, static_cast<size_t>(n));
       if (!path.starts_with(prefix)) continue;
-      const int flags =
-          OpenFlags(std::string("/proc/") + p->d_name + "/fdinfo/" + f->d_name);
+      const int flags = OpenFlags(std::string("/proc/") + p->d_name + "/fdinfo/" + f->d_name);
       if (flags < 0) continue;
       const int mode = flags & O_ACCMODE;
       if (mode == O_WRONLY || mode == O_RDWR) out.emplace(path);

@@ -85,8 +85,8 @@ TEST_F(PresetWriterTest, CaffeTakesAnIterationOnlyOnceItsSolverstateIsClosed) {
   ASSERT_TRUE(w.WaitDone());
   auto cs = Look();
   ExpectChosen(cs, "snap_iter_200", "snap_iter_200.solverstate", 200);
-  EXPECT_EQ(cs[0].relpaths, (std::vector<std::string>{"snap_iter_200.caffemodel",
-                                                      "snap_iter_200.solverstate"}));
+  EXPECT_EQ(cs[0].relpaths,
+            (std::vector<std::string>{"snap_iter_200.caffemodel", "snap_iter_200.solverstate"}));
 }
 
 TEST_F(PresetWriterTest, CaffeHdf5SnapshotsUnderASubdirectoryResumeFromTheH5Solverstate) {
@@ -95,11 +95,10 @@ TEST_F(PresetWriterTest, CaffeHdf5SnapshotsUnderASubdirectoryResumeFromTheH5Solv
             Dir({"--iters", "500,1000", "--format", "hdf5", "--prefix", "snapshots/net"}));
   auto cs = Look();
   ExpectChosen(cs, "snapshots/net_iter_1000", "snapshots/net_iter_1000.solverstate.h5", 1000);
-  EXPECT_EQ(cs[0].relpaths,
-            (std::vector<std::string>{"snapshots/net_iter_1000.caffemodel.h5",
-                                      "snapshots/net_iter_1000.solverstate.h5"}));
-  EXPECT_EQ(Ids(cs), (std::vector<std::string>{"snapshots/net_iter_1000",
-                                               "snapshots/net_iter_500"}));
+  EXPECT_EQ(cs[0].relpaths, (std::vector<std::string>{"snapshots/net_iter_1000.caffemodel.h5",
+                                                      "snapshots/net_iter_1000.solverstate.h5"}));
+  EXPECT_EQ(Ids(cs),
+            (std::vector<std::string>{"snapshots/net_iter_1000", "snapshots/net_iter_500"}));
 }
 
 TEST_F(PresetWriterTest, CaffeSecondSnapshotOfAnIterationDoesNotPairWithTheOldSolverstate) {
@@ -148,8 +147,7 @@ TEST_F(PresetWriterTest, PytorchTemporaryNameIsNotACheckpointUntilRenamedIn) {
 
 TEST_F(PresetWriterTest, PytorchWriterThatClosesAndReopensIsNotTakenBetween) {
   Watch(Preset::kPytorch, {"*.pt"});
-  WriterProcess w("torch_writer.py",
-                  Dir({"--steps", "7", "--style", "reopen", "--gap", "0.1"}),
+  WriterProcess w("torch_writer.py", Dir({"--steps", "7", "--style", "reopen", "--gap", "0.1"}),
                   {"reopen-gap-7"});
   ASSERT_TRUE(w.WaitAt("reopen-gap-7"));
   EXPECT_TRUE(Now().empty());  // closed once, but not settled
@@ -165,8 +163,8 @@ TEST_F(PresetWriterTest, PytorchFilesInAStepDirectoryFormOneCheckpoint) {
   RunWriter("torch_writer.py", Dir({"--steps", "200,300", "--name", "run/step_{step}/optim.pt"}));
   auto cs = Look();
   ExpectChosen(cs, "run/step_300", "run/step_300", 300);
-  EXPECT_EQ(cs[0].relpaths, (std::vector<std::string>{"run/step_300/model.pt",
-                                                      "run/step_300/optim.pt"}));
+  EXPECT_EQ(cs[0].relpaths,
+            (std::vector<std::string>{"run/step_300/model.pt", "run/step_300/optim.pt"}));
 }
 
 TEST_F(PresetWriterTest, GenericEpochStepNamesAreOrderedByStep) {
@@ -235,18 +233,16 @@ TEST_F(PresetWriterTest, HuggingfaceCheckpointIsCompleteOnceTrainerStateIsWritte
   ASSERT_TRUE(w.WaitDone());
   auto cs = Look();
   ExpectChosen(cs, "checkpoint-20", "checkpoint-20", 20);
-  EXPECT_EQ(cs[0].relpaths,
-            (std::vector<std::string>{
-                "checkpoint-20/config.json", "checkpoint-20/model.safetensors",
-                "checkpoint-20/optimizer.pt", "checkpoint-20/rng_state.pth",
-                "checkpoint-20/scheduler.pt", "checkpoint-20/trainer_state.json",
-                "checkpoint-20/training_args.bin"}));
+  EXPECT_EQ(cs[0].relpaths, (std::vector<std::string>{
+                                "checkpoint-20/config.json", "checkpoint-20/model.safetensors",
+                                "checkpoint-20/optimizer.pt", "checkpoint-20/rng_state.pth",
+                                "checkpoint-20/scheduler.pt", "checkpoint-20/trainer_state.json",
+                                "checkpoint-20/training_args.bin"}));
 }
 
 TEST_F(PresetWriterTest, HuggingfaceStagingDirectoryCountsOnlyAfterItsRename) {
   Watch(Preset::kHuggingface);
-  WriterProcess w("hf_writer.py", Dir({"--steps", "30", "--staging-rename"}),
-                  {"before-rename-30"});
+  WriterProcess w("hf_writer.py", Dir({"--steps", "30", "--staging-rename"}), {"before-rename-30"});
   ASSERT_TRUE(w.WaitAt("before-rename-30"));
   EXPECT_TRUE(Look().empty());
   w.Release("before-rename-30");
@@ -288,8 +284,7 @@ TEST_F(PresetWriterTest, DcpDirectoryIsCompleteOnceMetadataIsRenamedIn) {
   ASSERT_TRUE(w.WaitDone());
   auto cs = Look();
   ExpectChosen(cs, "step_200", "step_200", 200);
-  EXPECT_EQ(cs[0].relpaths, (std::vector<std::string>{"step_200/.metadata",
-                                                      "step_200/__0_0.distcp",
+  EXPECT_EQ(cs[0].relpaths, (std::vector<std::string>{"step_200/.metadata", "step_200/__0_0.distcp",
                                                       "step_200/__1_0.distcp"}));
 }
 
@@ -313,8 +308,8 @@ TEST_F(PresetWriterTest, DcpSaveIntoTheSameDirectoryWaitsForItsNewMetadata) {
 
 TEST_F(PresetWriterTest, DcpMetadataWrittenInPlaceByOlderReleases) {
   Watch(Preset::kDcp);
-  RunWriter("dcp_writer.py", Dir({"--dirs", "epoch_3_step_1200", "--legacy-metadata",
-                                  "--ranks", "4", "--files-per-rank", "2"}));
+  RunWriter("dcp_writer.py", Dir({"--dirs", "epoch_3_step_1200", "--legacy-metadata", "--ranks",
+                                  "4", "--files-per-rank", "2"}));
   auto cs = Look();
   ExpectChosen(cs, "epoch_3_step_1200", "epoch_3_step_1200", 1200);
   EXPECT_EQ(cs[0].relpaths.size(), 9u);
@@ -341,8 +336,8 @@ TEST_F(PresetWriterTest, TensorflowTakesThePrefixTheCheckpointIndexNames) {
 
 TEST_F(PresetWriterTest, TensorflowV1SaverAbsolutePathsAreMadeRelative) {
   Watch(Preset::kTensorflow);
-  RunWriter("tf_writer.py", Dir({"--saves", "100,200", "--name", "model.ckpt",
-                                 "--absolute-paths", "--max-to-keep", "1"}));
+  RunWriter("tf_writer.py", Dir({"--saves", "100,200", "--name", "model.ckpt", "--absolute-paths",
+                                 "--max-to-keep", "1"}));
   auto cs = Look();
   ExpectChosen(cs, "model.ckpt-200", "model.ckpt-200", 200);
   EXPECT_EQ(cs[0].relpaths,

@@ -54,9 +54,9 @@ Checkpoint DetectedNow(const std::string& dir, const std::string& name) {
   Checkpoint c;
   c.id = c.resume = name;
   c.relpaths = {name};
-  c.newest_mtime = std::chrono::system_clock::time_point(std::chrono::duration_cast<
-                                                         std::chrono::system_clock::duration>(
-      std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+  c.newest_mtime = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
   return c;
 }
 
@@ -73,11 +73,11 @@ TEST(Tearing, VerifyFailsWhenTheFileIsRewrittenInPlaceWhileItIsRead) {
   TempDir tmp;
   const std::string dir = tmp.Join("ckpt");
   std::filesystem::create_directories(dir);
-  WriterProcess writer("inplace_rewriter.py",
-                       {"--dir", dir, "--file", "last.pt", "--versions", "1", "--size",
-                        std::to_string(kSize), "--chunk", std::to_string(kChunk), "--log",
-                        tmp.Join("log")},
-                       {"before-rewrite-1", "mid-rewrite-1"});
+  WriterProcess writer(
+      "inplace_rewriter.py",
+      {"--dir", dir, "--file", "last.pt", "--versions", "1", "--size", std::to_string(kSize),
+       "--chunk", std::to_string(kChunk), "--log", tmp.Join("log")},
+      {"before-rewrite-1", "mid-rewrite-1"});
   ASSERT_TRUE(writer.WaitAt("before-rewrite-1"));  // version 0 complete and closed
 
   auto captured =
@@ -126,8 +126,7 @@ TEST(Tearing, BytesThatPassVerifyAreAlwaysAVersionTheWriterFinished) {
     auto captured =
         CapturedCheckpoint::Capture(dir, DetectedNow(dir, "last.pt"), tmp.Join("staging"));
     if (!captured.ok()) {
-      ASSERT_TRUE(captured.status().Is(StatusCode::kUnavailable))
-          << captured.status().ToString();
+      ASSERT_TRUE(captured.status().Is(StatusCode::kUnavailable)) << captured.status().ToString();
       ++rejected_at_capture;  // changed since detected: take the next state
       continue;
     }

@@ -45,15 +45,6 @@ TEST(Cli, EverySubcommandHasItsOwnHelp) {
   }
 }
 
-TEST(Cli, SubcommandsNotBuiltYetSaySoAndFail) {
-  testing::TempDir dir;
-  for (const char* sub : {"status", "doctor"}) {
-    auto r = Spotguard({sub, "--job", "j", "--store", "file://" + dir.Join("store")});
-    EXPECT_EQ(r.exit_code, 1) << sub;
-    EXPECT_NE(r.err.find("not implemented"), std::string::npos) << sub << ": " << r.err;
-  }
-}
-
 TEST(Cli, AConfigWithThreeMistakesExitsTwoNamingAllThree) {
   testing::TempDir dir;
   const std::string config = dir.WriteFile("job.json", R"({

@@ -77,9 +77,9 @@ TEST_F(AutoScalingSim, ScaleToZeroSetsMinAndDesiredCapacity) {
   EXPECT_EQ(g["desired"], 0);
   EXPECT_EQ(g["max"], 2);
   json calls = Calls();
-  EXPECT_EQ(calls.back()["params"], json({{"AutoScalingGroupName", "train-asg"},
-                                          {"MinSize", "0"},
-                                          {"DesiredCapacity", "0"}}));
+  EXPECT_EQ(
+      calls.back()["params"],
+      json({{"AutoScalingGroupName", "train-asg"}, {"MinSize", "0"}, {"DesiredCapacity", "0"}}));
 }
 
 TEST_F(AutoScalingSim, AnUnknownGroupIsNotFoundWithTheServiceMessage) {

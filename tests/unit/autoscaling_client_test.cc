@@ -125,8 +125,8 @@ TEST_F(AutoScalingClientTest, AnInstanceInNoGroupIsNotFound) {
 TEST_F(AutoScalingClientTest, UpdateSendsOnlyTheSizesGiven) {
   transport_.Reply(200, OkXml("UpdateAutoScalingGroup"));
   AutoScalingClient client = Client();
-  ASSERT_TRUE(client.UpdateAutoScalingGroup("train-asg", {.min_size = 0, .desired_capacity = 0})
-                  .ok());
+  ASSERT_TRUE(
+      client.UpdateAutoScalingGroup("train-asg", {.min_size = 0, .desired_capacity = 0}).ok());
   ASSERT_EQ(transport_.sent.size(), 1u);
   EXPECT_EQ(transport_.sent[0].body,
             "Action=UpdateAutoScalingGroup&Version=2011-01-01&AutoScalingGroupName=train-asg"
@@ -138,10 +138,10 @@ TEST_F(AutoScalingClientTest, CompleteLifecycleActionNamesGroupHookResultAndInst
   transport_.Reply(200, OkXml("CompleteLifecycleAction", "<CompleteLifecycleActionResult/>"));
   AutoScalingClient client = Client();
   ASSERT_TRUE(client.CompleteLifecycleAction("train-asg", "drain", "i-0abc").ok());
-  ASSERT_TRUE(client
-                  .CompleteLifecycleAction("train-asg", "drain", "i-0abc",
-                                           LifecycleActionResult::kAbandon)
-                  .ok());
+  ASSERT_TRUE(
+      client
+          .CompleteLifecycleAction("train-asg", "drain", "i-0abc", LifecycleActionResult::kAbandon)
+          .ok());
   EXPECT_EQ(transport_.sent[0].body,
             "Action=CompleteLifecycleAction&Version=2011-01-01&AutoScalingGroupName=train-asg"
             "&LifecycleHookName=drain&LifecycleActionResult=CONTINUE&InstanceId=i-0abc");
@@ -153,8 +153,9 @@ TEST_F(AutoScalingClientTest, SignatureCoversTheCanonicalRequestForServiceAutosc
   AutoScalingClient client = Client("eu-west-1");
   ASSERT_TRUE(client.UpdateAutoScalingGroup("a", {.desired_capacity = 0}).ok());
   const HttpRequest& r = transport_.sent[0];
-  const std::string body = "Action=UpdateAutoScalingGroup&Version=2011-01-01"
-                           "&AutoScalingGroupName=a&DesiredCapacity=0";
+  const std::string body =
+      "Action=UpdateAutoScalingGroup&Version=2011-01-01"
+      "&AutoScalingGroupName=a&DesiredCapacity=0";
   ASSERT_EQ(r.body, body);
   EXPECT_EQ(HeaderOf(r, "x-amz-date"), "20260301T123456Z");
   // The canonical request, written out as SigV4 defines it for this call.

@@ -148,7 +148,8 @@ TEST_F(CaptureTest, UnsafePathsAreRefused) {
 
 TEST_F(CaptureTest, AnotherFilesystemGetsACheckedCopy) {
   // /dev/shm is a tmpfs: links from the checkpoint dir fail with EXDEV.
-  struct stat shm {}, here {};
+  struct stat shm {
+  }, here{};
   ASSERT_EQ(::stat("/dev/shm", &shm), 0) << "this test needs /dev/shm";
   ASSERT_EQ(::stat(ckpt_.c_str(), &here), 0);
   ASSERT_NE(shm.st_dev, here.st_dev) << "/dev/shm is on the same filesystem as " << ckpt_;

@@ -42,9 +42,9 @@ class CheckpointWatcherTest : public ::testing::Test {
   }
   // Sets a file's mtime relative to the fake clock's wall time.
   void SetMtime(const std::string& rel, std::chrono::nanoseconds from_now) {
-    const auto t = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       clock_.Now().time_since_epoch()) +
-                   from_now;
+    const auto t =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.Now().time_since_epoch()) +
+        from_now;
     struct timespec times[2];
     times[0].tv_sec = times[1].tv_sec = t.count() / 1'000'000'000;
     times[0].tv_nsec = times[1].tv_nsec = t.count() % 1'000'000'000;

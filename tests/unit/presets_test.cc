@@ -92,9 +92,10 @@ TEST(Presets, SettleTimeIsShortForPresetsWithACompletionMarker) {
 // --- caffe -------------------------------------------------------------------
 
 TEST(CaffePreset, PairsModelAndSolverstateOfTheSameIteration) {
-  auto cs = Detect(Preset::kCaffe, {F("snap_iter_100.caffemodel", 1), F("snap_iter_100.solverstate", 2),
-                                    F("snap_iter_200.caffemodel", 3), F("snap_iter_200.solverstate", 4),
-                                    F("snap_iter_300.caffemodel", 5)});
+  auto cs =
+      Detect(Preset::kCaffe, {F("snap_iter_100.caffemodel", 1), F("snap_iter_100.solverstate", 2),
+                              F("snap_iter_200.caffemodel", 3), F("snap_iter_200.solverstate", 4),
+                              F("snap_iter_300.caffemodel", 5)});
   ASSERT_EQ(Ids(cs), (Strings{"snap_iter_200", "snap_iter_100"}));
   EXPECT_EQ(cs[0].step, 200);
   EXPECT_EQ(cs[0].resume, "snap_iter_200.solverstate");
@@ -109,14 +110,16 @@ TEST(CaffePreset, AFileStillSettlingHoldsItsIterationBack) {
 }
 
 TEST(CaffePreset, ModelRewrittenAfterItsSolverstateIsNotAPair) {
-  EXPECT_TRUE(Detect(Preset::kCaffe, {F("snap_iter_9.caffemodel", 10), F("snap_iter_9.solverstate", 5)})
-                  .empty());
+  EXPECT_TRUE(
+      Detect(Preset::kCaffe, {F("snap_iter_9.caffemodel", 10), F("snap_iter_9.solverstate", 5)})
+          .empty());
 }
 
 TEST(CaffePreset, Hdf5AndSubdirectoryPrefixes) {
-  auto cs = Detect(Preset::kCaffe,
-                   {F("out/lenet_iter_10000.caffemodel.h5"), F("out/lenet_iter_10000.solverstate.h5"),
-                    F("out/lenet_iter_20000.caffemodel.h5"), F("out/lenet_iter_20000.solverstate")});
+  auto cs =
+      Detect(Preset::kCaffe,
+             {F("out/lenet_iter_10000.caffemodel.h5"), F("out/lenet_iter_10000.solverstate.h5"),
+              F("out/lenet_iter_20000.caffemodel.h5"), F("out/lenet_iter_20000.solverstate")});
   ASSERT_EQ(Ids(cs), (Strings{"out/lenet_iter_10000"}));
   EXPECT_EQ(cs[0].resume, "out/lenet_iter_10000.solverstate.h5");
 }
@@ -179,12 +182,13 @@ TEST(LightningPreset, SymlinkedLastIsNotACheckpointOfItsOwn) {
 // --- huggingface ---------------------------------------------------------------
 
 TEST(HuggingfacePreset, CheckpointDirectoryWithTrainerState) {
-  auto cs = Detect(Preset::kHuggingface,
-                   {F("checkpoint-500/model.safetensors", 1), F("checkpoint-500/optimizer.pt", 2),
-                    F("checkpoint-500/global_step500/zero_pp_rank_0_mp_rank_00_model_states.pt", 2),
-                    F("checkpoint-500/trainer_state.json", 3), F("checkpoint-1000/model.safetensors", 9),
-                    F("tmp-checkpoint-1500/model.safetensors", 9),
-                    F("tmp-checkpoint-1500/trainer_state.json", 9), F("runs/events.out", 9)});
+  auto cs =
+      Detect(Preset::kHuggingface,
+             {F("checkpoint-500/model.safetensors", 1), F("checkpoint-500/optimizer.pt", 2),
+              F("checkpoint-500/global_step500/zero_pp_rank_0_mp_rank_00_model_states.pt", 2),
+              F("checkpoint-500/trainer_state.json", 3), F("checkpoint-1000/model.safetensors", 9),
+              F("tmp-checkpoint-1500/model.safetensors", 9),
+              F("tmp-checkpoint-1500/trainer_state.json", 9), F("runs/events.out", 9)});
   ASSERT_EQ(Ids(cs), (Strings{"checkpoint-500"}));
   EXPECT_EQ(cs[0].step, 500);
   EXPECT_EQ(cs[0].resume, "checkpoint-500");
@@ -240,10 +244,14 @@ TEST_F(TensorflowPresetTest, TakesThePrefixTheIndexNames) {
   dir_.WriteFile("checkpoint",
                  "model_checkpoint_path: \"ckpt-2\"\nall_model_checkpoint_paths: \"ckpt-1\"\n"
                  "all_model_checkpoint_paths: \"ckpt-2\"\n");
-  const std::vector<ListedFile> files = {
-      F("checkpoint", 9),  F("ckpt-1.index", 1), F("ckpt-1.data-00000-of-00001", 1),
-      F("ckpt-2.index", 5), F("ckpt-2.data-00000-of-00002", 4), F("ckpt-2.data-00001-of-00002", 4),
-      F("ckpt-3.index", 8), F("ckpt-3.data-00000-of-00001", 8)};
+  const std::vector<ListedFile> files = {F("checkpoint", 9),
+                                         F("ckpt-1.index", 1),
+                                         F("ckpt-1.data-00000-of-00001", 1),
+                                         F("ckpt-2.index", 5),
+                                         F("ckpt-2.data-00000-of-00002", 4),
+                                         F("ckpt-2.data-00001-of-00002", 4),
+                                         F("ckpt-3.index", 8),
+                                         F("ckpt-3.data-00000-of-00001", 8)};
   auto cs = Detect(files);
   ASSERT_EQ(Ids(cs), (Strings{"ckpt-2"}));
   EXPECT_EQ(cs[0].step, 2);
@@ -256,7 +264,8 @@ TEST_F(TensorflowPresetTest, TakesThePrefixTheIndexNames) {
 
 TEST_F(TensorflowPresetTest, AMissingShardMakesItIncomplete) {
   dir_.WriteFile("checkpoint", "model_checkpoint_path: \"ckpt-2\"\n");
-  EXPECT_TRUE(Detect({F("checkpoint"), F("ckpt-2.index"), F("ckpt-2.data-00001-of-00002")}).empty());
+  EXPECT_TRUE(
+      Detect({F("checkpoint"), F("ckpt-2.index"), F("ckpt-2.data-00001-of-00002")}).empty());
   EXPECT_TRUE(Detect({F("checkpoint"), F("ckpt-2.data-00000-of-00001")}).empty());
 }
 

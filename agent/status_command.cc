@@ -1,0 +1,327 @@
+#include "agent/status_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "agent/events.h"
+#include "agent/exit_codes.h"
+#include "agent/progress.h"
+#include "agent/snapshot_commands.h"
+#include "agent/snapshot_reader.h"
+#include "common/aws_credentials.h"
+#include "common/log.h"
+
+namespace sg {
+namespace {
+
+constexpr size_t kInterruptionsShown = 5;
+
+// "<job>/events/20261122T082200.123Z-notice.json" -> "notice".
+std::string KindOfEventKey(const std::string& key) {
+  const size_t slash = key.rfind('/');
+  std::string name = key.substr(slash == std::string::npos ? 0 : slash + 1);
+  if (name.ends_with(".json")) name.resize(name.size() - 5);
+  const size_t dash = name.find('-');
+  return dash == std::string::npos ? "" : name.substr(dash + 1);
+}
+
+std::optional<std::chrono::seconds> AgeOf(const std::string& utc, Clock::WallTime now) {
+  if (utc.empty()) return std::nullopt;
+  auto t = ParseIso8601(utc);
+  if (!t.ok()) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::seconds>(now - *t);
+}
+
+nlohmann::ordered_json OrNull(const std::optional<std::chrono::seconds>& age) {
+  return age ? nlohmann::ordered_json(age->count()) : nlohmann::ordered_json(nullptr);
+}
+
+std::string AgoText(const std::optional<std::chrono::seconds>& age) {
+  if (!age) return "age unknown";
+  if (age->count() < 0) return FormatAge(*age);
+  return FormatAge(*age) + " ago";
+}
+
+bool LeaseIsStale(const LeaseState& lease, Clock::WallTime now, Duration timeout) {
+  const auto age = AgeOf(lease.heartbeat, now);
+  return !lease.released && age && *age > std::chrono::duration_cast<std::chrono::seconds>(timeout);
+}
+
+StatusOr<std::optional<std::string>> GetIfPresent(ObjectStore& store, const std::string& key) {
+  auto body = store.Get(key);
+  if (body.ok()) return std::optional<std::string>(std::move(*body));
+  if (body.status().Is(StatusCode::kNotFound)) return std::optional<std::string>();
+  return body.status();
+}
+
+// The details of an event beyond kind, time and instance, as "k=v" pairs.
+std::string EventDetails(const nlohmann::json& e) {
+  std::string out;
+  for (auto it = e.begin(); it != e.end(); ++it) {
+    if (it.key() == "kind" || it.key() == "time" || it.key() == "instance") continue;
+    if (!out.empty()) out += " ";
+    out += it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
+  }
+  return out;
+}
+
+std::string Field(const nlohmann::json& e, const char* name) {
+  auto it = e.find(name);
+  if (it == e.end()) return "-";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+}  // namespace
+
+bool IsInterruptionKind(std::string_view kind) {
+  return kind == "notice" || kind == "rebalance" || kind == "lifecycle";
+}
+
+bool JobStatus::empty() const {
+  return !lease && committed == 0 && !complete && event_count == 0 && problems.empty();
+}
+
+std::string FormatAge(std::chrono::seconds age) {
+  if (age.count() < 0) return "in the future (" + FormatAge(-age) + " ahead of this clock)";
+  const int64_t s = age.count();
+  char buf[64];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm %02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  } else if (s < 86400) {
+    std::snprintf(buf, sizeof buf, "%lldh %02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s % 3600 / 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldd %lldh", static_cast<long long>(s / 86400),
+                  static_cast<long long>(s % 86400 / 3600));
+  }
+  return buf;
+}
+
+StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
+                                  size_t recent_events) {
+  JobStatus s;
+  s.job = job;
+  s.store = store.Describe();
+
+  SG_ASSIGN_OR_RETURN(std::optional<std::string> lease, GetIfPresent(store, job + "/lease"));
+  if (lease) {
+    auto parsed = LeaseKeeper::Parse(*lease);
+    if (parsed.ok()) {
+      s.lease = *parsed;
+    } else {
+      s.problems.push_back(job + "/lease: " + parsed.status().message());
+    }
+  }
+
+  SnapshotCatalog catalog(store, job);
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
+  s.committed = committed.size();
+  for (uint64_t seq : committed) {
+    auto m = catalog.ReadManifest(seq);
+    if (m.ok()) {
+      s.newest = std::move(*m);
+      break;
+    }
+    s.problems.push_back("snapshot " + SeqName(seq) + ": " + m.status().message());
+  }
+
+  SG_ASSIGN_OR_RETURN(std::optional<std::string> complete, GetIfPresent(store, job + "/complete"));
+  if (complete) {
+    s.complete = true;
+    auto j = nlohmann::json::parse(*complete, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) {
+      JobCompletion c;
+      if (j.contains("time") && j["time"].is_string()) c.time = j["time"];
+      if (j.contains("instance") && j["instance"].is_string()) c.instance = j["instance"];
+      if (j.contains("seq") && j["seq"].is_number_unsigned()) c.seq = j["seq"].get<uint64_t>();
+      if (j.contains("step") && j["step"].is_number_integer()) c.step = j["step"].get<int64_t>();
+      s.completion = c;
+    } else {
+      s.problems.push_back(job + "/complete: the marker is not a JSON object");
+    }
+  }
+
+  const std::string events_prefix = job + "/events/";
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> events, ListAll(store, events_prefix));
+  s.event_count = events.size();
+  std::sort(events.begin(), events.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key > b.key; });
+  for (const ObjectInfo& o : events) {
+    if (!IsInterruptionKind(KindOfEventKey(o.key))) continue;
+    ++s.interruption_count;
+    if (s.interruptions.size() >= kInterruptionsShown) continue;
+    auto body = store.Get(o.key);
+    if (!body.ok()) continue;  // removed meanwhile
+    auto j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) s.interruptions.push_back(std::move(j));
+  }
+  if (!events.empty()) {
+    EventLog log(store, SystemClock(), job, /*instance=*/"");
+    SG_ASSIGN_OR_RETURN(s.recent_events, log.Recent(recent_events));
+  }
+  return s;
+}
+
+nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
+                                       Duration lease_timeout) {
+  using nlohmann::ordered_json;
+  ordered_json out = {{"job", s.job}, {"store", s.store}, {"empty", s.empty()}};
+  if (s.lease) {
+    out["lease"] = {{"generation", s.lease->generation},
+                    {"instance", s.lease->instance},
+                    {"heartbeat", s.lease->heartbeat},
+                    {"heartbeat_age_seconds", OrNull(AgeOf(s.lease->heartbeat, now))},
+                    {"released", s.lease->released},
+                    {"stale", LeaseIsStale(*s.lease, now, lease_timeout)}};
+  } else {
+    out["lease"] = nullptr;
+  }
+  ordered_json newest = nullptr;
+  if (s.newest) {
+    const Manifest& m = *s.newest;
+    newest = {{"seq", m.seq},
+              {"created", m.created},
+              {"age_seconds", OrNull(AgeOf(m.created, now))},
+              {"instance", m.instance},
+              {"generation", m.generation},
+              {"files", m.files.size()},
+              {"size", m.TotalSize()},
+              {"stored_size", m.TotalStored()},
+              {"step", m.step ? ordered_json(*m.step) : ordered_json(nullptr)},
+              {"resume", m.resume}};
+  }
+  out["snapshots"] = {{"committed", s.committed}, {"newest", newest}};
+  out["complete"] = s.complete;
+  if (s.completion) {
+    const JobCompletion& c = *s.completion;
+    out["completion"] = {{"time", c.time},
+                         {"instance", c.instance},
+                         {"seq", c.seq ? ordered_json(*c.seq) : ordered_json(nullptr)},
+                         {"step", c.step ? ordered_json(*c.step) : ordered_json(nullptr)}};
+  } else {
+    out["completion"] = nullptr;
+  }
+  out["interruptions"] = {{"total", s.interruption_count}, {"recent", s.interruptions}};
+  out["events"] = {{"total", s.event_count}, {"recent", s.recent_events}};
+  out["problems"] = s.problems;
+  return out;
+}
+
+std::string JobStatusToText(const JobStatus& s, Clock::WallTime now, Duration lease_timeout) {
+  std::string out;
+  auto line = [&out](const std::string& label, const std::string& text) {
+    char head[24];
+    std::snprintf(head, sizeof head, "%-17s", label.c_str());
+    out += head + text + "\n";
+  };
+  if (s.empty()) {
+    return "job " + s.job + ": nothing in " + s.store +
+           " yet: no lease, no snapshot, no events.\n"
+           "It has not run, or --job / --store name another job or store.\n";
+  }
+  out += "job " + s.job + " in " + s.store + "\n";
+
+  if (!s.lease) {
+    line("lease", "none: no instance has taken this job");
+  } else {
+    const LeaseState& l = *s.lease;
+    const std::string heartbeat = "heartbeat " + (l.heartbeat.empty() ? "?" : l.heartbeat) + " (" +
+                                  AgoText(AgeOf(l.heartbeat, now)) + ")";
+    if (l.released) {
+      line("lease", "released by " + l.instance + " (generation " + std::to_string(l.generation) +
+                        "), " + heartbeat);
+    } else {
+      std::string text = "held by " + l.instance + " (generation " + std::to_string(l.generation) +
+                         "), " + heartbeat;
+      if (LeaseIsStale(l, now, lease_timeout)) {
+        text += "; STALE: older than lease.timeout " + FormatDuration(lease_timeout) +
+                ", so the next instance may take over";
+      }
+      line("lease", text);
+    }
+  }
+
+  if (!s.newest) {
+    line("newest snapshot", s.committed == 0 ? "none" : "none readable (see problems)");
+  } else {
+    const Manifest& m = *s.newest;
+    std::string text =
+        SeqName(m.seq) + ", created " + m.created + " (" + AgoText(AgeOf(m.created, now)) +
+        ") by " + (m.instance.empty() ? "?" : m.instance) + ": " + std::to_string(m.files.size()) +
+        (m.files.size() == 1 ? " file, " : " files, ") + HumanBytes(m.TotalSize()) + ", stored " +
+        HumanBytes(m.TotalStored()) + ", step " +
+        (m.step ? std::to_string(*m.step) : std::string("-"));
+    line("newest snapshot", text);
+    line("", std::to_string(s.committed) + " committed snapshot" + (s.committed == 1 ? "" : "s") +
+                 " in the store");
+  }
+
+  if (!s.complete) {
+    line("complete", "no");
+  } else if (!s.completion) {
+    line("complete", "yes (the marker does not read back; see problems)");
+  } else {
+    const JobCompletion& c = *s.completion;
+    std::string text = "yes, at " + (c.time.empty() ? "?" : c.time) + " by " +
+                       (c.instance.empty() ? "?" : c.instance);
+    if (c.seq) text += ", final snapshot " + SeqName(*c.seq);
+    if (c.step) text += ", step " + std::to_string(*c.step);
+    line("complete", text);
+  }
+
+  if (s.interruption_count == 0) {
+    line("interruptions", "none recorded");
+  } else {
+    line("interruptions", std::to_string(s.interruption_count) + " recorded; newest first:");
+    for (const nlohmann::json& e : s.interruptions) {
+      out += "  " + Field(e, "time") + "  " + Field(e, "kind") + "  " + Field(e, "instance");
+      const std::string details = EventDetails(e);
+      out += details.empty() ? "\n" : "  " + details + "\n";
+    }
+  }
+
+  if (s.recent_events.empty()) {
+    line("recent events", "none");
+  } else {
+    line("recent events", "the last " + std::to_string(s.recent_events.size()) + " of " +
+                              std::to_string(s.event_count) + ", newest first:");
+    for (const nlohmann::json& e : s.recent_events) {
+      char kind[16];
+      std::snprintf(kind, sizeof kind, "%-10s", Field(e, "kind").c_str());
+      out += "  " + Field(e, "time") + "  " + kind + "  " + Field(e, "instance");
+      const std::string details = EventDetails(e);
+      out += details.empty() ? "\n" : "  " + details + "\n";
+    }
+  }
+
+  for (const std::string& p : s.problems) out += "problem: " + p + "\n";
+  return out;
+}
+
+int RunStatusCommand(const Config& config, const std::map<std::string, std::string>& env,
+                     bool json) {
+  auto store = OpenStore(config, env);
+  if (!store.ok()) {
+    std::cerr << "spotguard status: " << store.status().message() << "\n";
+    return kExitFailure;
+  }
+  auto status = ReadJobStatus(**store, config.job);
+  if (!status.ok()) {
+    std::cerr << "spotguard status: reading job " << config.job << " from " << (*store)->Describe()
+              << ": " << status.status().message() << "\n";
+    return kExitFailure;
+  }
+  const auto now = SystemClock().Now();
+  if (json) {
+    std::cout << JobStatusToJson(*status, now, config.lease.timeout).dump(2) << "\n";
+  } else {
+    std::cout << JobStatusToText(*status, now, config.lease.timeout);
+  }
+  return kExitOk;
+}
+
+}  // namespace sg
