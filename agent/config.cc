@@ -47,6 +47,7 @@ const KeySpec kKeys[] = {
     {"stop_signal", Kind::kString, R"("SIGTERM")"},
     {"stop_grace", Kind::kDuration, R"("60s")"},
     {"upload_interval", Kind::kDuration, R"("5m")"},
+    {"settle_time", Kind::kNullableDuration, "null"},
     {"checkpoint_interval", Kind::kNullableDuration, "null"},
     {"keep", Kind::kInt, "3"},
     {"compression.level", Kind::kInt, "1"},  // chosen by measurement: bench/RESULTS.md
@@ -530,6 +531,9 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     }
     *r.out = *d;
   }
+  if (!nullable("settle_time")) {
+    if (auto d = ReadDuration("settle_time", at("settle_time"), problems)) c.settle_time = *d;
+  }
   if (!nullable("checkpoint_interval")) {
     if (auto d = ReadDuration("checkpoint_interval", at("checkpoint_interval"), problems)) {
       if (d->count() == 0) {
@@ -665,6 +669,7 @@ json ConfigToJson(const Config& c, bool redact) {
   j["stop_signal"] = SignalName(c.stop_signal);
   j["stop_grace"] = FormatDuration(c.stop_grace);
   j["upload_interval"] = FormatDuration(c.upload_interval);
+  j["settle_time"] = c.settle_time ? json(FormatDuration(*c.settle_time)) : json(nullptr);
   j["checkpoint_interval"] =
       c.checkpoint_interval ? json(FormatDuration(*c.checkpoint_interval)) : json(nullptr);
   j["keep"] = c.keep;

@@ -34,6 +34,9 @@ struct Config {
   int stop_signal = 0;
   Duration stop_grace{};
   Duration upload_interval{};
+  // How long a checkpoint file must stay unchanged after its last write
+  // before it counts as complete; nullopt: the preset's default.
+  std::optional<Duration> settle_time;
   std::optional<Duration> checkpoint_interval;
   int keep = 0;
   struct {

@@ -47,16 +47,6 @@ double SecondsSince(Clock& clock, Clock::MonoTime t) {
   return std::chrono::duration<double>(clock.Monotonic() - t).count();
 }
 
-ShufflePolicy ShufflePolicyOf(Shuffle s) {
-  switch (s) {
-    case Shuffle::kAuto: return ShufflePolicy::kAuto;
-    case Shuffle::kOff: return ShufflePolicy::kOff;
-    case Shuffle::kTwo: return ShufflePolicy::kTwo;
-    case Shuffle::kFour: return ShufflePolicy::kFour;
-  }
-  return ShufflePolicy::kAuto;
-}
-
 class Agent {
  public:
   explicit Agent(const AgentContext& c)
@@ -207,7 +197,7 @@ Status Agent::RestoreAtStart() {
   std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
   // A local checkpoint newer than the store's (the agent restarted on the
   // same machine) is kept: restoring would throw work away.
-  auto local = DetectSettledNow(detector_, DefaultSettleTime(cfg_.preset), c_.clock);
+  auto local = DetectSettledNow(detector_, SettleTime(cfg_), c_.clock);
   if (local.ok() && !local->empty()) {
     const Checkpoint& l = local->front();
     const bool newer = !newest || (l.step && newest->step && *l.step > *newest->step);
@@ -278,11 +268,7 @@ StatusOr<SnapshotResult> Agent::Upload(const Checkpoint& checkpoint,
     // lease timeout, so no successor can have taken the job meanwhile.
     return RenewLease();
   };
-  SnapshotOptions options;
-  options.level = cfg_.compression.level;
-  options.threads = cfg_.compression.threads;
-  options.shuffle = ShufflePolicyOf(cfg_.compression.shuffle);
-  SnapshotWriter writer(c_.store, c_.clock, options);
+  SnapshotWriter writer(c_.store, c_.clock, SnapshotOptionsOf(cfg_));
   return writer.Write(request);
 }
 
@@ -654,7 +640,7 @@ AgentResult Agent::Run() {
   if (!staging.ok()) return fail(staging.status());
   staging_root_ = *staging;
   (void)RemoveStaleCaptures(staging_root_);
-  auto watcher = CheckpointWatcher::Start(cfg_.checkpoint_dir, DefaultSettleTime(cfg_.preset), c_.clock);
+  auto watcher = CheckpointWatcher::Start(cfg_.checkpoint_dir, SettleTime(cfg_), c_.clock);
   if (!watcher.ok()) return fail(watcher.status());
   watcher_ = std::move(*watcher);
   if (c_.imds) {

@@ -504,6 +504,11 @@ std::chrono::nanoseconds DefaultSettleTime(Preset preset) {
   return std::chrono::seconds(10);
 }
 
+std::chrono::nanoseconds SettleTime(const Config& config) {
+  if (config.settle_time) return *config.settle_time;
+  return DefaultSettleTime(config.preset);
+}
+
 CheckpointDetector::CheckpointDetector(std::string checkpoint_dir, Preset preset,
                                        std::vector<std::string> patterns)
     : checkpoint_dir_(std::move(checkpoint_dir)), preset_(preset), patterns_(std::move(patterns)) {

@@ -54,6 +54,8 @@ bool IsTempName(std::string_view basename);
 // How long a file must stay unchanged after its last write, close or rename
 // before it counts as finished (docs/checkpoints.md explains the values).
 std::chrono::nanoseconds DefaultSettleTime(Preset preset);
+// settle_time from the config, else the preset's default.
+std::chrono::nanoseconds SettleTime(const Config& config);
 
 class CheckpointDetector {
  public:

@@ -6,7 +6,10 @@
 #include <iostream>
 #include <set>
 
+#include "agent/capture.h"
+#include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
+#include "agent/presets.h"
 #include "agent/manifest.h"
 #include "agent/progress.h"
 #include "agent/retention.h"
@@ -78,7 +81,65 @@ StatusOr<std::vector<SnapshotSource>> SourcesFor(const Config& config,
   return out;
 }
 
+// `spotguard snapshot` with no files: the preset finds the newest complete
+// checkpoint in checkpoint_dir; it is captured (hardlinked) and committed
+// unless a snapshot of it, or of a later step, is already in the store.
+int SnapshotNewestCheckpoint(const Config& config, ObjectStore& store) {
+  const CheckpointDetector detector = CheckpointDetector::ForConfig(config);
+  auto found = DetectSettledNow(detector, SettleTime(config), SystemClock());
+  if (!found.ok()) return Fail("snapshot", found.status());
+  if (found->empty()) {
+    return Fail("snapshot", Status::NotFound("no complete checkpoint in " + config.checkpoint_dir +
+                                             " (preset " + std::string(PresetName(config.preset)) +
+                                             "; files settle for " +
+                                             FormatDuration(std::chrono::duration_cast<Duration>(
+                                                 SettleTime(config))) +
+                                             ")"));
+  }
+  const Checkpoint& newest = found->front();
+  SnapshotCatalog catalog(store, config.job);
+  if (auto committed = catalog.Committed(); committed.ok() && !committed->empty()) {
+    auto m = catalog.ReadManifest(committed->front());
+    if (m.ok() && m->step && newest.step && *m->step >= *newest.step) {
+      std::cerr << "spotguard snapshot: checkpoint " << newest.id << " (step " << *newest.step
+                << ") is already in snapshot " << SeqName(m->seq) << "\n";
+      std::cout << SeqName(m->seq) << "\n";
+      return kExitOk;
+    }
+  }
+  auto staging = PrepareStagingRoot(config.checkpoint_dir, config.job);
+  if (!staging.ok()) return Fail("snapshot", staging.status());
+  auto capture = CapturedCheckpoint::Capture(config.checkpoint_dir, newest, *staging);
+  if (!capture.ok()) return Fail("snapshot", capture.status());
+  SnapshotRequest request;
+  request.job = config.job;
+  for (const CapturedFile& f : capture->files()) request.files.push_back({f.relpath, f.staged_path});
+  request.preset = std::string(PresetName(config.preset));
+  request.step = newest.step;
+  request.resume = newest.resume == "." ? "" : newest.resume;
+  request.instance = HostName();
+  request.verify_before_commit = [&] { return capture->Verify(); };
+  SnapshotWriter writer(store, SystemClock(), SnapshotOptionsOf(config));
+  auto result = [&] {
+    ProgressLine progress("snapshot", capture->total_bytes());
+    return writer.Write(request, [&](uint64_t done) { progress.Update(done); });
+  }();
+  if (!result.ok()) return Fail("snapshot", result.status());
+  LogInfo("snapshot {} of job {} committed: checkpoint {} (step {})", SeqName(result->seq),
+          config.job, newest.id, newest.step ? std::to_string(*newest.step) : "-");
+  std::cout << SeqName(result->seq) << "\n";
+  return kExitOk;
+}
+
 }  // namespace
+
+SnapshotOptions SnapshotOptionsOf(const Config& config) {
+  SnapshotOptions options;
+  options.level = config.compression.level;
+  options.threads = config.compression.threads;
+  options.shuffle = PolicyOf(config.compression.shuffle);
+  return options;
+}
 
 std::optional<uint64_t> ParseSeqArgument(const std::string& text) {
   if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos) {
@@ -99,24 +160,26 @@ StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Env
 
 int RunSnapshotCommand(const Config& config, const Environment& env,
                        const SnapshotCommandArgs& args) {
+  auto store = OpenStore(config, env);
+  if (!store.ok()) return Fail("snapshot", store.status());
   if (args.dir.empty() && args.files.empty()) {
-    return Fail("snapshot",
-                Status::InvalidArgument("name what to capture: --dir DIR or FILE..."), kExitUsage);
+    if (config.checkpoint_dir.empty()) {
+      return Fail("snapshot",
+                  Status::InvalidArgument("name what to capture (--dir DIR or FILE...), or set "
+                                          "checkpoint_dir to take its newest complete checkpoint"),
+                  kExitUsage);
+    }
+    return SnapshotNewestCheckpoint(config, **store);
   }
   auto sources = SourcesFor(config, args);
   if (!sources.ok()) return Fail("snapshot", sources.status(), kExitUsage);
-  auto store = OpenStore(config, env);
-  if (!store.ok()) return Fail("snapshot", store.status());
 
   uint64_t total = 0;
   for (const SnapshotSource& s : *sources) {
     std::error_code ec;
     total += std::filesystem::file_size(s.read_from, ec);
   }
-  SnapshotOptions options;
-  options.level = config.compression.level;
-  options.threads = config.compression.threads;
-  options.shuffle = PolicyOf(config.compression.shuffle);
+  const SnapshotOptions options = SnapshotOptionsOf(config);
   SnapshotRequest request;
   request.job = config.job;
   request.files = std::move(*sources);

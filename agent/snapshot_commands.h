@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/snapshot_writer.h"
 #include "common/object_store.h"
 
 namespace sg {
@@ -34,6 +35,9 @@ int RunRestoreCommand(const Config& config, const Environment& env, const Restor
 int RunLsCommand(const Config& config, const Environment& env, bool json);
 int RunVerifyCommand(const Config& config, const Environment& env, std::optional<uint64_t> seq);
 int RunGcCommand(const Config& config, const Environment& env);
+
+// Compression settings of the config, as the snapshot writer takes them.
+SnapshotOptions SnapshotOptionsOf(const Config& config);
 
 // "42" or "0000000042".
 std::optional<uint64_t> ParseSeqArgument(const std::string& text);
