@@ -109,6 +109,7 @@ class Agent {
   std::optional<Clock::MonoTime> restart_at_;
   std::optional<CheckpointMark> committed_;  // the newest checkpoint in the store
   std::optional<int64_t> committed_step_;
+  std::optional<uint64_t> last_seq_;  // of the newest snapshot committed or restored
   std::string resume_;  // what the trainer is (re)started from; "" = fresh
   double upload_rate_ = kDefaultUploadBytesPerSecond;
 
@@ -225,6 +226,7 @@ Status Agent::RestoreAtStart() {
   // Restored files are not new work: only checkpoints written from now on are.
   committed_ = CheckpointMark{"", committed_step_, c_.clock.Now()};
   resume_ = restored.resume_path;
+  last_seq_ = restored.seq;
   LogInfo("restored snapshot {} ({}) in {:.1f}s; resuming from {}", SeqName(restored.seq),
           restored.bytes, result_.restore_seconds, resume_);
   (void)events_.Record("restore", {{"seq", restored.seq},
@@ -285,6 +287,7 @@ std::optional<Checkpoint> Agent::NewestUncommitted() {
 void Agent::RecordCommit(const SnapshotResult& r, const Checkpoint& checkpoint, double secs) {
   committed_ = CheckpointMark::Of(checkpoint);
   committed_step_ = checkpoint.step;
+  last_seq_ = r.seq;
   result_.committed_step = checkpoint.step;
   if (secs > 0.05 && r.stored_bytes > 0) upload_rate_ = static_cast<double>(r.stored_bytes) / secs;
   LogInfo("snapshot {} committed: checkpoint {} (step {}), {} bytes stored in {:.1f}s",
@@ -477,6 +480,8 @@ void Agent::HandleTrainerExit(const ExitStatus& status) {
     if (done_) return;
     nlohmann::ordered_json marker = {{"time", FormatUtc(c_.clock.Now(), true)},
                                      {"instance", c_.instance},
+                                     {"seq", last_seq_ ? nlohmann::ordered_json(*last_seq_)
+                                                       : nlohmann::ordered_json(nullptr)},
                                      {"step", committed_step_ ? nlohmann::ordered_json(*committed_step_)
                                                               : nlohmann::ordered_json(nullptr)}};
     auto put = c_.store.Put(cfg_.job + "/complete", marker.dump(), PutCondition::CreateOnly());

@@ -13,10 +13,17 @@ EventLog::EventLog(ObjectStore& store, Clock& clock, std::string job, std::strin
 Status EventLog::Record(std::string_view kind, nlohmann::ordered_json details) {
   const auto now = clock_.Now();
   const std::string time = FormatUtc(now, /*millis=*/true);
-  nlohmann::ordered_json body = {{"kind", kind}, {"time", time}, {"instance", instance_}};
+  // The event's own fields come last, so details cannot overwrite them (a
+  // notice's "time" is its deadline, kept as "detail_time").
+  nlohmann::ordered_json body = nlohmann::ordered_json::object();
   if (details.is_object()) {
-    for (auto& [k, v] : details.items()) body[k] = v;
+    for (auto& [k, v] : details.items()) {
+      body[k == "kind" || k == "time" || k == "instance" ? "detail_" + k : k] = v;
+    }
   }
+  body["kind"] = kind;
+  body["time"] = time;
+  body["instance"] = instance_;
   // 2026-11-22T08:22:00.123Z -> 20261122T082200.123Z: sortable and key-safe.
   std::string stamp;
   for (char c : time) {

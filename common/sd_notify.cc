@@ -41,7 +41,8 @@ Status SystemdNotifier::Notify(std::string_view message) const {
   if (!fd.valid()) return Status::FromErrno(errno, "socket");
   ssize_t n;
   do {
-    n = ::sendto(fd.get(), message.data(), message.size(), MSG_NOSIGNAL,
+    // Never block: a stalled receiver must not stall the agent's loop.
+    n = ::sendto(fd.get(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT,
                  reinterpret_cast<const sockaddr*>(&addr), len);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return Status::FromErrno(errno, "notify systemd at " + socket_path_);

@@ -14,7 +14,8 @@ should follow under spotguard:
   * it exits 0 after --steps steps (the job is complete).
 
     simple_trainer.py --out DIR [--steps 200] [--step-seconds 0.05]
-                      [--checkpoint-every 25] [--resume PATH] [--fail-at STEP]
+                      [--checkpoint-every 25] [--resume PATH]
+                      [--fail-at STEP [--fail-attempts N]]
 
 Each checkpoint is JSON: {"step": N, "weights": [...], "history": sha}. A
 progress line per step goes to stdout ("step N loss X").
@@ -55,6 +56,8 @@ def main():
     ap.add_argument("--checkpoint-every", type=int, default=25)
     ap.add_argument("--resume", default=os.environ.get("SPOTGUARD_RESUME_FROM", ""))
     ap.add_argument("--fail-at", type=int, default=-1, help="exit 1 at this step (crash test)")
+    ap.add_argument("--fail-attempts", type=int, default=1_000_000,
+                    help="only fail while SPOTGUARD_ATTEMPT is at most this")
     args = ap.parse_args()
     signal.signal(signal.SIGUSR1, on_usr1)
 
@@ -77,7 +80,8 @@ def main():
         weights = [w + 0.01 * ((step * (i + 1)) % 7 - 3) for i, w in enumerate(weights)]
         history = hashlib.sha256(f"{history}:{step}".encode()).hexdigest()
         print(f"step {step} loss {1.0 / step:.5f}", flush=True)
-        if step == args.fail_at:
+        attempt = int(os.environ.get("SPOTGUARD_ATTEMPT", "1") or "1")
+        if step == args.fail_at and attempt <= args.fail_attempts:
             print("simulated crash", flush=True)
             sys.exit(1)
         if checkpoint_requested or step % args.checkpoint_every == 0:

@@ -1,0 +1,294 @@
+// `spotguard run` end to end: the real binary, the example trainer as a real
+// child process, the Ceph gateway as the store and the IMDS simulator as the
+// instance's metadata service.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "agent/events.h"
+#include "agent/manifest.h"
+#include "agent/snapshot_reader.h"
+#include "common/files.h"
+#include "tests/support/agent_process.h"
+#include "tests/support/s3_test_env.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace sg::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class AgentE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(LoadS3TestEnv(&s3_));
+    prefix_ = "agent-tests/" + RandomHex(6);
+    store_ = OpenTestS3Store(s3_, prefix_);
+    ASSERT_NE(store_, nullptr);
+    ASSERT_FALSE(imds_.endpoint().empty());
+  }
+
+  // A config for the example trainer; `trainer_args` are appended to its command.
+  std::string WriteConfig(const std::string& name, const std::vector<std::string>& trainer_args,
+                          nlohmann::json overrides = nlohmann::json::object()) {
+    nlohmann::json command = {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/examples/simple_trainer.py",
+                              "--out", "{checkpoint_dir}", "--step-seconds", "0.02",
+                              "--checkpoint-every", "20"};
+    for (const auto& a : trainer_args) command.push_back(a);
+    nlohmann::json c = {{"job", "job"},
+                        {"store", "s3://" + s3_.bucket + "/" + prefix_},
+                        {"endpoint", s3_.endpoint},
+                        {"preset", "generic"},
+                        {"patterns", {"step_*.ckpt"}},
+                        {"checkpoint_signal", "SIGUSR1"},
+                        {"settle_time", "300ms"},
+                        {"upload_interval", "1s"},
+                        {"stop_grace", "5s"},
+                        {"imds", {{"poll_interval", "200ms"}}},
+                        {"restart", {{"max", 2}, {"backoff", "200ms"}, {"max_backoff", "1s"}}},
+                        {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
+                        {"command", command},
+                        {"resume_args", {"--resume", "{resume}"}}};
+    for (auto& [k, v] : overrides.items()) c[k] = v;
+    return dir_.WriteFile(name + ".json", c.dump(2));
+  }
+
+  std::unique_ptr<AgentProcess> StartAgent(const std::string& name, const std::string& config,
+                                           const std::string& ckpt, const ImdsSimulator& imds,
+                                           std::map<std::string, std::string> env = {}) {
+    env["AWS_ACCESS_KEY_ID"] = s3_.access_key;
+    env["AWS_SECRET_ACCESS_KEY"] = s3_.secret_key;
+    env["SPOTGUARD_CONFIG"] = "";
+    env["SPOTGUARD_LOG_LEVEL"] = "debug";
+    return std::make_unique<AgentProcess>(
+        std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", dir_.Join(ckpt),
+                                 "--imds-endpoint", imds.endpoint()},
+        env, dir_.Join(name + ".log"));
+  }
+
+  std::vector<uint64_t> Committed() {
+    auto c = SnapshotCatalog(*store_, "job").Committed();
+    return c.ok() ? *c : std::vector<uint64_t>{};
+  }
+  Manifest ManifestOf(uint64_t seq) { return *SnapshotCatalog(*store_, "job").ReadManifest(seq); }
+  std::vector<std::string> EventKinds() {
+    EventLog log(*store_, SystemClock(), "job", "");
+    std::vector<std::string> kinds;
+    auto recent = log.Recent(100);
+    EXPECT_TRUE(recent.ok()) << recent.status().ToString();
+    if (!recent.ok()) return kinds;
+    for (const auto& e : *recent) kinds.insert(kinds.begin(), e["kind"].get<std::string>());
+    return kinds;
+  }
+  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (done()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return done();
+  }
+  static int64_t NewestStepOnDisk(const std::string& dir) {
+    int64_t best = -1;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      std::smatch m;
+      const std::string name = e.path().filename().string();
+      if (std::regex_match(name, m, std::regex(R"(step_(\d+)\.ckpt)"))) {
+        best = std::max<int64_t>(best, std::stoll(m[1]));
+      }
+    }
+    return best;
+  }
+
+  S3TestEnv s3_;
+  std::string prefix_;
+  std::unique_ptr<S3Store> store_;
+  ImdsSimulator imds_;
+  TempDir dir_;
+};
+
+TEST_F(AgentE2E, ANoticeCommitsAFreshSnapshotAndAReplacementResumesFromIt) {
+  const std::string config = WriteConfig("a", {"--steps", "100000"});
+  auto a = StartAgent("a", config, "ckpt-a", imds_);
+  // Periodic uploads at upload_interval.
+  ASSERT_TRUE(WaitFor([&] { return Committed().size() >= 2; }, 30s)) << a->Output();
+  const int64_t step_at_notice = NewestStepOnDisk(dir_.Join("ckpt-a"));
+  imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 100})");
+  const auto exit_code = a->Wait(60s);
+  ASSERT_TRUE(exit_code.has_value()) << a->Output();
+  EXPECT_EQ(*exit_code, 75) << a->Output();
+  const uint64_t seq = Committed().front();
+  const Manifest m = ManifestOf(seq);
+  ASSERT_TRUE(m.step.has_value());
+  EXPECT_GE(*m.step, step_at_notice) << "the snapshot after the notice holds a fresh checkpoint";
+  EXPECT_NE(a->Output().find("asking the trainer for a checkpoint (SIGUSR1)"), std::string::npos);
+  EXPECT_NE(a->Output().find("the trainer stopped"), std::string::npos);
+  const auto kinds = EventKinds();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "notice"), kinds.end());
+  ASSERT_NE(std::find(kinds.begin(), kinds.end(), "stop"), kinds.end());
+  // The notice file the trainer could watch.
+  auto notice = ReadFileToString(dir_.Join(".spotguard-notice-job.json"));
+  ASSERT_TRUE(notice.ok());
+  EXPECT_EQ(nlohmann::json::parse(*notice)["action"], "terminate");
+
+  // The replacement instance: fresh disk, the same store; it finishes the job.
+  imds_.Control("DELETE", "/_sim/spot-notice");
+  imds_.Control("POST", "/_sim/identity", R"({"instanceId": "i-0replacement00000"})");
+  const std::string config_b = WriteConfig("b", {"--steps", std::to_string(*m.step + 30)});
+  auto b = StartAgent("b", config_b, "ckpt-b", imds_);
+  const auto b_exit = b->Wait(60s);
+  ASSERT_TRUE(b_exit.has_value()) << b->Output();
+  EXPECT_EQ(*b_exit, 0) << b->Output();
+  EXPECT_NE(b->Output().find("at step " + std::to_string(*m.step)), std::string::npos)
+      << "the trainer resumed from the committed step\n" << b->Output();
+  EXPECT_TRUE(store_->Head("job/complete").ok());
+  EXPECT_EQ(ManifestOf(Committed().front()).step, *m.step + 30);
+
+  // A later agent on a complete job does not start the trainer again.
+  auto c = StartAgent("c", config_b, "ckpt-c", imds_);
+  const auto c_exit = c->Wait(30s);
+  ASSERT_TRUE(c_exit.has_value());
+  EXPECT_EQ(*c_exit, 0);
+  EXPECT_NE(c->Output().find("already complete"), std::string::npos) << c->Output();
+  EXPECT_EQ(c->Output().find("started the trainer"), std::string::npos) << c->Output();
+}
+
+TEST_F(AgentE2E, ACrashRestartsFromTheNewestCheckpointWithBackoff) {
+  const std::string config =
+      WriteConfig("a", {"--steps", "90", "--fail-at", "50", "--fail-attempts", "1"});
+  auto a = StartAgent("a", config, "ckpt", imds_);
+  const auto exit_code = a->Wait(60s);
+  ASSERT_TRUE(exit_code.has_value()) << a->Output();
+  EXPECT_EQ(*exit_code, 0) << a->Output();
+  const std::string out = a->Output();
+  EXPECT_NE(out.find("restart 1 of 2 in 0.2s"), std::string::npos) << out;
+  EXPECT_NE(out.find("attempt 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << "restarted from a checkpoint\n" << out;
+  EXPECT_TRUE(store_->Head("job/complete").ok());
+}
+
+TEST_F(AgentE2E, TooManyCrashesFailTheJob) {
+  const std::string config = WriteConfig("a", {"--steps", "90", "--fail-at", "5"});
+  auto a = StartAgent("a", config, "ckpt", imds_);
+  const auto exit_code = a->Wait(60s);
+  ASSERT_TRUE(exit_code.has_value()) << a->Output();
+  EXPECT_EQ(*exit_code, 1) << a->Output();
+  const std::string out = a->Output();
+  EXPECT_NE(out.find("restart 1 of 2 in 0.2s"), std::string::npos) << out;
+  EXPECT_NE(out.find("restart 2 of 2 in 0.4s"), std::string::npos) << out;
+  EXPECT_NE(out.find("the job has failed"), std::string::npos) << out;
+  const auto kinds = EventKinds();
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "crash"), 3);
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "failed"), kinds.end());
+  EXPECT_FALSE(store_->Head("job/complete").ok());
+}
+
+TEST_F(AgentE2E, SigtermCheckpointsUploadsStopsAndTellsSystemd) {
+  // systemd's side of sd_notify: a datagram socket.
+  const std::string sock_path = dir_.Join("notify.sock");
+  UniqueFd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, sock_path.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+
+  // Drain it as systemd does, so the agent never meets a full queue.
+  std::vector<std::string> got;
+  std::mutex got_mu;
+  std::atomic<bool> stop_reading{false};
+  std::thread reader([&] {
+    char buf[512];
+    while (!stop_reading) {
+      ssize_t n = ::recv(sock.get(), buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) {
+        std::lock_guard<std::mutex> lock(got_mu);
+        got.emplace_back(buf, static_cast<size_t>(n));
+      } else {
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+  });
+  const std::string config = WriteConfig("a", {"--steps", "100000"});
+  auto a = StartAgent("a", config, "ckpt", imds_,
+                      {{"NOTIFY_SOCKET", sock_path}, {"WATCHDOG_USEC", "400000"}});
+  ASSERT_TRUE(a->WaitForOutput("started the trainer", 30s)) << a->Output();
+  ASSERT_TRUE(WaitFor([&] { return !Committed().empty(); }, 30s)) << a->Output();
+  std::this_thread::sleep_for(600ms);
+  const int64_t before = NewestStepOnDisk(dir_.Join("ckpt"));
+  ASSERT_EQ(::kill(a->pid(), SIGTERM), 0);
+  const auto exit_code = a->Wait(60s);
+  ASSERT_TRUE(exit_code.has_value()) << a->Output();
+  EXPECT_EQ(*exit_code, 0) << a->Output();
+  EXPECT_GE(*ManifestOf(Committed().front()).step, before) << a->Output();
+
+  std::this_thread::sleep_for(100ms);
+  stop_reading = true;
+  reader.join();
+  auto has = [&](const std::string& m) { return std::find(got.begin(), got.end(), m) != got.end(); };
+  EXPECT_TRUE(has("READY=1"));
+  EXPECT_TRUE(has("WATCHDOG=1"));
+  EXPECT_TRUE(has("STOPPING=1"));
+  // READY only after the restore, i.e. before the trainer's first line.
+  EXPECT_LT(std::find(got.begin(), got.end(), "READY=1") - got.begin(),
+            std::find(got.begin(), got.end(), "STOPPING=1") - got.begin());
+  // The trainer's environment does not carry systemd's variables.
+  EXPECT_EQ(a->Output().find("NOTIFY_SOCKET"), std::string::npos);
+}
+
+TEST_F(AgentE2E, ASecondAgentWaitsAndAFencedAgentCommitsNothingMore) {
+  ImdsSimulator imds_b;
+  imds_b.Control("POST", "/_sim/identity", R"({"instanceId": "i-0bbbbbbbbbbbbbbbb"})");
+  const std::string config = WriteConfig("a", {"--steps", "100000"});
+  auto a = StartAgent("a", config, "ckpt-a", imds_);
+  ASSERT_TRUE(a->WaitForOutput("started the trainer (pid ", 30s)) << a->Output();
+  auto b = StartAgent("b", config, "ckpt-b", imds_b);
+  ASSERT_TRUE(b->WaitForOutput("waiting for it to be released", 20s)) << b->Output();
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(b->Output().find("started the trainer"), std::string::npos)
+      << "one trainer at a time\n" << b->Output();
+
+  // Freeze agent A and its trainer (a stalled or partitioned instance).
+  std::smatch m;
+  const std::string a_out = a->Output();
+  ASSERT_TRUE(std::regex_search(a_out, m, std::regex(R"(started the trainer \(pid (\d+))")));
+  const pid_t trainer_a = std::stoi(m[1]);
+  ASSERT_EQ(::kill(a->pid(), SIGSTOP), 0);
+  ASSERT_EQ(::kill(-trainer_a, SIGSTOP), 0);
+  ASSERT_TRUE(b->WaitForOutput("started the trainer", 30s)) << b->Output();
+  const auto takeover = std::chrono::system_clock::now();
+  // Wake the agent only: it must find itself fenced and kill its trainer.
+  ASSERT_EQ(::kill(a->pid(), SIGCONT), 0);
+  const auto a_exit = a->Wait(30s);
+  ASSERT_TRUE(a_exit.has_value()) << a->Output();
+  EXPECT_EQ(*a_exit, 4) << a->Output();
+  EXPECT_NE(a->Output().find("FENCED"), std::string::npos);
+  EXPECT_NE(::kill(trainer_a, 0), 0) << "the fenced agent's trainer is gone";
+
+  // Every snapshot committed after the takeover is the new holder's.
+  ASSERT_TRUE(WaitFor([&] { return Committed().size() >= 2; }, 30s));
+  std::this_thread::sleep_for(1500ms);
+  for (uint64_t seq : Committed()) {
+    const Manifest man = ManifestOf(seq);
+    auto created = ParseIso8601(man.created);
+    if (created.ok() && *created > takeover + 1s) {
+      EXPECT_EQ(man.generation, 2u) << "snapshot " << seq << " by " << man.instance;
+    }
+  }
+  ::kill(b->pid(), SIGTERM);
+  const auto b_exit = b->Wait(60s);
+  ASSERT_TRUE(b_exit.has_value());
+  EXPECT_EQ(*b_exit, 0) << b->Output();
+}
+
+}  // namespace
+}  // namespace sg::testing
