@@ -25,7 +25,10 @@
 #include "agent/snapshot_reader.h"
 #include "agent/snapshot_writer.h"
 #include "agent/supervisor.h"
+#include "common/autoscaling_client.h"
+#include "common/aws_credentials.h"
 #include "common/files.h"
+#include "common/process.h"
 #include "common/http.h"
 #include "common/log.h"
 #include "common/signal_names.h"
@@ -91,6 +94,11 @@ class Agent {
   void StopTrainer(milliseconds grace);
   void Finish(int exit_code);
   Status RenewLease();
+  // The Auto Scaling side of the job's end: on_complete and lifecycle hooks.
+  StatusOr<AutoScalingClient*> AutoScaling();
+  StatusOr<std::string> MyAutoScalingGroup();
+  void PerformOnComplete();
+  void CompleteLifecycleHook();
 
   const AgentContext& c_;
   const Config& cfg_;
@@ -122,7 +130,88 @@ class Agent {
   Clock::MonoTime next_upload_{}, next_poll_{}, next_checkpoint_signal_{}, next_watchdog_{};
   bool done_ = false;
   AgentResult result_;
+  std::unique_ptr<CurlTransport> asg_transport_;
+  std::unique_ptr<DefaultCredentialsChain> asg_credentials_;
+  std::unique_ptr<AutoScalingClient> asg_;
 };
+
+StatusOr<AutoScalingClient*> Agent::AutoScaling() {
+  if (asg_) return asg_.get();
+  auto env = [&](const char* name) {
+    auto it = c_.env.find(name);
+    return it == c_.env.end() ? std::string() : it->second;
+  };
+  std::string region = cfg_.region.value_or("");
+  if (region.empty()) region = env("AWS_REGION");
+  if (region.empty()) region = env("AWS_DEFAULT_REGION");
+  if (region.empty() && c_.imds) {
+    auto identity = ReadInstanceIdentity(*c_.imds);
+    if (identity.ok()) region = identity->region;
+  }
+  if (region.empty()) return Status::InvalidArgument("no AWS region for Auto Scaling calls");
+  asg_transport_ = std::make_unique<CurlTransport>();
+  asg_credentials_ =
+      std::make_unique<DefaultCredentialsChain>(c_.env, *asg_transport_, c_.clock, c_.imds);
+  AutoScalingClientOptions options;
+  options.region = region;
+  options.endpoint = ResolveAutoScalingEndpoint(std::nullopt, region, c_.env);
+  asg_ = std::make_unique<AutoScalingClient>(*asg_transport_, *asg_credentials_, c_.clock, options);
+  return asg_.get();
+}
+
+StatusOr<std::string> Agent::MyAutoScalingGroup() {
+  SG_ASSIGN_OR_RETURN(AutoScalingClient * asg, AutoScaling());
+  SG_ASSIGN_OR_RETURN(AutoScalingInstance me, asg->DescribeAutoScalingInstance(c_.instance));
+  return me.group_name;
+}
+
+void Agent::PerformOnComplete() {
+  switch (cfg_.on_complete) {
+    case OnComplete::kMark:
+      return;
+    case OnComplete::kScaleToZero: {
+      auto group = MyAutoScalingGroup();
+      Status st = group.ok() ? (*AutoScaling())->UpdateAutoScalingGroup(
+                                   *group, GroupCapacity{.min_size = 0, .desired_capacity = 0})
+                             : group.status();
+      if (st.ok()) {
+        LogInfo("scaled Auto Scaling group {} to zero: the job is done", *group);
+        (void)events_.Record("scale-to-zero", {{"group", *group}});
+      } else {
+        LogError("scaling the Auto Scaling group to zero failed: {}", st.message());
+      }
+      return;
+    }
+    case OnComplete::kShutdown: {
+      LogInfo("the job is done; shutting the instance down");
+      SpawnOptions spawn;
+      spawn.argv = {"shutdown", "-h", "now"};
+      spawn.env = c_.env;
+      auto child = ChildProcess::Spawn(spawn);
+      if (child.ok()) {
+        auto ended = child->Wait(std::chrono::milliseconds(30'000));
+        if (ended.ok() && ended->has_value() && (*ended)->success()) return;
+      }
+      LogError("shutdown -h now failed");
+      return;
+    }
+  }
+}
+
+void Agent::CompleteLifecycleHook() {
+  if (!cfg_.lifecycle_hook) return;
+  auto group = MyAutoScalingGroup();
+  Status st = group.ok() ? (*AutoScaling())->CompleteLifecycleAction(
+                               *group, *cfg_.lifecycle_hook, c_.instance,
+                               LifecycleActionResult::kContinue)
+                         : group.status();
+  if (st.ok()) {
+    LogInfo("completed lifecycle action {} of group {} (CONTINUE)", *cfg_.lifecycle_hook, *group);
+    (void)events_.Record("lifecycle-complete", {{"group", *group}, {"hook", *cfg_.lifecycle_hook}});
+  } else {
+    LogError("completing the lifecycle action failed: {}", st.message());
+  }
+}
 
 Status Agent::BlockSignals() {
   sigset_t set;
@@ -452,6 +541,7 @@ void Agent::HandleNotice(const InterruptionEvent& event) {
                                                                        : nlohmann::ordered_json(nullptr)},
                                 {"seq", committed ? nlohmann::ordered_json(committed->seq)
                                                   : nlohmann::ordered_json(nullptr)}});
+  CompleteLifecycleHook();
   LogInfo("interrupted: {} in {:.1f}s from the notice; exiting {}",
           committed ? "snapshot " + SeqName(committed->seq) + " committed" : "nothing new to commit",
           to_commit, static_cast<int>(kExitInterrupted));
@@ -491,6 +581,7 @@ void Agent::HandleTrainerExit(const ExitStatus& status) {
     (void)events_.Record("complete", marker);
     LogInfo("job {} is complete", cfg_.job);
     Finish(kExitOk);
+    PerformOnComplete();
     return;
   }
   (void)events_.Record("crash", {{"exit", status.ToString()}, {"attempt", attempt_}});
@@ -628,6 +719,7 @@ AgentResult Agent::Run() {
   if (*complete) {
     LogInfo("job {} is already complete; not starting it again", cfg_.job);
     (void)c_.notifier.Notify("READY=1");
+    PerformOnComplete();
     result_.exit_code = kExitOk;
     return result_;
   }

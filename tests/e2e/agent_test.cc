@@ -290,5 +290,53 @@ TEST_F(AgentE2E, ASecondAgentWaitsAndAFencedAgentCommitsNothingMore) {
   EXPECT_EQ(*b_exit, 0) << b->Output();
 }
 
+TEST_F(AgentE2E, AutoScalingIsToldWhenANoticeEndsAndWhenTheJobIsDone) {
+  ToolServer asg("autoscaling_sim.py", {"--access-key", s3_.access_key, "--secret-key",
+                                        s3_.secret_key, "--region", "us-east-1"});
+  asg.Control("POST", "/_sim/groups",
+              R"({"name": "trainers", "min": 1, "max": 1, "desired": 1, "hooks": ["drain"],
+                  "instances": {"i-0123456789abcdef0": "Terminating:Wait"}})");
+  const std::map<std::string, std::string> env = {{"AWS_ENDPOINT_URL_AUTOSCALING", asg.endpoint()},
+                                                  {"AWS_REGION", "us-east-1"}};
+  const std::string config = WriteConfig(
+      "a", {"--steps", "100000"}, {{"lifecycle_hook", "drain"}, {"on_complete", "scale-to-zero"}});
+  auto a = StartAgent("a", config, "ckpt-a", imds_, env);
+  ASSERT_TRUE(WaitFor([&] { return !Committed().empty(); }, 30s)) << a->Output();
+  imds_.Control("POST", "/_sim/lifecycle", R"({"state": "Terminated"})");
+  const auto a_exit = a->Wait(60s);
+  ASSERT_TRUE(a_exit.has_value()) << a->Output();
+  EXPECT_EQ(*a_exit, 75) << a->Output();
+  auto calls = nlohmann::json::parse(asg.Control("GET", "/_sim/calls"));
+  auto find = [&](const std::string& action) {
+    for (const auto& c : calls) {
+      if (c["action"] == action && c["status"] == 200) return c;
+    }
+    return nlohmann::json();
+  };
+  auto complete = find("CompleteLifecycleAction");
+  ASSERT_FALSE(complete.is_null()) << calls.dump(1) << a->Output();
+  EXPECT_EQ(complete["params"]["LifecycleHookName"], "drain");
+  EXPECT_EQ(complete["params"]["LifecycleActionResult"], "CONTINUE");
+  EXPECT_EQ(complete["params"]["AutoScalingGroupName"], "trainers");
+
+  // The job finishes on the next instance, which scales the group to zero.
+  imds_.Control("POST", "/_sim/lifecycle", R"({"state": "InService"})");
+  const uint64_t seq = Committed().front();
+  const int64_t step = *ManifestOf(seq).step;
+  auto b = StartAgent("b", WriteConfig("b", {"--steps", std::to_string(step + 10)},
+                                       {{"on_complete", "scale-to-zero"}}),
+                      "ckpt-b", imds_, env);
+  const auto b_exit = b->Wait(60s);
+  ASSERT_TRUE(b_exit.has_value()) << b->Output();
+  EXPECT_EQ(*b_exit, 0) << b->Output();
+  calls = nlohmann::json::parse(asg.Control("GET", "/_sim/calls"));
+  auto update = find("UpdateAutoScalingGroup");
+  ASSERT_FALSE(update.is_null()) << calls.dump(1) << b->Output();
+  EXPECT_EQ(update["params"]["MinSize"], "0");
+  EXPECT_EQ(update["params"]["DesiredCapacity"], "0");
+  auto groups = nlohmann::json::parse(asg.Control("GET", "/_sim/groups"));
+  EXPECT_EQ(groups["trainers"]["desired"], 0) << groups.dump();
+}
+
 }  // namespace
 }  // namespace sg::testing
