@@ -6,16 +6,10 @@
 #include <thread>
 
 #include "common/files.h"
+#include "tests/support/random_bytes.h"
 
 namespace sg::testing {
 namespace {
-
-std::string RandomBytes(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng() & 0xff);
-  return s;
-}
 
 std::string Body(const StatusOr<std::string>& r) {
   return r.ok() ? *r : "<" + r.status().ToString() + ">";

@@ -12,29 +12,12 @@
 #include "common/sigv4.h"
 #include "common/strings.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/scripted_transport.h"
 
 namespace sg {
 namespace {
 
-class ScriptedTransport final : public HttpTransport {
- public:
-  StatusOr<HttpResponse> Send(const HttpRequest& request) override {
-    sent.push_back(request);
-    if (replies.empty()) return Status::Unavailable("no scripted reply");
-    auto r = replies.front();
-    replies.pop_front();
-    return r;
-  }
-  void Reply(long status, std::string body, HttpHeaders headers = {}) {
-    HttpResponse r;
-    r.status = status;
-    r.body = std::move(body);
-    r.headers = std::move(headers);
-    replies.push_back(r);
-  }
-  std::deque<StatusOr<HttpResponse>> replies;
-  std::vector<HttpRequest> sent;
-};
+using testing::ScriptedTransport;
 
 std::string HeaderOf(const HttpRequest& r, const std::string& name) {
   for (const auto& [k, v] : r.headers) {

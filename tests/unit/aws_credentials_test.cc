@@ -13,6 +13,7 @@
 
 #include "tests/support/fake_clock.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/scripted_transport.h"
 
 namespace sg {
 namespace {
@@ -20,24 +21,7 @@ namespace {
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-class ScriptedTransport final : public HttpTransport {
- public:
-  StatusOr<HttpResponse> Send(const HttpRequest& request) override {
-    sent.push_back(request);
-    if (replies.empty()) return Status::Unavailable("no scripted reply");
-    auto r = replies.front();
-    replies.pop_front();
-    return r;
-  }
-  void Reply(long status, std::string body = "") {
-    HttpResponse r;
-    r.status = status;
-    r.body = std::move(body);
-    replies.push_back(r);
-  }
-  std::deque<StatusOr<HttpResponse>> replies;
-  std::vector<HttpRequest> sent;
-};
+using testing::ScriptedTransport;
 
 // Answers GET /latest/<path> from a map; records every path asked for.
 class FakeMetadata final : public MetadataService {

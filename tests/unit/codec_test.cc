@@ -6,16 +6,12 @@
 
 #include "common/ordered_pipeline.h"
 #include "common/zstd_codec.h"
+#include "tests/support/random_bytes.h"
 
 namespace sg {
 namespace {
 
-std::string Bytes(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng() & 0xff);
-  return s;
-}
+using testing::RandomBytes;
 
 TEST(ZstdCodec, ShuffleGroupsBytesIntoPlanesAndKeepsTheTail) {
   EXPECT_EQ(ShuffleBytes("aAbBcC", 2), "abcABC");
@@ -23,14 +19,14 @@ TEST(ZstdCodec, ShuffleGroupsBytesIntoPlanesAndKeepsTheTail) {
   EXPECT_EQ(ShuffleBytes("0123456789", 4), "04152637" "89");
   for (int width : {2, 4}) {
     for (size_t n : {0, 1, 3, 4, 5, 1000, 1001}) {
-      const std::string in = Bytes(n, static_cast<unsigned>(n));
+      const std::string in = RandomBytes(n, static_cast<unsigned>(n));
       EXPECT_EQ(UnshuffleBytes(ShuffleBytes(in, width), width), in) << width << " " << n;
     }
   }
 }
 
 TEST(ZstdCodec, EveryCodecRoundTrips) {
-  const std::string raw = Bytes(100'000, 1) + std::string(100'000, 'x');
+  const std::string raw = RandomBytes(100'000, 1) + std::string(100'000, 'x');
   for (Codec c : {Codec::kNone, Codec::kZstd, Codec::kZstdShuffle2, Codec::kZstdShuffle4}) {
     auto enc = EncodeFrame(c, raw, 3);
     ASSERT_TRUE(enc.ok());
@@ -64,7 +60,7 @@ TEST(ZstdCodec, ChoosesShuffleOnlyWhenItSavesThreePercent) {
     const float v = dist(rng);
     std::memcpy(&floats[i], &v, 4);
   }
-  const std::string noise = Bytes(1 << 20, 2);
+  const std::string noise = RandomBytes(1 << 20, 2);
   const std::string text(1 << 20, 't');
   EXPECT_EQ(ChooseCodec({floats}, ShufflePolicy::kAuto, 3), Codec::kZstdShuffle4);
   EXPECT_EQ(ChooseCodec({floats}, ShufflePolicy::kOff, 3), Codec::kZstd);

@@ -10,6 +10,7 @@
 #include "common/file_store.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/scripted_transport.h"
 
 namespace sg {
 namespace {
@@ -226,24 +227,7 @@ TEST(DoctorDisk, AMissingDirIsMeasuredAtItsNearestParent) {
       << c.detail;
 }
 
-class ScriptedTransport final : public HttpTransport {
- public:
-  StatusOr<HttpResponse> Send(const HttpRequest& request) override {
-    sent.push_back(request);
-    if (replies.empty()) return Status::Unavailable("connection refused");
-    auto r = replies.front();
-    replies.pop_front();
-    return r;
-  }
-  void Reply(long status, std::string body) {
-    HttpResponse r;
-    r.status = status;
-    r.body = std::move(body);
-    replies.push_back(r);
-  }
-  std::deque<StatusOr<HttpResponse>> replies;
-  std::vector<HttpRequest> sent;
-};
+using testing::ScriptedTransport;
 
 ImdsClient::Options Imds() {
   ImdsClient::Options o;

@@ -8,28 +8,12 @@
 #include <deque>
 
 #include "tests/support/fake_clock.h"
+#include "tests/support/scripted_transport.h"
 
 namespace sg {
 namespace {
 
-class ScriptedTransport final : public HttpTransport {
- public:
-  StatusOr<HttpResponse> Send(const HttpRequest& request) override {
-    sent.push_back(request);
-    if (replies.empty()) return Status::Unavailable("no scripted reply");
-    auto r = replies.front();
-    replies.pop_front();
-    return r;
-  }
-  void Reply(long status, std::string body = "") {
-    HttpResponse r;
-    r.status = status;
-    r.body = std::move(body);
-    replies.push_back(r);
-  }
-  std::deque<StatusOr<HttpResponse>> replies;
-  std::vector<HttpRequest> sent;
-};
+using testing::ScriptedTransport;
 
 class ImdsClientTest : public ::testing::Test {
  protected:

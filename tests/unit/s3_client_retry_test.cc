@@ -16,6 +16,7 @@
 #include "common/sigv4.h"
 #include "common/strings.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/scripted_transport.h"
 
 namespace sg {
 namespace {
@@ -24,36 +25,7 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-// Answers from a script, in order; when the script runs out, `forever` (if
-// set) answers every further request. Records every request it was sent.
-class ScriptedTransport final : public HttpTransport {
- public:
-  StatusOr<HttpResponse> Send(const HttpRequest& request) override {
-    sent.push_back(request);
-    if (!replies.empty()) {
-      auto r = replies.front();
-      replies.pop_front();
-      return r;
-    }
-    if (forever) return *forever;
-    return Status::Unavailable("no scripted reply");
-  }
-  static HttpResponse Response(long status, std::string body = "", HttpHeaders headers = {}) {
-    HttpResponse r;
-    r.status = status;
-    r.body = std::move(body);
-    r.headers = std::move(headers);
-    return r;
-  }
-  void Reply(long status, std::string body = "", HttpHeaders headers = {}) {
-    replies.push_back(Response(status, std::move(body), std::move(headers)));
-  }
-  void ConnectionReset() { replies.push_back(Status::Unavailable("Connection reset by peer")); }
-
-  std::deque<StatusOr<HttpResponse>> replies;
-  std::optional<StatusOr<HttpResponse>> forever;
-  std::vector<HttpRequest> sent;
-};
+using testing::ScriptedTransport;
 
 // A FakeClock that also remembers every SleepFor.
 class RecordingClock final : public Clock {

@@ -18,16 +18,10 @@
 #include "tests/support/faulty_store.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree.h"
+#include "tests/support/random_bytes.h"
 
 namespace sg::testing {
 namespace {
-
-std::string RandomBytes(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng() & 0xff);
-  return s;
-}
 
 // Float32 weights, as a trained layer holds them: small values around zero.
 std::string Float32Weights(size_t count, unsigned seed) {
