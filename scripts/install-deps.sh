@@ -16,6 +16,8 @@ packages=(
   ceph-mon ceph-osd radosgw ceph-common
   # cross-checks and side-by-side benchmarks
   python3-botocore awscli
+  # the PyTorch example trainer and its end-to-end test
+  python3-torch
 )
 
 missing=()

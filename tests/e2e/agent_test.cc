@@ -290,6 +290,39 @@ TEST_F(AgentE2E, ASecondAgentWaitsAndAFencedAgentCommitsNothingMore) {
   EXPECT_EQ(*b_exit, 0) << b->Output();
 }
 
+TEST_F(AgentE2E, ARealPyTorchTrainerIsSavedAndResumedWithThePytorchPreset) {
+  auto torch_config = [&](const std::string& name, const std::string& steps) {
+    nlohmann::json command = {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/examples/torch_trainer.py",
+                              "--out", "{checkpoint_dir}", "--steps", steps,
+                              "--checkpoint-every", "300"};
+    return WriteConfig(name, {}, {{"preset", "pytorch"}, {"patterns", nullptr},
+                                  {"settle_time", "500ms"}, {"command", command}});
+  };
+  auto a = StartAgent("a", torch_config("a", "100000000"), "ckpt-a", imds_);
+  ASSERT_TRUE(WaitFor([&] { return !Committed().empty(); }, 60s)) << a->Output();
+  imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 100})");
+  const auto a_exit = a->Wait(60s);
+  ASSERT_TRUE(a_exit.has_value()) << a->Output();
+  EXPECT_EQ(*a_exit, 75) << a->Output();
+  const Manifest m = ManifestOf(Committed().front());
+  ASSERT_TRUE(m.step.has_value()) << "the preset reads the step from step_<N>.pt";
+  ASSERT_EQ(m.files.size(), 1u);
+  EXPECT_EQ(m.files[0].path, "step_" + std::to_string(*m.step) + ".pt");
+  EXPECT_EQ(m.resume, m.files[0].path);
+
+  imds_.Control("DELETE", "/_sim/spot-notice");
+  imds_.Control("POST", "/_sim/identity", R"({"instanceId": "i-0torchreplacement"})");
+  auto b = StartAgent("b", torch_config("b", std::to_string(*m.step + 20)), "ckpt-b", imds_);
+  const auto b_exit = b->Wait(120s);
+  ASSERT_TRUE(b_exit.has_value()) << b->Output();
+  EXPECT_EQ(*b_exit, 0) << b->Output();
+  EXPECT_NE(b->Output().find("resumed from " + dir_.Join("ckpt-b/" + m.files[0].path) +
+                             " at step " + std::to_string(*m.step)),
+            std::string::npos)
+      << b->Output();
+  EXPECT_EQ(ManifestOf(Committed().front()).step, *m.step + 20);
+}
+
 TEST_F(AgentE2E, AutoScalingIsToldWhenANoticeEndsAndWhenTheJobIsDone) {
   ToolServer asg("autoscaling_sim.py", {"--access-key", s3_.access_key, "--secret-key",
                                         s3_.secret_key, "--region", "us-east-1"});
