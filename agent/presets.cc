@@ -1,6 +1,7 @@
 #include "agent/presets.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include <charconv>
 #include <map>
 #include <regex>
+
+#include <nlohmann/json.hpp>
 
 #include "common/files.h"
 
@@ -519,6 +522,43 @@ CheckpointDetector CheckpointDetector::ForConfig(const Config& config) {
   return CheckpointDetector(config.checkpoint_dir, config.preset, config.patterns);
 }
 
+// Whether a serialized tensor file is whole, for the formats whose end can
+// be recognised: torch.save's zip (the end-of-central-directory record must
+// be there) and safetensors (header length + JSON header + the data it
+// describes must add up to the file size). Other files pass.
+bool LooksWhole(const std::string& path, uint64_t size) {
+  auto fd = OpenFile(path, O_RDONLY);
+  if (!fd.ok()) return false;
+  auto head = PreadUpTo(fd->get(), 0, 8, path);
+  if (!head.ok()) return false;
+  if (head->size() >= 4 && head->compare(0, 4, "PK\x03\x04") == 0) {
+    // EOCD: 22 bytes plus a comment of at most 65535 bytes at the end.
+    const uint64_t tail = std::min<uint64_t>(size, 22 + 65535);
+    auto end = PreadUpTo(fd->get(), size - tail, tail, path);
+    return end.ok() && end->rfind("PK\x05\x06") != std::string::npos &&
+           end->size() - end->rfind("PK\x05\x06") >= 22;
+  }
+  if (path.ends_with(".safetensors") && head->size() == 8) {
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>((*head)[i]);
+    if (header_len > size - 8) return false;
+    auto header = PreadUpTo(fd->get(), 8, header_len, path);
+    if (!header.ok()) return false;
+    auto j = nlohmann::json::parse(*header, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return false;
+    uint64_t data_end = 0;
+    for (const auto& [name, t] : j.items()) {
+      if (name == "__metadata__" || !t.is_object() || !t.contains("data_offsets")) continue;
+      const auto& off = t["data_offsets"];
+      if (off.is_array() && off.size() == 2 && off[1].is_number_unsigned()) {
+        data_end = std::max(data_end, off[1].get<uint64_t>());
+      }
+    }
+    return 8 + header_len + data_end == size;
+  }
+  return true;
+}
+
 std::vector<Checkpoint> CheckpointDetector::Detect(const std::vector<ListedFile>& files,
                                                    const std::set<std::string>& unsettled) const {
   Listing listing(files, unsettled);
@@ -531,6 +571,17 @@ std::vector<Checkpoint> CheckpointDetector::Detect(const std::vector<ListedFile>
     case Preset::kLightning:
     case Preset::kGeneric:
       DetectFiles(listing, patterns_, out);
+      if (preset_ != Preset::kGeneric) {
+        // A trainer killed in the middle of torch.save leaves a file that
+        // looks settled; its format shows it is not whole.
+        std::map<std::string, uint64_t> sizes;
+        for (const ListedFile& f : files) sizes[f.relpath] = f.size;
+        std::erase_if(out, [&](const Checkpoint& c) {
+          return std::any_of(c.relpaths.begin(), c.relpaths.end(), [&](const std::string& rel) {
+            return !LooksWhole(checkpoint_dir_ + "/" + rel, sizes[rel]);
+          });
+        });
+      }
       break;
     case Preset::kHuggingface:
       DetectHuggingface(listing, out);
