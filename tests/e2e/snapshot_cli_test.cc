@@ -2,8 +2,12 @@
 // file:// store, checking output and exit codes as scripts see them.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/crypto.h"
 #include "common/files.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -98,6 +102,38 @@ TEST_F(SnapshotCli, FilesInsideTheCheckpointDirKeepTheirRelativePaths) {
   auto r = Run({"restore", "--checkpoint-dir", dir_.Join("restored")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, dir_.Join("restored/run1/step_10.pt") + "\n");
+}
+
+TEST_F(SnapshotCli, AOneGiBCheckpointRoundTripsThroughTheFileStore) {
+  // 1 GiB of float-like data: a 1 MiB block, varied per block.
+  const size_t kBlock = 1 << 20, kBlocks = 1024;
+  std::string block(kBlock, '\0');
+  for (size_t i = 0; i < kBlock; ++i) block[i] = static_cast<char>((i * 2654435761u) >> 13);
+  std::filesystem::create_directories(dir_.Join("big"));
+  Sha256Stream want;
+  {
+    std::ofstream out(dir_.Join("big/model.pt"), std::ios::binary);
+    for (size_t b = 0; b < kBlocks; ++b) {
+      std::memcpy(&block[(b * 8191) % (kBlock - 8)], &b, sizeof b);
+      out.write(block.data(), static_cast<std::streamsize>(block.size()));
+      want.Update(block);
+    }
+  }
+  auto snap = Run({"snapshot", "--dir", dir_.Join("big")});
+  ASSERT_EQ(snap.exit_code, 0) << snap.err;
+  std::filesystem::remove_all(dir_.Join("big"));
+  auto restore = Run({"restore", "--to", dir_.Join("back")});
+  ASSERT_EQ(restore.exit_code, 0) << restore.err;
+  Sha256Stream got;
+  std::ifstream in(dir_.Join("back/model.pt"), std::ios::binary);
+  std::string buf(kBlock, '\0');
+  uint64_t total = 0;
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+    got.Update(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
+    total += static_cast<uint64_t>(in.gcount());
+  }
+  EXPECT_EQ(total, kBlock * kBlocks);
+  EXPECT_EQ(got.FinishHex(), want.FinishHex());
 }
 
 TEST_F(SnapshotCli, AProgressLineIsShownOnATerminalOnly) {
