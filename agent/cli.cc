@@ -7,8 +7,8 @@
 
 #include "agent/config.h"
 #include "agent/daemon.h"
-#include "agent/drill.h"
 #include "agent/doctor_command.h"
+#include "agent/drill.h"
 #include "agent/exit_codes.h"
 #include "agent/snapshot_commands.h"
 #include "agent/status_command.h"

@@ -28,9 +28,9 @@
 #include "common/autoscaling_client.h"
 #include "common/aws_credentials.h"
 #include "common/files.h"
-#include "common/process.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "common/process.h"
 #include "common/signal_names.h"
 
 namespace sg {
@@ -118,7 +118,7 @@ class Agent {
   std::optional<CheckpointMark> committed_;  // the newest checkpoint in the store
   std::optional<int64_t> committed_step_;
   std::optional<uint64_t> last_seq_;  // of the newest snapshot committed or restored
-  std::string resume_;  // what the trainer is (re)started from; "" = fresh
+  std::string resume_;                // what the trainer is (re)started from; "" = fresh
   double upload_rate_ = kDefaultUploadBytesPerSecond;
 
   // The periodic upload in flight, on its own thread.
@@ -171,8 +171,9 @@ void Agent::PerformOnComplete() {
       return;
     case OnComplete::kScaleToZero: {
       auto group = MyAutoScalingGroup();
-      Status st = group.ok() ? (*AutoScaling())->UpdateAutoScalingGroup(
-                                   *group, GroupCapacity{.min_size = 0, .desired_capacity = 0})
+      Status st = group.ok() ? (*AutoScaling())
+                                   ->UpdateAutoScalingGroup(
+                                       *group, GroupCapacity{.min_size = 0, .desired_capacity = 0})
                              : group.status();
       if (st.ok()) {
         LogInfo("scaled Auto Scaling group {} to zero: the job is done", *group);
@@ -201,9 +202,9 @@ void Agent::PerformOnComplete() {
 void Agent::CompleteLifecycleHook() {
   if (!cfg_.lifecycle_hook) return;
   auto group = MyAutoScalingGroup();
-  Status st = group.ok() ? (*AutoScaling())->CompleteLifecycleAction(
-                               *group, *cfg_.lifecycle_hook, c_.instance,
-                               LifecycleActionResult::kContinue)
+  Status st = group.ok() ? (*AutoScaling())
+                               ->CompleteLifecycleAction(*group, *cfg_.lifecycle_hook, c_.instance,
+                                                         LifecycleActionResult::kContinue)
                          : group.status();
   if (st.ok()) {
     LogInfo("completed lifecycle action {} of group {} (CONTINUE)", *cfg_.lifecycle_hook, *group);
@@ -254,16 +255,17 @@ StatusOr<bool> Agent::AcquireLease() {
     if (!attempt.ok()) return attempt.status();
     if (attempt->outcome == LeaseKeeper::Outcome::kAcquired) return true;
     if (!said) {
-      LogInfo("job {} is held by {} (lease generation {}); waiting for it to be released or "
-              "go stale ({}s without renewal)",
-              cfg_.job, attempt->current.instance, attempt->current.generation,
-              duration_cast<seconds>(cfg_.lease.timeout).count());
+      LogInfo(
+          "job {} is held by {} (lease generation {}); waiting for it to be released or "
+          "go stale ({}s without renewal)",
+          cfg_.job, attempt->current.instance, attempt->current.generation,
+          duration_cast<seconds>(cfg_.lease.timeout).count());
       (void)c_.notifier.Notify("STATUS=waiting for the lease held by " + attempt->current.instance);
       said = true;
     }
     // Wait a heartbeat (a tenth of the timeout at most), awake for signals.
-    const auto until = c_.clock.Monotonic() + std::min<milliseconds>(cfg_.lease.heartbeat,
-                                                                      cfg_.lease.timeout / 10);
+    const auto until = c_.clock.Monotonic() +
+                       std::min<milliseconds>(cfg_.lease.heartbeat, cfg_.lease.timeout / 10);
     while (c_.clock.Monotonic() < until) {
       if (SignalPending()) return false;
       c_.clock.SleepFor(kTick);
@@ -326,9 +328,8 @@ Status Agent::RestoreAtStart() {
 
 Status Agent::StartTrainer() {
   ++attempt_;
-  SG_ASSIGN_OR_RETURN(trainer_, TrainerProcess::Start(cfg_, c_.env,
-                                                      TrainerLaunch{resume_, attempt_},
-                                                      notice_file_));
+  SG_ASSIGN_OR_RETURN(trainer_, TrainerProcess::Start(
+                                    cfg_, c_.env, TrainerLaunch{resume_, attempt_}, notice_file_));
   return Status::Ok();
 }
 
@@ -382,13 +383,14 @@ void Agent::RecordCommit(const SnapshotResult& r, const Checkpoint& checkpoint, 
   LogInfo("snapshot {} committed: checkpoint {} (step {}), {} bytes stored in {:.1f}s",
           SeqName(r.seq), checkpoint.id, checkpoint.step ? std::to_string(*checkpoint.step) : "-",
           r.stored_bytes, secs);
-  (void)events_.Record("snapshot", {{"seq", r.seq},
-                                    {"checkpoint", checkpoint.id},
-                                    {"step", checkpoint.step ? nlohmann::ordered_json(*checkpoint.step)
-                                                             : nlohmann::ordered_json(nullptr)},
-                                    {"bytes", r.bytes},
-                                    {"stored_bytes", r.stored_bytes},
-                                    {"seconds", secs}});
+  (void)events_.Record("snapshot",
+                       {{"seq", r.seq},
+                        {"checkpoint", checkpoint.id},
+                        {"step", checkpoint.step ? nlohmann::ordered_json(*checkpoint.step)
+                                                 : nlohmann::ordered_json(nullptr)},
+                        {"bytes", r.bytes},
+                        {"stored_bytes", r.stored_bytes},
+                        {"seconds", secs}});
   (void)c_.notifier.Notify("STATUS=snapshot " + SeqName(r.seq) + " committed");
   auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{cfg_.keep, {}});
   if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
@@ -398,9 +400,8 @@ void Agent::StartPeriodicUpload(const Checkpoint& checkpoint) {
   upload_cancel_ = false;
   upload_checkpoint_ = checkpoint;
   upload_started_ = c_.clock.Monotonic();
-  upload_ = std::async(std::launch::async, [this, checkpoint] {
-    return Upload(checkpoint, &upload_cancel_);
-  });
+  upload_ = std::async(std::launch::async,
+                       [this, checkpoint] { return Upload(checkpoint, &upload_cancel_); });
 }
 
 void Agent::CollectPeriodicUpload(bool wait) {
@@ -479,7 +480,8 @@ void Agent::Finish(int exit_code) {
   // The newest step the trainer wrote a checkpoint for, complete or not.
   if (auto listed = ListCheckpointDir(cfg_.checkpoint_dir); listed.ok()) {
     for (const ListedFile& f : *listed) {
-      if (auto step = ParseStep(f.relpath); step && (!result_.local_step || *step > *result_.local_step)) {
+      if (auto step = ParseStep(f.relpath);
+          step && (!result_.local_step || *step > *result_.local_step)) {
         result_.local_step = step;
       }
     }
@@ -522,29 +524,32 @@ void Agent::HandleNotice(const InterruptionEvent& event) {
       expected_bytes += std::filesystem::file_size(cfg_.checkpoint_dir + "/" + rel, ec);
     }
   }
-  const auto upload_estimate =
-      milliseconds(static_cast<int64_t>(1000.0 * static_cast<double>(expected_bytes) / upload_rate_));
+  const auto upload_estimate = milliseconds(
+      static_cast<int64_t>(1000.0 * static_cast<double>(expected_bytes) / upload_rate_));
   auto wait = duration_cast<milliseconds>(left) - upload_estimate - kNoticeSafety;
   if (wait < milliseconds(0)) wait = milliseconds(0);
-  LogInfo("{}s until the deadline; waiting up to {:.1f}s for a checkpoint (upload estimate {:.1f}s)",
-          left.count(), wait.count() / 1000.0, upload_estimate.count() / 1000.0);
+  LogInfo(
+      "{}s until the deadline; waiting up to {:.1f}s for a checkpoint (upload estimate {:.1f}s)",
+      left.count(), wait.count() / 1000.0, upload_estimate.count() / 1000.0);
   auto committed = FinalSnapshot(notice_at + wait, /*ask_trainer=*/true);
   if (done_) return;
   const double to_commit = SecondsSince(c_.clock, notice_at);
   result_.notice_to_commit_seconds = committed ? to_commit : -1;
-  const auto time_left = duration_cast<milliseconds>(left) - duration_cast<milliseconds>(
-                                                                  c_.clock.Monotonic() - notice_at);
+  const auto time_left = duration_cast<milliseconds>(left) -
+                         duration_cast<milliseconds>(c_.clock.Monotonic() - notice_at);
   StopTrainer(std::clamp<milliseconds>(time_left - seconds(5), milliseconds(0), cfg_.stop_grace));
-  (void)events_.Record("stop", {{"reason", "notice"},
-                                {"action", event.action},
-                                {"notice_to_commit_seconds", committed ? nlohmann::ordered_json(to_commit)
-                                                                       : nlohmann::ordered_json(nullptr)},
-                                {"seq", committed ? nlohmann::ordered_json(committed->seq)
-                                                  : nlohmann::ordered_json(nullptr)}});
+  (void)events_.Record(
+      "stop", {{"reason", "notice"},
+               {"action", event.action},
+               {"notice_to_commit_seconds",
+                committed ? nlohmann::ordered_json(to_commit) : nlohmann::ordered_json(nullptr)},
+               {"seq", committed ? nlohmann::ordered_json(committed->seq)
+                                 : nlohmann::ordered_json(nullptr)}});
   CompleteLifecycleHook();
-  LogInfo("interrupted: {} in {:.1f}s from the notice; exiting {}",
-          committed ? "snapshot " + SeqName(committed->seq) + " committed" : "nothing new to commit",
-          to_commit, static_cast<int>(kExitInterrupted));
+  LogInfo(
+      "interrupted: {} in {:.1f}s from the notice; exiting {}",
+      committed ? "snapshot " + SeqName(committed->seq) + " committed" : "nothing new to commit",
+      to_commit, static_cast<int>(kExitInterrupted));
   Finish(kExitInterrupted);
 }
 
@@ -568,12 +573,12 @@ void Agent::HandleTrainerExit(const ExitStatus& status) {
     while (c_.clock.Monotonic() < until) c_.clock.SleepFor(kTick);
     FinalSnapshot(c_.clock.Monotonic(), /*ask_trainer=*/false);
     if (done_) return;
-    nlohmann::ordered_json marker = {{"time", FormatUtc(c_.clock.Now(), true)},
-                                     {"instance", c_.instance},
-                                     {"seq", last_seq_ ? nlohmann::ordered_json(*last_seq_)
-                                                       : nlohmann::ordered_json(nullptr)},
-                                     {"step", committed_step_ ? nlohmann::ordered_json(*committed_step_)
-                                                              : nlohmann::ordered_json(nullptr)}};
+    nlohmann::ordered_json marker = {
+        {"time", FormatUtc(c_.clock.Now(), true)},
+        {"instance", c_.instance},
+        {"seq", last_seq_ ? nlohmann::ordered_json(*last_seq_) : nlohmann::ordered_json(nullptr)},
+        {"step", committed_step_ ? nlohmann::ordered_json(*committed_step_)
+                                 : nlohmann::ordered_json(nullptr)}};
     auto put = c_.store.Put(cfg_.job + "/complete", marker.dump(), PutCondition::CreateOnly());
     if (!put.ok() && !put.status().Is(StatusCode::kPreconditionFailed)) {
       LogError("writing the complete marker failed: {}", put.status().message());
@@ -595,8 +600,8 @@ void Agent::HandleTrainerExit(const ExitStatus& status) {
   }
   const double factor = std::pow(2.0, restarts_);
   const auto backoff = std::min<milliseconds>(
-      cfg_.restart.max_backoff,
-      milliseconds(static_cast<int64_t>(static_cast<double>(cfg_.restart.backoff.count()) * factor)));
+      cfg_.restart.max_backoff, milliseconds(static_cast<int64_t>(
+                                    static_cast<double>(cfg_.restart.backoff.count()) * factor)));
   ++restarts_;
   LogWarn("the trainer failed ({}); restart {} of {} in {:.1f}s", status.ToString(), restarts_,
           cfg_.restart.max, backoff.count() / 1000.0);
@@ -778,16 +783,18 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
   ImdsClient::Options imds_options = ImdsOptionsFromEnvironment(
       config.imds.endpoint == "http://169.254.169.254" ? "" : config.imds.endpoint, env);
   std::unique_ptr<ImdsClient> imds;
-  if (!imds_options.disabled) imds = std::make_unique<ImdsClient>(transport, SystemClock(), imds_options);
+  if (!imds_options.disabled)
+    imds = std::make_unique<ImdsClient>(transport, SystemClock(), imds_options);
   std::string instance;
   if (imds) {
     auto identity = ReadInstanceIdentity(*imds);
     if (identity.ok()) {
       instance = identity->instance_id;
     } else {
-      LogWarn("the instance metadata service does not answer ({}); interruption notices cannot "
-              "be seen on this machine",
-              identity.status().message());
+      LogWarn(
+          "the instance metadata service does not answer ({}); interruption notices cannot "
+          "be seen on this machine",
+          identity.status().message());
     }
   }
   if (instance.empty()) {

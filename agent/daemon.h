@@ -31,9 +31,9 @@ struct AgentResult {
   int exit_code = 0;
   // Filled when the job was interrupted: seconds from the notice to the commit.
   double notice_to_commit_seconds = -1;
-  std::optional<int64_t> committed_step;   // step of the last snapshot committed
-  std::optional<int64_t> local_step;       // newest step on disk when the trainer stopped
-  std::optional<int64_t> resumed_step;     // step the trainer was started from
+  std::optional<int64_t> committed_step;  // step of the last snapshot committed
+  std::optional<int64_t> local_step;      // newest step on disk when the trainer stopped
+  std::optional<int64_t> resumed_step;    // step the trainer was started from
   double restore_seconds = 0;
 };
 

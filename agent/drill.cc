@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
-
 #include <nlohmann/json.hpp>
 
 #include "agent/daemon.h"
@@ -23,8 +22,7 @@ namespace {
 // its start, with the usual two minutes' notice.
 class DrillMetadata final : public MetadataService {
  public:
-  DrillMetadata(Clock& clock, Duration after)
-      : clock_(clock), notice_at_(clock.Now() + after) {}
+  DrillMetadata(Clock& clock, Duration after) : clock_(clock), notice_at_(clock.Now() + after) {}
 
   StatusOr<std::string> Get(std::string_view path) override {
     if (path == "meta-data/spot/instance-action" && clock_.Now() >= notice_at_) {
@@ -98,9 +96,9 @@ int RunDrillCommand(const Config& config, const std::map<std::string, std::strin
   std::printf("  steps lost                           %s\n",
               lost ? std::to_string(*lost).c_str() : "unknown");
   std::printf("  replacement ended with               exit %d (%s)\n", r2.exit_code,
-              r2.exit_code == kExitOk ? "job complete" : r2.exit_code == kExitInterrupted
-                                                             ? "interrupted again, as planned"
-                                                             : "failure");
+              r2.exit_code == kExitOk            ? "job complete"
+              : r2.exit_code == kExitInterrupted ? "interrupted again, as planned"
+                                                 : "failure");
   std::printf("  result                               %s\n",
               resumed ? "SURVIVED: the job continued on the replacement" : "FAILED");
   std::filesystem::remove_all(work);

@@ -3,11 +3,10 @@
 // complete, failed, fenced), read back by `spotguard status`.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "common/object_store.h"

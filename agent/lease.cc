@@ -39,8 +39,9 @@ std::string LeaseKeeper::Body(uint64_t generation, bool released) const {
 StatusOr<LeaseKeeper::Attempt> LeaseKeeper::Take(const std::string& condition_etag, bool create,
                                                  const LeaseState& from) {
   const uint64_t generation = from.generation + 1;
-  auto put = store_.Put(key_, Body(generation, false),
-                        create ? PutCondition::CreateOnly() : PutCondition::IfMatch(condition_etag));
+  auto put =
+      store_.Put(key_, Body(generation, false),
+                 create ? PutCondition::CreateOnly() : PutCondition::IfMatch(condition_etag));
   if (!put.ok()) {
     if (put.status().Is(StatusCode::kPreconditionFailed)) {
       // Someone else took it first; report what is there now.

@@ -40,8 +40,9 @@ class LeaseKeeper {
   enum class Outcome { kAcquired, kHeldByOther };
   struct Attempt {
     Outcome outcome;
-    LeaseState current;      // the lease as it is now
-    std::chrono::milliseconds unchanged_for{0};  // how long we have seen the other's lease unchanged
+    LeaseState current;  // the lease as it is now
+    std::chrono::milliseconds unchanged_for{
+        0};  // how long we have seen the other's lease unchanged
   };
   // One try to take the lease; call again (e.g. every heartbeat) while it is
   // held by another. Errors are the store's.

@@ -150,7 +150,8 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
     if (!f.key.starts_with(key_prefix) || !CheckRelativePath(f.key).ok()) {
       return corrupt("file \"" + f.path + "\" points outside the snapshot: " + f.key);
     }
-    if (f.mode > 07777) return corrupt("file \"" + f.path + "\" has mode " + std::to_string(f.mode));
+    if (f.mode > 07777)
+      return corrupt("file \"" + f.path + "\" has mode " + std::to_string(f.mode));
     if (f.sha256.size() != 64 ||
         f.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
       return corrupt("file \"" + f.path + "\" has a malformed sha256");

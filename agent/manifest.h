@@ -8,12 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "common/zstd_codec.h"
@@ -59,9 +58,9 @@ struct Manifest {
 std::string SeqName(uint64_t seq);
 std::optional<uint64_t> ParseSeqName(std::string_view name);
 
-std::string JobPrefix(const std::string& job);                      // "<job>/"
-std::string SnapshotsPrefix(const std::string& job);                // "<job>/snapshots/"
-std::string SnapshotPrefix(const std::string& job, uint64_t seq);   // ".../<seq>/"
+std::string JobPrefix(const std::string& job);                     // "<job>/"
+std::string SnapshotsPrefix(const std::string& job);               // "<job>/snapshots/"
+std::string SnapshotPrefix(const std::string& job, uint64_t seq);  // ".../<seq>/"
 std::string ManifestKey(const std::string& job, uint64_t seq);
 std::string ClaimKey(const std::string& job, uint64_t seq);
 std::string LatestKey(const std::string& job);

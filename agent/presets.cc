@@ -10,9 +10,8 @@
 #include <cerrno>
 #include <charconv>
 #include <map>
-#include <regex>
-
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "common/files.h"
 
@@ -527,10 +526,12 @@ CheckpointDetector CheckpointDetector::ForConfig(const Config& config) {
 // be there) and safetensors (header length + JSON header + the data it
 // describes must add up to the file size). Other files pass.
 bool LooksWhole(const std::string& path, uint64_t size) {
+  // A file that cannot be read now is judged by the capture, which fails
+  // cleanly when it has vanished.
   auto fd = OpenFile(path, O_RDONLY);
-  if (!fd.ok()) return false;
+  if (!fd.ok()) return true;
   auto head = PreadUpTo(fd->get(), 0, 8, path);
-  if (!head.ok()) return false;
+  if (!head.ok()) return true;
   if (head->size() >= 4 && head->compare(0, 4, "PK\x03\x04") == 0) {
     // EOCD: 22 bytes plus a comment of at most 65535 bytes at the end.
     const uint64_t tail = std::min<uint64_t>(size, 22 + 65535);
@@ -540,7 +541,8 @@ bool LooksWhole(const std::string& path, uint64_t size) {
   }
   if (path.ends_with(".safetensors") && head->size() == 8) {
     uint64_t header_len = 0;
-    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>((*head)[i]);
+    for (int i = 7; i >= 0; --i)
+      header_len = (header_len << 8) | static_cast<unsigned char>((*head)[i]);
     if (header_len > size - 8) return false;
     auto header = PreadUpTo(fd->get(), 8, header_len, path);
     if (!header.ok()) return false;

@@ -22,7 +22,7 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   for (const ObjectInfo& o : objects) {
     const std::string_view rest = std::string_view(o.key).substr(skip);
     auto seq = rest.size() > 11 && rest[10] == '/' ? ParseSeqName(rest.substr(0, 10))
-                                                  : std::optional<uint64_t>();
+                                                   : std::optional<uint64_t>();
     if (!seq) continue;  // not ours; leave it alone
     Dir& d = dirs[*seq];
     d.keys.push_back(o.key);
@@ -59,9 +59,10 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
         continue;
       }
       if (kept_readable == 0) {
-        LogWarn("gc of job {}: none of the newest {} snapshots has a readable manifest; "
-                "keeping snapshot {} and older",
-                job, options.keep, SeqName(seq));
+        LogWarn(
+            "gc of job {}: none of the newest {} snapshots has a readable manifest; "
+            "keeping snapshot {} and older",
+            job, options.keep, SeqName(seq));
         continue;
       }
       SG_RETURN_IF_ERROR(remove_dir(seq, d));

@@ -9,8 +9,8 @@
 #include "agent/capture.h"
 #include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
-#include "agent/presets.h"
 #include "agent/manifest.h"
+#include "agent/presets.h"
 #include "agent/progress.h"
 #include "agent/retention.h"
 #include "agent/snapshot_reader.h"
@@ -29,10 +29,14 @@ int Fail(std::string_view command, const Status& st, int code = kExitFailure) {
 
 ShufflePolicy PolicyOf(Shuffle s) {
   switch (s) {
-    case Shuffle::kAuto: return ShufflePolicy::kAuto;
-    case Shuffle::kOff: return ShufflePolicy::kOff;
-    case Shuffle::kTwo: return ShufflePolicy::kTwo;
-    case Shuffle::kFour: return ShufflePolicy::kFour;
+    case Shuffle::kAuto:
+      return ShufflePolicy::kAuto;
+    case Shuffle::kOff:
+      return ShufflePolicy::kOff;
+    case Shuffle::kTwo:
+      return ShufflePolicy::kTwo;
+    case Shuffle::kFour:
+      return ShufflePolicy::kFour;
   }
   return ShufflePolicy::kAuto;
 }
@@ -52,7 +56,8 @@ StatusOr<std::vector<SnapshotSource>> SourcesFor(const Config& config,
   std::error_code ec;
   if (!args.dir.empty()) {
     const fs::path root = fs::absolute(args.dir, ec).lexically_normal();
-    if (!fs::is_directory(root, ec)) return Status::InvalidArgument(args.dir + " is not a directory");
+    if (!fs::is_directory(root, ec))
+      return Status::InvalidArgument(args.dir + " is not a directory");
     for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::end(it);
          it.increment(ec)) {
       if (it->is_symlink()) {
@@ -89,12 +94,12 @@ int SnapshotNewestCheckpoint(const Config& config, ObjectStore& store) {
   auto found = DetectSettledNow(detector, SettleTime(config), SystemClock());
   if (!found.ok()) return Fail("snapshot", found.status());
   if (found->empty()) {
-    return Fail("snapshot", Status::NotFound("no complete checkpoint in " + config.checkpoint_dir +
-                                             " (preset " + std::string(PresetName(config.preset)) +
-                                             "; files settle for " +
-                                             FormatDuration(std::chrono::duration_cast<Duration>(
-                                                 SettleTime(config))) +
-                                             ")"));
+    return Fail(
+        "snapshot",
+        Status::NotFound("no complete checkpoint in " + config.checkpoint_dir + " (preset " +
+                         std::string(PresetName(config.preset)) + "; files settle for " +
+                         FormatDuration(std::chrono::duration_cast<Duration>(SettleTime(config))) +
+                         ")"));
   }
   const Checkpoint& newest = found->front();
   SnapshotCatalog catalog(store, config.job);
@@ -113,7 +118,8 @@ int SnapshotNewestCheckpoint(const Config& config, ObjectStore& store) {
   if (!capture.ok()) return Fail("snapshot", capture.status());
   SnapshotRequest request;
   request.job = config.job;
-  for (const CapturedFile& f : capture->files()) request.files.push_back({f.relpath, f.staged_path});
+  for (const CapturedFile& f : capture->files())
+    request.files.push_back({f.relpath, f.staged_path});
   request.preset = std::string(PresetName(config.preset));
   request.step = newest.step;
   request.resume = newest.resume == "." ? "" : newest.resume;
@@ -142,7 +148,8 @@ SnapshotOptions SnapshotOptionsOf(const Config& config) {
 }
 
 std::optional<uint64_t> ParseSeqArgument(const std::string& text) {
-  if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 10 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
   return std::stoull(text);
@@ -196,19 +203,21 @@ int RunSnapshotCommand(const Config& config, const Environment& env,
   if (!result.ok()) return Fail("snapshot", result.status());
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  LogInfo("snapshot {} of job {} committed: {} files, {} stored as {} in {:.1f}s", SeqName(result->seq),
-          config.job, result->manifest.files.size(), HumanBytes(result->bytes),
-          HumanBytes(result->stored_bytes), secs);
+  LogInfo("snapshot {} of job {} committed: {} files, {} stored as {} in {:.1f}s",
+          SeqName(result->seq), config.job, result->manifest.files.size(),
+          HumanBytes(result->bytes), HumanBytes(result->stored_bytes), secs);
   auto gc = CollectGarbage(**store, SystemClock(), config.job, GcOptions{config.keep, {}});
-  if (!gc.ok()) LogWarn("retention after snapshot {} failed: {}", SeqName(result->seq), gc.status().message());
+  if (!gc.ok())
+    LogWarn("retention after snapshot {} failed: {}", SeqName(result->seq), gc.status().message());
   std::cout << SeqName(result->seq) << "\n";
   return kExitOk;
 }
 
-int RunRestoreCommand(const Config& config, const Environment& env, const RestoreCommandArgs& args) {
-  const std::string target =
-      args.to.empty() ? config.checkpoint_dir
-                      : std::filesystem::absolute(args.to).lexically_normal().string();
+int RunRestoreCommand(const Config& config, const Environment& env,
+                      const RestoreCommandArgs& args) {
+  const std::string target = args.to.empty()
+                                 ? config.checkpoint_dir
+                                 : std::filesystem::absolute(args.to).lexically_normal().string();
   if (target.empty()) {
     return Fail("restore",
                 Status::InvalidArgument("restore needs --to DIR or checkpoint_dir in the config"),

@@ -24,7 +24,8 @@ struct SnapshotCommandArgs {
   std::string dir;                 // --dir
   std::vector<std::string> files;  // FILE...
 };
-int RunSnapshotCommand(const Config& config, const Environment& env, const SnapshotCommandArgs& args);
+int RunSnapshotCommand(const Config& config, const Environment& env,
+                       const SnapshotCommandArgs& args);
 
 struct RestoreCommandArgs {
   std::optional<uint64_t> seq;  // --snapshot

@@ -116,8 +116,7 @@ StatusOr<Manifest> SnapshotCatalog::ReadManifest(uint64_t seq) {
   return ParseManifest(text, job_, seq);
 }
 
-Restorer::Restorer(ObjectStore& store, RestoreOptions options)
-    : store_(store), options_(options) {}
+Restorer::Restorer(ObjectStore& store, RestoreOptions options) : store_(store), options_(options) {}
 
 Status Restorer::ReadFile(const std::string& job, const ManifestFile& file,
                           const std::function<Status(std::string_view)>& sink,
@@ -152,7 +151,8 @@ Status Restorer::ReadFile(const std::string& job, const ManifestFile& file,
                                         range_length]() -> StatusOr<std::string> {
       auto stored = store_.Get(key, ByteRange{range_offset, range_length});
       if (!stored.ok()) {
-        return Status(stored.status().code(), "file \"" + file.path + "\": " + stored.status().message());
+        return Status(stored.status().code(),
+                      "file \"" + file.path + "\": " + stored.status().message());
       }
       if (stored->size() != range_length) {
         return Status::Corruption("file \"" + file.path + "\": object " + file.key +
@@ -190,19 +190,20 @@ Status Restorer::Verify(const std::string& job, const Manifest& manifest,
   std::vector<std::string> bad;
   uint64_t done = 0;
   for (const ManifestFile& f : manifest.files) {
-    Status st = ReadFile(job, f, [](std::string_view) { return Status::Ok(); },
-                         [&](uint64_t n) {
-                           done += n;
-                           if (progress) progress(done);
-                         });
+    Status st = ReadFile(
+        job, f, [](std::string_view) { return Status::Ok(); },
+        [&](uint64_t n) {
+          done += n;
+          if (progress) progress(done);
+        });
     if (!st.ok()) {
       if (!FallsBack(st)) return st;  // not damage: the check itself failed
       bad.push_back(st.message());
     }
   }
   if (bad.empty()) return Status::Ok();
-  return Status::Corruption("snapshot " + SeqName(manifest.seq) + " is damaged: " +
-                            Join(bad, "; "));
+  return Status::Corruption("snapshot " + SeqName(manifest.seq) +
+                            " is damaged: " + Join(bad, "; "));
 }
 
 Status Restorer::RestoreInto(const std::string& job, const Manifest& manifest,
@@ -299,8 +300,7 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
 }
 
 StatusOr<RestoreResult> Restorer::Restore(const std::string& job, const std::string& target_dir,
-                                          std::optional<uint64_t> seq,
-                                          const ProgressFn& progress) {
+                                          std::optional<uint64_t> seq, const ProgressFn& progress) {
   if (seq) return RestoreOne(job, *seq, target_dir, progress);
 
   SnapshotCatalog catalog(store_, job);

@@ -120,9 +120,8 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
     if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
     sha.Update(raw);
     if (progress) progress(raw.size());
-    SG_RETURN_IF_ERROR(pipeline.Submit([codec, level, raw = std::move(raw)]() {
-      return EncodeFrame(codec, raw, level);
-    }));
+    SG_RETURN_IF_ERROR(pipeline.Submit(
+        [codec, level, raw = std::move(raw)]() { return EncodeFrame(codec, raw, level); }));
   }
   SG_RETURN_IF_ERROR(pipeline.Finish());
   SG_ASSIGN_OR_RETURN(const FileIdentity after, Identify(fd.get(), source.read_from));
@@ -217,8 +216,7 @@ StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const SnapshotRequest& 
   // `latest` is a hint: never moved backwards, and a failure to write it is
   // not fatal (restore finds the snapshot by listing).
   auto current = store_.Get(LatestKey(request.job));
-  const auto current_seq =
-      current.ok() ? ParseSeqName(Trim(*current)) : std::optional<uint64_t>();
+  const auto current_seq = current.ok() ? ParseSeqName(Trim(*current)) : std::optional<uint64_t>();
   if (!current_seq || *current_seq < manifest.seq) {
     Status st =
         store_.Put(LatestKey(request.job), SeqName(manifest.seq) + "\n", PutCondition::None())

@@ -20,7 +20,7 @@
 namespace sg {
 
 struct SnapshotSource {
-  std::string path;     // relative path recorded in the manifest
+  std::string path;       // relative path recorded in the manifest
   std::string read_from;  // absolute path to read (a staged copy, or the file itself)
 };
 

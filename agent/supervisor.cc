@@ -17,7 +17,8 @@ std::string Expand(std::string arg, const Config& config, const TrainerLaunch& l
       {"{job}", config.job},
       {"{attempt}", std::to_string(launch.attempt)}};
   for (const auto& [name, value] : values) {
-    for (size_t at = arg.find(name); at != std::string::npos; at = arg.find(name, at + value.size())) {
+    for (size_t at = arg.find(name); at != std::string::npos;
+         at = arg.find(name, at + value.size())) {
       arg.replace(at, name.size(), value);
     }
   }

@@ -52,7 +52,8 @@ StatusOr<TimedCredentials> ParseCredentialsJson(const std::string& body,
   out.credentials.secret_access_key = field("SecretAccessKey");
   out.credentials.session_token = field("Token");
   if (out.credentials.access_key_id.empty() || out.credentials.secret_access_key.empty()) {
-    return Status::Corruption(source + " returned credentials without AccessKeyId or "
+    return Status::Corruption(source +
+                              " returned credentials without AccessKeyId or "
                               "SecretAccessKey");
   }
   if (auto exp = field("Expiration"); !exp.empty()) {
@@ -101,16 +102,17 @@ DefaultCredentialsChain::DefaultCredentialsChain(std::map<std::string, std::stri
 
 StatusOr<AwsCredentials> DefaultCredentialsChain::Get() {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool fresh = cached_ && (!cached_->expiration ||
-                                 clock_.Now() + kRefreshBefore < *cached_->expiration);
+  const bool fresh =
+      cached_ && (!cached_->expiration || clock_.Now() + kRefreshBefore < *cached_->expiration);
   if (!fresh) {
     auto resolved = Resolve();
     if (!resolved.ok()) {
       // Keep using credentials that have not expired yet if renewal fails.
       if (cached_ && cached_->expiration && clock_.Now() < *cached_->expiration) {
-        LogWarn("renewing AWS credentials from {} failed ({}); the current ones stay valid "
-                "for now",
-                cached_->source, resolved.status().message());
+        LogWarn(
+            "renewing AWS credentials from {} failed ({}); the current ones stay valid "
+            "for now",
+            cached_->source, resolved.status().message());
         return cached_->credentials;
       }
       return resolved.status();
@@ -150,8 +152,8 @@ StatusOr<TimedCredentials> DefaultCredentialsChain::Resolve() {
     // A profile asked for by name must exist; the default one may not.
     if (parsed.ok() || env_.count("AWS_PROFILE")) return parsed;
   } else if (env_.count("AWS_PROFILE")) {
-    return Status::NotFound("AWS_PROFILE=" + profile + " but " + file + " cannot be read: " +
-                            text.status().message());
+    return Status::NotFound("AWS_PROFILE=" + profile + " but " + file +
+                            " cannot be read: " + text.status().message());
   }
 
   if (env_.count("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") ||
@@ -174,7 +176,8 @@ StatusOr<TimedCredentials> DefaultCredentialsChain::FromContainer() {
     req.url = EnvOr(env_, "AWS_CONTAINER_CREDENTIALS_FULL_URI");
   }
   std::string token = EnvOr(env_, "AWS_CONTAINER_AUTHORIZATION_TOKEN");
-  if (auto token_file = EnvOr(env_, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"); !token_file.empty()) {
+  if (auto token_file = EnvOr(env_, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+      !token_file.empty()) {
     SG_ASSIGN_OR_RETURN(std::string t, ReadFileToString(token_file));
     token = std::string(Trim(t));
   }

@@ -202,8 +202,8 @@ class FileStore::Writer final : public ObjectWriter {
   StatusOr<std::string> Commit() override {
     if (!fd_.valid()) return Status::InvalidArgument("writer for " + key_ + " is closed");
     auto etag = FinishStaged(fd_.get(), staged_);
-    Status st = etag.ok() ? store_.CommitStaged(key_, staged_, path_, PutCondition::None())
-                          : etag.status();
+    Status st =
+        etag.ok() ? store_.CommitStaged(key_, staged_, path_, PutCondition::None()) : etag.status();
     fd_.reset();
     if (!st.ok()) {
       ::unlink(staged_.c_str());
@@ -232,8 +232,7 @@ StatusOr<std::unique_ptr<ObjectWriter>> FileStore::NewWriter(const std::string& 
       new Writer(*this, key, std::move(path), std::move(staged), std::move(fd)));
 }
 
-StatusOr<int> FileStore::CleanStaleWrites(const std::string& /*prefix*/,
-                                          std::chrono::seconds age) {
+StatusOr<int> FileStore::CleanStaleWrites(const std::string& /*prefix*/, std::chrono::seconds age) {
   // Staged files carry no key, so every stale one goes, whatever the prefix.
   const auto cutoff = std::chrono::system_clock::now() - age;
   int removed = 0;

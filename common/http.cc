@@ -93,7 +93,8 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
   if (request.no_proxy) curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
   if (request.stall_timeout.count() > 0) {
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(request.stall_timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(request.stall_timeout.count()));
   }
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,

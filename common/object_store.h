@@ -96,8 +96,7 @@ class ObjectStore {
   // Removes the leftovers of writers that died before committing and started
   // more than `age` ago: S3 multipart uploads under `prefix`, staged files of
   // the file store. Returns how many were removed.
-  virtual StatusOr<int> CleanStaleWrites(const std::string& prefix,
-                                         std::chrono::seconds age) = 0;
+  virtual StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) = 0;
 
   // The store's URL for logs and messages (never holds a secret).
   virtual std::string Describe() const = 0;

@@ -8,12 +8,18 @@ namespace sg {
 
 std::string_view OutcomeName(Outcome o) {
   switch (o) {
-    case Outcome::kSuccess: return "success";
-    case Outcome::kThrottled: return "throttled";
-    case Outcome::kServerError: return "server error";
-    case Outcome::kTransient: return "transient network error";
-    case Outcome::kClockSkew: return "clock skew";
-    case Outcome::kFatal: return "fatal";
+    case Outcome::kSuccess:
+      return "success";
+    case Outcome::kThrottled:
+      return "throttled";
+    case Outcome::kServerError:
+      return "server error";
+    case Outcome::kTransient:
+      return "transient network error";
+    case Outcome::kClockSkew:
+      return "clock skew";
+    case Outcome::kFatal:
+      return "fatal";
   }
   return "unknown";
 }
@@ -47,9 +53,9 @@ int RetryBudget::tokens() const {
 
 Duration BackoffDelay(const RetryPolicy& policy, int retry, const UniformRandom& random) {
   const int shift = std::clamp(retry - 1, 0, 30);
-  const double ceiling = std::min(static_cast<double>(policy.max_delay.count()),
-                                  static_cast<double>(policy.base_delay.count()) *
-                                      static_cast<double>(int64_t{1} << shift));
+  const double ceiling = std::min(
+      static_cast<double>(policy.max_delay.count()),
+      static_cast<double>(policy.base_delay.count()) * static_cast<double>(int64_t{1} << shift));
   return Duration(static_cast<int64_t>(random() * ceiling));
 }
 

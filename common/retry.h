@@ -15,11 +15,11 @@ namespace sg {
 
 enum class Outcome {
   kSuccess,
-  kThrottled,     // 429, 503 SlowDown: the service asks us to slow down
-  kServerError,   // 500, 502, 503, 504: the service failed this time
-  kTransient,     // no response: reset, refused, timeout
-  kClockSkew,     // RequestTimeTooSkewed: correct the clock and resend
-  kFatal,         // anything else: retrying cannot help
+  kThrottled,    // 429, 503 SlowDown: the service asks us to slow down
+  kServerError,  // 500, 502, 503, 504: the service failed this time
+  kTransient,    // no response: reset, refused, timeout
+  kClockSkew,    // RequestTimeTooSkewed: correct the clock and resend
+  kFatal,        // anything else: retrying cannot help
 };
 
 std::string_view OutcomeName(Outcome o);

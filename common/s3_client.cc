@@ -20,12 +20,23 @@ std::string XmlEscape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -33,14 +44,22 @@ std::string XmlEscape(std::string_view s) {
 
 std::string CodeForStatus(long status) {
   switch (status) {
-    case 404: return "NoSuchKey";
-    case 412: return "PreconditionFailed";
-    case 403: return "AccessDenied";
-    case 409: return "ConditionalRequestConflict";
-    case 416: return "InvalidRange";
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    default: return "HTTP" + std::to_string(status);
+    case 404:
+      return "NoSuchKey";
+    case 412:
+      return "PreconditionFailed";
+    case 403:
+      return "AccessDenied";
+    case 409:
+      return "ConditionalRequestConflict";
+    case 416:
+      return "InvalidRange";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    default:
+      return "HTTP" + std::to_string(status);
   }
 }
 
@@ -107,8 +126,8 @@ Outcome ClassifyS3Response(const StatusOr<HttpResponse>& response) {
   }
   // A conflicting conditional write in progress: AWS asks to retry.
   if (e.code == "ConditionalRequestConflict") return Outcome::kServerError;
-  if (e.code == "RequestTimeout" || e.code == "InternalError" || status == 500 ||
-      status == 502 || status == 503 || status == 504) {
+  if (e.code == "RequestTimeout" || e.code == "InternalError" || status == 500 || status == 502 ||
+      status == 503 || status == 504) {
     return Outcome::kServerError;
   }
   return Outcome::kFatal;
@@ -271,8 +290,8 @@ StatusOr<S3PutResult> S3Client::PutObject(const std::string& bucket, const std::
   } else if (condition.kind == PutCondition::Kind::kIfMatch) {
     // RFC 7232 wants the quoted form, which AWS accepts; Ceph RGW (16.x)
     // compares the header literally against the bare etag.
-    call.headers.emplace_back("If-Match", IsAwsEndpoint(options_) ? "\"" + condition.etag + "\""
-                                                                  : condition.etag);
+    call.headers.emplace_back(
+        "If-Match", IsAwsEndpoint(options_) ? "\"" + condition.etag + "\"" : condition.etag);
   }
   if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
   call.sign_payload = call.body.size() <= (1 << 20);
@@ -347,7 +366,8 @@ StatusOr<ListPage> S3Client::ListObjectsV2(const std::string& bucket, const std:
                                            const std::string& continuation_token, int max_keys) {
   Call call("ListObjectsV2", "GET", bucket, "");
   call.query = {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(max_keys)}};
-  if (!continuation_token.empty()) call.query.emplace_back("continuation-token", continuation_token);
+  if (!continuation_token.empty())
+    call.query.emplace_back("continuation-token", continuation_token);
   SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
   SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "ListObjectsV2 " + bucket));
   pugi::xml_node root = doc.child("ListBucketResult");
@@ -399,9 +419,8 @@ Status S3Client::DeleteObjects(const std::string& bucket, const std::vector<std:
 Status S3Client::CreateBucket(const std::string& bucket) {
   Call call("CreateBucket", "PUT", bucket, "");
   if (options_.region != "us-east-1") {
-    call.body =
-        "<CreateBucketConfiguration><LocationConstraint>" + XmlEscape(options_.region) +
-        "</LocationConstraint></CreateBucketConfiguration>";
+    call.body = "<CreateBucketConfiguration><LocationConstraint>" + XmlEscape(options_.region) +
+                "</LocationConstraint></CreateBucketConfiguration>";
   }
   auto resp = Execute(call);
   if (!resp.ok() && resp.status().reason() != "BucketAlreadyOwnedByYou") return resp.status();
@@ -410,8 +429,8 @@ Status S3Client::CreateBucket(const std::string& bucket) {
 
 StatusOr<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
                                                       const std::string& key) {
-  SG_ASSIGN_OR_RETURN(HttpResponse resp,
-                      Execute(Call("CreateMultipartUpload", "POST", bucket, key, {{"uploads", ""}})));
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(Call("CreateMultipartUpload", "POST", bucket, key,
+                                                      {{"uploads", ""}})));
   SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "CreateMultipartUpload " + key));
   std::string id = ChildText(doc.child("InitiateMultipartUploadResult"), "UploadId");
   if (id.empty()) return Status::Corruption("CreateMultipartUpload " + key + ": no UploadId");
@@ -451,7 +470,8 @@ StatusOr<S3PutResult> S3Client::CompleteMultipartUpload(const std::string& bucke
   call.body = std::move(body);
   call.error_in_200 = true;
   SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "CompleteMultipartUpload " + key));
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc,
+                      ParseXml(resp.body, "CompleteMultipartUpload " + key));
   std::string etag = Unquote(ChildText(doc.child("CompleteMultipartUploadResult"), "ETag"));
   if (etag.empty()) {
     // Some gateways (Ceph RGW 16) answer with an empty ETag; ask for it.

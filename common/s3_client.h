@@ -131,8 +131,8 @@ class S3Client {
     std::vector<std::pair<std::string, std::string>> query;
     HttpHeaders headers;
     std::string body;
-    bool sign_payload = true;      // else UNSIGNED-PAYLOAD (large bodies carry Content-MD5)
-    bool error_in_200 = false;     // CompleteMultipartUpload may answer 200 with <Error>
+    bool sign_payload = true;   // else UNSIGNED-PAYLOAD (large bodies carry Content-MD5)
+    bool error_in_200 = false;  // CompleteMultipartUpload may answer 200 with <Error>
   };
   StatusOr<HttpResponse> Execute(const Call& call);
 

@@ -89,8 +89,8 @@ StatusOr<std::unique_ptr<S3Store>> S3Store::Open(const StoreUrl& url,
   client_options.region = target.region;
   client_options.endpoint = target.endpoint;
   client_options.force_path_style = options.force_path_style;
-  parts->client = std::make_unique<S3Client>(*parts->transport, *parts->credentials, clock,
-                                             client_options);
+  parts->client =
+      std::make_unique<S3Client>(*parts->transport, *parts->credentials, clock, client_options);
   return std::unique_ptr<S3Store>(new S3Store(std::move(parts), url.bucket, url.prefix));
 }
 
@@ -105,7 +105,8 @@ std::string S3Store::Describe() const {
 StatusOr<std::string> S3Store::Put(const std::string& key, std::string_view data,
                                    const PutCondition& condition) {
   if (data.size() > (5ull << 30)) {
-    return Status::InvalidArgument("Put of " + key + ": objects over 5 GiB need a multipart upload");
+    return Status::InvalidArgument("Put of " + key +
+                                   ": objects over 5 GiB need a multipart upload");
   }
   SG_ASSIGN_OR_RETURN(S3PutResult r, client_->PutObject(bucket_, FullKey(key), std::string(data),
                                                         condition, Base64Encode(Md5(data))));

@@ -21,8 +21,8 @@ struct S3StoreOptions {
   std::optional<std::string> endpoint;     // else AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS
   std::string imds_endpoint;               // for the instance role and region; "" = default
   bool force_path_style = false;
-  int parts_in_flight = 8;                 // for writers (multipart uploads)
-  Clock* clock = nullptr;                  // null: the system clock
+  int parts_in_flight = 8;  // for writers (multipart uploads)
+  Clock* clock = nullptr;   // null: the system clock
 };
 
 // Region and endpoint as the AWS tools resolve them. A custom endpoint
@@ -31,12 +31,12 @@ struct ResolvedS3Target {
   std::string region;
   std::string endpoint;  // "" for AWS
 };
-StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& options,
-                                           MetadataService* imds);
+StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& options, MetadataService* imds);
 
 class S3Store final : public ObjectStore {
  public:
-  static StatusOr<std::unique_ptr<S3Store>> Open(const StoreUrl& url, const S3StoreOptions& options);
+  static StatusOr<std::unique_ptr<S3Store>> Open(const StoreUrl& url,
+                                                 const S3StoreOptions& options);
 
   StatusOr<std::string> Put(const std::string& key, std::string_view data,
                             const PutCondition& condition) override;

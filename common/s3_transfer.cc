@@ -97,7 +97,8 @@ StatusOr<std::string> UploadFile(S3Client& client, const std::string& bucket,
   if (size <= part_size) {
     SG_ASSIGN_OR_RETURN(std::string body, PreadUpTo(fd.get(), 0, size, path));
     const std::string md5 = Base64Encode(Md5(body));
-    SG_ASSIGN_OR_RETURN(S3PutResult r, client.PutObject(bucket, key, std::move(body), condition, md5));
+    SG_ASSIGN_OR_RETURN(S3PutResult r,
+                        client.PutObject(bucket, key, std::move(body), condition, md5));
     return r.etag;
   }
   MultipartUpload upload(client, bucket, key, options);
@@ -130,29 +131,27 @@ Status ParallelGet(S3Client& client, const std::string& bucket, const std::strin
   return executor.Wait();
 }
 
-StatusOr<uint64_t> DownloadFile(S3Client& client, const std::string& bucket,
-                                const std::string& key, const std::string& path,
-                                const TransferOptions& options) {
+StatusOr<uint64_t> DownloadFile(S3Client& client, const std::string& bucket, const std::string& key,
+                                const std::string& path, const TransferOptions& options) {
   SG_ASSIGN_OR_RETURN(ObjectInfo head, client.HeadObject(bucket, key));
   SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
   if (::ftruncate(fd.get(), static_cast<off_t>(head.size)) != 0) {
     return Status::FromErrno(errno, "truncate " + path);
   }
-  SG_RETURN_IF_ERROR(ParallelGet(client, bucket, key, head.size, options,
-                                 [&](uint64_t offset, std::string data) -> Status {
-                                   size_t done = 0;
-                                   while (done < data.size()) {
-                                     ssize_t n = ::pwrite(fd.get(), data.data() + done,
-                                                          data.size() - done,
-                                                          static_cast<off_t>(offset + done));
-                                     if (n < 0) {
-                                       if (errno == EINTR) continue;
-                                       return Status::FromErrno(errno, "write " + path);
-                                     }
-                                     done += static_cast<size_t>(n);
-                                   }
-                                   return Status::Ok();
-                                 }));
+  SG_RETURN_IF_ERROR(ParallelGet(
+      client, bucket, key, head.size, options, [&](uint64_t offset, std::string data) -> Status {
+        size_t done = 0;
+        while (done < data.size()) {
+          ssize_t n = ::pwrite(fd.get(), data.data() + done, data.size() - done,
+                               static_cast<off_t>(offset + done));
+          if (n < 0) {
+            if (errno == EINTR) continue;
+            return Status::FromErrno(errno, "write " + path);
+          }
+          done += static_cast<size_t>(n);
+        }
+        return Status::Ok();
+      }));
   if (::fsync(fd.get()) != 0) return Status::FromErrno(errno, "fsync " + path);
   return head.size;
 }
@@ -165,8 +164,8 @@ Status DownloadInOrder(S3Client& client, const std::string& bucket, const std::s
   std::mutex mu;
   std::condition_variable delivered_cv;
   std::map<uint64_t, std::string> waiting;  // fetched, not yet consumed
-  uint64_t next = 0;                       // offset the consumer needs next
-  Status first_error;                      // of a fetch or of the consumer
+  uint64_t next = 0;                        // offset the consumer needs next
+  Status first_error;                       // of a fetch or of the consumer
   const uint64_t window = part_size * static_cast<uint64_t>(std::max(1, options.parts_in_flight));
 
   // Fetches one range; whoever completes the piece at `next` delivers every

@@ -68,7 +68,8 @@ class MultipartUpload {
 // Returns the etag.
 StatusOr<std::string> UploadFile(S3Client& client, const std::string& bucket,
                                  const std::string& key, const std::string& path,
-                                 const TransferOptions& options, const PutCondition& condition = {});
+                                 const TransferOptions& options,
+                                 const PutCondition& condition = {});
 
 // Fetches the object in ranges with up to parts_in_flight requests at once and
 // hands each piece to `sink` (called from several threads, in any order).
@@ -78,9 +79,8 @@ Status ParallelGet(S3Client& client, const std::string& bucket, const std::strin
 
 // Downloads the object into `path` (created or truncated), writing each range
 // in place with pwrite, then fsyncs. Returns the number of bytes.
-StatusOr<uint64_t> DownloadFile(S3Client& client, const std::string& bucket,
-                                const std::string& key, const std::string& path,
-                                const TransferOptions& options);
+StatusOr<uint64_t> DownloadFile(S3Client& client, const std::string& bucket, const std::string& key,
+                                const std::string& path, const TransferOptions& options);
 
 }  // namespace sg
 

@@ -47,10 +47,14 @@ size_t CompressedSize(std::string_view raw, int level) {
 
 std::string_view CodecName(Codec codec) {
   switch (codec) {
-    case Codec::kNone: return "none";
-    case Codec::kZstd: return "zstd";
-    case Codec::kZstdShuffle2: return "zstd+shuffle2";
-    case Codec::kZstdShuffle4: return "zstd+shuffle4";
+    case Codec::kNone:
+      return "none";
+    case Codec::kZstd:
+      return "zstd";
+    case Codec::kZstdShuffle2:
+      return "zstd+shuffle2";
+    case Codec::kZstdShuffle4:
+      return "zstd+shuffle4";
   }
   return "none";
 }
@@ -64,9 +68,12 @@ StatusOr<Codec> ParseCodec(std::string_view name) {
 
 int ShuffleWidth(Codec codec) {
   switch (codec) {
-    case Codec::kZstdShuffle2: return 2;
-    case Codec::kZstdShuffle4: return 4;
-    default: return 1;
+    case Codec::kZstdShuffle2:
+      return 2;
+    case Codec::kZstdShuffle4:
+      return 4;
+    default:
+      return 1;
   }
 }
 
@@ -123,8 +130,8 @@ StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t
     return Status::Corruption("stored frame is truncated or has trailing bytes");
   }
   std::string out(raw_size, '\0');
-  const size_t n = ZSTD_decompressDCtx(ThreadDCtx(), out.data(), out.size(), stored.data(),
-                                       stored.size());
+  const size_t n =
+      ZSTD_decompressDCtx(ThreadDCtx(), out.data(), out.size(), stored.data(), stored.size());
   if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != raw_size) return Status::Corruption("zstd frame decoded to the wrong size");
   const int width = ShuffleWidth(codec);

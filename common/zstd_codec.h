@@ -15,10 +15,10 @@
 namespace sg {
 
 enum class Codec {
-  kNone,           // stored as is
-  kZstd,           // one zstd frame per slice
-  kZstdShuffle2,   // bytes split into 2 planes per slice, then zstd (bf16/fp16 tensors)
-  kZstdShuffle4,   // 4 planes (fp32 tensors)
+  kNone,          // stored as is
+  kZstd,          // one zstd frame per slice
+  kZstdShuffle2,  // bytes split into 2 planes per slice, then zstd (bf16/fp16 tensors)
+  kZstdShuffle4,  // 4 planes (fp32 tensors)
 };
 
 std::string_view CodecName(Codec codec);  // "none", "zstd", "zstd+shuffle2", "zstd+shuffle4"

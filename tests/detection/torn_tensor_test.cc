@@ -39,7 +39,8 @@ TEST(TornTensors, AHalfWrittenTorchSaveOrSafetensorsFileIsNotACheckpoint) {
   std::filesystem::create_directories(ckpt);
   WriteTensorFiles(ckpt);
   // Killed halfway: the newest of each kind is cut short.
-  std::filesystem::resize_file(ckpt + "/step_200.pt", std::filesystem::file_size(ckpt + "/step_200.pt") / 2);
+  std::filesystem::resize_file(ckpt + "/step_200.pt",
+                               std::filesystem::file_size(ckpt + "/step_200.pt") / 2);
   std::filesystem::resize_file(ckpt + "/step_400.safetensors",
                                std::filesystem::file_size(ckpt + "/step_400.safetensors") - 100);
   CheckpointDetector detector(ckpt, Preset::kPytorch, {"*.pt", "*.safetensors"});

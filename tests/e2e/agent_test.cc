@@ -40,9 +40,14 @@ class AgentE2E : public ::testing::Test {
   // A config for the example trainer; `trainer_args` are appended to its command.
   std::string WriteConfig(const std::string& name, const std::vector<std::string>& trainer_args,
                           nlohmann::json overrides = nlohmann::json::object()) {
-    nlohmann::json command = {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/examples/simple_trainer.py",
-                              "--out", "{checkpoint_dir}", "--step-seconds", "0.02",
-                              "--checkpoint-every", "20"};
+    nlohmann::json command = {SPOTGUARD_PYTHON,
+                              SPOTGUARD_SOURCE_DIR "/examples/simple_trainer.py",
+                              "--out",
+                              "{checkpoint_dir}",
+                              "--step-seconds",
+                              "0.02",
+                              "--checkpoint-every",
+                              "20"};
     for (const auto& a : trainer_args) command.push_back(a);
     nlohmann::json c = {{"job", "job"},
                         {"store", "s3://" + s3_.bucket + "/" + prefix_},
@@ -150,7 +155,8 @@ TEST_F(AgentE2E, ANoticeCommitsAFreshSnapshotAndAReplacementResumesFromIt) {
   ASSERT_TRUE(b_exit.has_value()) << b->Output();
   EXPECT_EQ(*b_exit, 0) << b->Output();
   EXPECT_NE(b->Output().find("at step " + std::to_string(*m.step)), std::string::npos)
-      << "the trainer resumed from the committed step\n" << b->Output();
+      << "the trainer resumed from the committed step\n"
+      << b->Output();
   EXPECT_TRUE(store_->Head("job/complete").ok());
   EXPECT_EQ(ManifestOf(Committed().front()).step, *m.step + 30);
 
@@ -234,7 +240,9 @@ TEST_F(AgentE2E, SigtermCheckpointsUploadsStopsAndTellsSystemd) {
   std::this_thread::sleep_for(100ms);
   stop_reading = true;
   reader.join();
-  auto has = [&](const std::string& m) { return std::find(got.begin(), got.end(), m) != got.end(); };
+  auto has = [&](const std::string& m) {
+    return std::find(got.begin(), got.end(), m) != got.end();
+  };
   EXPECT_TRUE(has("READY=1"));
   EXPECT_TRUE(has("WATCHDOG=1"));
   EXPECT_TRUE(has("STOPPING=1"));
@@ -254,8 +262,8 @@ TEST_F(AgentE2E, ASecondAgentWaitsAndAFencedAgentCommitsNothingMore) {
   auto b = StartAgent("b", config, "ckpt-b", imds_b);
   ASSERT_TRUE(b->WaitForOutput("waiting for it to be released", 20s)) << b->Output();
   std::this_thread::sleep_for(2s);
-  EXPECT_EQ(b->Output().find("started the trainer"), std::string::npos)
-      << "one trainer at a time\n" << b->Output();
+  EXPECT_EQ(b->Output().find("started the trainer"), std::string::npos) << "one trainer at a time\n"
+                                                                        << b->Output();
 
   // Freeze agent A and its trainer (a stalled or partitioned instance).
   std::smatch m;
@@ -292,11 +300,19 @@ TEST_F(AgentE2E, ASecondAgentWaitsAndAFencedAgentCommitsNothingMore) {
 
 TEST_F(AgentE2E, ARealPyTorchTrainerIsSavedAndResumedWithThePytorchPreset) {
   auto torch_config = [&](const std::string& name, const std::string& steps) {
-    nlohmann::json command = {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/examples/torch_trainer.py",
-                              "--out", "{checkpoint_dir}", "--steps", steps,
-                              "--checkpoint-every", "300"};
-    return WriteConfig(name, {}, {{"preset", "pytorch"}, {"patterns", nullptr},
-                                  {"settle_time", "500ms"}, {"command", command}});
+    nlohmann::json command = {SPOTGUARD_PYTHON,
+                              SPOTGUARD_SOURCE_DIR "/examples/torch_trainer.py",
+                              "--out",
+                              "{checkpoint_dir}",
+                              "--steps",
+                              steps,
+                              "--checkpoint-every",
+                              "300"};
+    return WriteConfig(name, {},
+                       {{"preset", "pytorch"},
+                        {"patterns", nullptr},
+                        {"settle_time", "500ms"},
+                        {"command", command}});
   };
   auto a = StartAgent("a", torch_config("a", "100000000"), "ckpt-a", imds_);
   ASSERT_TRUE(WaitFor([&] { return !Committed().empty(); }, 60s)) << a->Output();
@@ -356,9 +372,10 @@ TEST_F(AgentE2E, AutoScalingIsToldWhenANoticeEndsAndWhenTheJobIsDone) {
   imds_.Control("POST", "/_sim/lifecycle", R"({"state": "InService"})");
   const uint64_t seq = Committed().front();
   const int64_t step = *ManifestOf(seq).step;
-  auto b = StartAgent("b", WriteConfig("b", {"--steps", std::to_string(step + 10)},
-                                       {{"on_complete", "scale-to-zero"}}),
-                      "ckpt-b", imds_, env);
+  auto b = StartAgent(
+      "b",
+      WriteConfig("b", {"--steps", std::to_string(step + 10)}, {{"on_complete", "scale-to-zero"}}),
+      "ckpt-b", imds_, env);
   const auto b_exit = b->Wait(60s);
   ASSERT_TRUE(b_exit.has_value()) << b->Output();
   EXPECT_EQ(*b_exit, 0) << b->Output();

@@ -106,8 +106,8 @@ TEST(Cli, ConfigFileComesFromTheEnvironmentWhenNoFlagNamesOne) {
 
 TEST(Cli, JsonLogFormatIsAccepted) {
   testing::TempDir dir;
-  auto r = Spotguard({"ls", "--job", "j", "--log-format", "json", "--store",
-                      "file://" + dir.Join("store")});
+  auto r = Spotguard(
+      {"ls", "--job", "j", "--log-format", "json", "--store", "file://" + dir.Join("store")});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   auto bad = Spotguard({"ls", "--job", "j", "--log-format", "xml"});
   EXPECT_EQ(bad.exit_code, 2);

@@ -96,8 +96,8 @@ TEST_F(SnapshotCli, UsageMistakesExitTwo) {
 
 TEST_F(SnapshotCli, FilesInsideTheCheckpointDirKeepTheirRelativePaths) {
   WriteTree(dir_.Join("ckpt"), {{"run1/step_10.pt", {"ten", 0644}}});
-  auto snap = Run({"snapshot", "--checkpoint-dir", dir_.Join("ckpt"),
-                   dir_.Join("ckpt/run1/step_10.pt")});
+  auto snap =
+      Run({"snapshot", "--checkpoint-dir", dir_.Join("ckpt"), dir_.Join("ckpt/run1/step_10.pt")});
   ASSERT_EQ(snap.exit_code, 0) << snap.err;
   auto r = Run({"restore", "--checkpoint-dir", dir_.Join("restored")});
   ASSERT_EQ(r.exit_code, 0) << r.err;

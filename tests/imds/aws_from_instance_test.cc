@@ -64,8 +64,9 @@ TEST_F(AwsFromInstance, EndpointVariablesAreHonouredInOrder) {
 }
 
 TEST_F(AwsFromInstance, InstanceRoleCredentialsAreFetchedWithAToken) {
-  sim_.Control("POST", "/_sim/credentials",
-               R"({"role": "trainer", "AccessKeyId": "ASIAROLEKEY", "SecretAccessKey": "role-secret",
+  sim_.Control(
+      "POST", "/_sim/credentials",
+      R"({"role": "trainer", "AccessKeyId": "ASIAROLEKEY", "SecretAccessKey": "role-secret",
                    "Token": "role-session-token"})");
   DefaultCredentialsChain chain({{"HOME", "/nonexistent"}}, transport_, SystemClock(), imds_.get());
   auto creds = chain.Get();

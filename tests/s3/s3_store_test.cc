@@ -123,7 +123,8 @@ TEST_F(S3Transfers, AnAbortedUploadLeavesNothingBehind) {
   ASSERT_TRUE(uploads.ok());
   EXPECT_TRUE(uploads->empty());
   EXPECT_TRUE(client().HeadObject(bucket(), key).status().Is(StatusCode::kNotFound));
-  EXPECT_TRUE(client().ListParts(bucket(), key, upload.upload_id()).status().Is(StatusCode::kNotFound));
+  EXPECT_TRUE(
+      client().ListParts(bucket(), key, upload.upload_id()).status().Is(StatusCode::kNotFound));
 }
 
 TEST_F(S3Transfers, AnUploadDroppedWithoutCompletingIsAborted) {
@@ -168,11 +169,13 @@ TEST_F(S3Transfers, ListingFollowsContinuationAcrossMoreThan1000Keys) {
   constexpr int kKeys = 1100;
   BoundedExecutor executor(8, 16);
   for (int i = 0; i < kKeys; ++i) {
-    ASSERT_TRUE(executor.Submit([&, i] {
-      char name[32];
-      std::snprintf(name, sizeof name, "many/%05d", i);
-      return client().PutObject(bucket(), prefix_ + name, "x").status();
-    }).ok());
+    ASSERT_TRUE(executor
+                    .Submit([&, i] {
+                      char name[32];
+                      std::snprintf(name, sizeof name, "many/%05d", i);
+                      return client().PutObject(bucket(), prefix_ + name, "x").status();
+                    })
+                    .ok());
   }
   ASSERT_TRUE(executor.Wait().ok());
   auto first = client().ListObjectsV2(bucket(), prefix_ + "many/", "");

@@ -36,7 +36,8 @@ class S3Snapshots : public ::testing::Test {
     std::vector<std::string> keys;
     for (const auto& o : *all) keys.push_back(store_->FullKey(o.key));
     for (size_t i = 0; i < keys.size(); i += 1000) {
-      std::vector<std::string> batch(keys.begin() + i, keys.begin() + std::min(keys.size(), i + 1000));
+      std::vector<std::string> batch(keys.begin() + i,
+                                     keys.begin() + std::min(keys.size(), i + 1000));
       (void)store_->client().DeleteObjects(env_.bucket, batch);
     }
   }
@@ -45,7 +46,8 @@ class S3Snapshots : public ::testing::Test {
     req.job = "job";
     for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
       if (e.is_regular_file()) {
-        req.files.push_back({std::filesystem::relative(e.path(), root).string(), e.path().string()});
+        req.files.push_back(
+            {std::filesystem::relative(e.path(), root).string(), e.path().string()});
       }
     }
     SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
@@ -126,7 +128,8 @@ TEST_F(S3Snapshots, AOneGiBFileRoundTripsByteIdentical) {
 
 TEST_F(S3Snapshots, AZstdObjectRestoresWithAwsCliAndZstd) {
   std::string text;
-  for (int i = 0; i < 400000; ++i) text += "step " + std::to_string(i) + " loss 0.0" + std::to_string(i % 97) + "\n";
+  for (int i = 0; i < 400000; ++i)
+    text += "step " + std::to_string(i) + " loss 0.0" + std::to_string(i % 97) + "\n";
   WriteTree(dir_.Join("src"), {{"logs/train.log", {text, 0644}}});
   auto r = Snapshot(dir_.Join("src"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -135,16 +138,17 @@ TEST_F(S3Snapshots, AZstdObjectRestoresWithAwsCliAndZstd) {
   ASSERT_GT(f.frames.size(), 1u) << "several frames, so the concatenation is what is tested";
   const std::string url = "s3://" + env_.bucket + "/" + prefix_ + "/job/" + f.key;
   const std::string out = dir_.Join("plain.log");
-  auto cmd = RunCommand({"bash", "-c",
-                         "set -o pipefail; aws --endpoint-url \"$EP\" s3 cp \"$URL\" - | zstd -d -q -o \"$OUT\""},
-                        {{"EP", env_.endpoint},
-                         {"URL", url},
-                         {"OUT", out},
-                         {"AWS_ACCESS_KEY_ID", env_.access_key},
-                         {"AWS_SECRET_ACCESS_KEY", env_.secret_key},
-                         {"AWS_DEFAULT_REGION", env_.region},
-                         {"AWS_EC2_METADATA_DISABLED", "true"}},
-                        std::chrono::seconds(120));
+  auto cmd = RunCommand(
+      {"bash", "-c",
+       "set -o pipefail; aws --endpoint-url \"$EP\" s3 cp \"$URL\" - | zstd -d -q -o \"$OUT\""},
+      {{"EP", env_.endpoint},
+       {"URL", url},
+       {"OUT", out},
+       {"AWS_ACCESS_KEY_ID", env_.access_key},
+       {"AWS_SECRET_ACCESS_KEY", env_.secret_key},
+       {"AWS_DEFAULT_REGION", env_.region},
+       {"AWS_EC2_METADATA_DISABLED", "true"}},
+      std::chrono::seconds(120));
   ASSERT_EQ(cmd.exit_code, 0) << cmd.err;
   auto plain = ReadFileToString(out);
   ASSERT_TRUE(plain.ok());

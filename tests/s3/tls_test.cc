@@ -25,9 +25,9 @@ class Tls : public ::testing::Test {
                          "-keyout", dir_.Join("key.pem"), "-out", dir_.Join("cert.pem")});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string port_file = dir_.Join("port");
-    server_.emplace(std::vector<std::string>{SPOTGUARD_PYTHON,
-                                             SPOTGUARD_SOURCE_DIR "/tests/tools/https_server.py",
-                                             dir_.Join("cert.pem"), dir_.Join("key.pem"), port_file});
+    server_.emplace(std::vector<std::string>{
+        SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/tools/https_server.py",
+        dir_.Join("cert.pem"), dir_.Join("key.pem"), port_file});
     for (int i = 0; i < 500 && !std::filesystem::exists(port_file); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

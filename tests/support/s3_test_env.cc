@@ -42,8 +42,8 @@ std::unique_ptr<S3Store> OpenTestS3Store(const S3TestEnv& env, const std::string
   S3StoreOptions options;
   options.env = env.AwsEnv();
   options.endpoint = env.endpoint;
-  auto store = S3Store::Open(*ParseStoreUrl("s3://" + env.bucket + (prefix.empty() ? "" : "/" + prefix)),
-                             options);
+  auto store = S3Store::Open(
+      *ParseStoreUrl("s3://" + env.bucket + (prefix.empty() ? "" : "/" + prefix)), options);
   if (!store.ok()) {
     ADD_FAILURE() << store.status().ToString();
     return nullptr;

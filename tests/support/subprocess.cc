@@ -140,12 +140,9 @@ std::string StartToolServer(const std::string& script, const std::vector<std::st
                             std::optional<BackgroundProcess>& process) {
   const std::string port_file =
       std::filesystem::temp_directory_path() / ("tool-port-" + RandomHex());
-  std::vector<std::string> argv = {SPOTGUARD_PYTHON,
-                                   SPOTGUARD_SOURCE_DIR "/tests/tools/" + script,
-                                   "--port",
-                                   "0",
-                                   "--port-file",
-                                   port_file};
+  std::vector<std::string> argv = {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/tools/" + script,
+                                   "--port",         "0",
+                                   "--port-file",    port_file};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   process.emplace(argv);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);

@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "tests/support/fake_clock.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/scripted_transport.h"
+#include "tests/support/temp_dir.h"
 
 namespace sg {
 namespace {
@@ -121,8 +121,8 @@ TEST_F(CredentialsChainTest, EnvironmentKeysWinOverEveryOtherSource) {
 
 TEST_F(CredentialsChainTest, EnvironmentKeysWithoutTokenHaveNoSessionToken) {
   DefaultCredentialsChain chain(
-      Env({{"AWS_ACCESS_KEY_ID", "AKIDENV"}, {"AWS_SECRET_ACCESS_KEY", "env-secret"}}),
-      transport_, clock_, &imds_);
+      Env({{"AWS_ACCESS_KEY_ID", "AKIDENV"}, {"AWS_SECRET_ACCESS_KEY", "env-secret"}}), transport_,
+      clock_, &imds_);
   auto c = chain.Get();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->session_token, "");
@@ -201,8 +201,7 @@ TEST_F(CredentialsChainTest, MissingNamedProfileIsNotFoundAndNamesIt) {
   auto c = chain.Get();
   ASSERT_FALSE(c.ok()) << "a profile asked for by name must not fall back to another source";
   EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(c.status().message().find("nightly-batch"), std::string::npos)
-      << c.status().message();
+  EXPECT_NE(c.status().message().find("nightly-batch"), std::string::npos) << c.status().message();
   EXPECT_TRUE(imds_.calls.empty());
 }
 
@@ -269,9 +268,10 @@ TEST(SharedCredentials, WindowsLineEndingsAndSpacesAroundNamesAreTolerated) {
 }
 
 TEST(SharedCredentials, AProfileWithoutTheSecretIsInvalidAndDoesNotEchoValues) {
-  auto c = ParseSharedCredentials("[default]\naws_access_key_id = AKIDONLY\n"
-                                  "aws_session_token = tok-should-not-appear\n",
-                                  "default");
+  auto c = ParseSharedCredentials(
+      "[default]\naws_access_key_id = AKIDONLY\n"
+      "aws_session_token = tok-should-not-appear\n",
+      "default");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(c.status().message().find("aws_secret_access_key"), std::string::npos);
@@ -356,8 +356,9 @@ TEST_F(CredentialsChainTest, InstanceRoleListsTheRoleThenFetchesItsCredentials) 
   EXPECT_EQ(c->secret_access_key, kRoleSecret);
   EXPECT_EQ(c->session_token, kRoleToken);
   EXPECT_EQ(chain.source(), "instance role spot-role");
-  EXPECT_EQ(imds_.calls, (std::vector<std::string>{"meta-data/iam/security-credentials/",
-                                                   "meta-data/iam/security-credentials/spot-role"}));
+  EXPECT_EQ(imds_.calls,
+            (std::vector<std::string>{"meta-data/iam/security-credentials/",
+                                      "meta-data/iam/security-credentials/spot-role"}));
   EXPECT_TRUE(transport_.sent.empty());
 }
 
@@ -373,8 +374,8 @@ TEST_F(CredentialsChainTest, Ec2MetadataDisabledSkipsTheInstanceRole) {
   GiveInstanceRole("ASIAROLE", clock_.Now() + std::chrono::hours(6));
   for (const char* value : {"true", "TRUE"}) {
     SCOPED_TRACE(value);
-    DefaultCredentialsChain chain(Env({{"AWS_EC2_METADATA_DISABLED", value}}), transport_,
-                                  clock_, &imds_);
+    DefaultCredentialsChain chain(Env({{"AWS_EC2_METADATA_DISABLED", value}}), transport_, clock_,
+                                  &imds_);
     auto c = chain.Get();
     ASSERT_FALSE(c.ok());
     EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
@@ -460,8 +461,8 @@ TEST(CredentialsJson, ErrorsNeverEchoTheBody) {
 }
 
 TEST(CredentialsJson, ReadsKeysTokenAndExpiration) {
-  auto c = ParseCredentialsJson(
-      CredentialsJson("ASIAX", "s3cr3t", "tok", "2026-11-22T14:00:00Z"), "instance role r");
+  auto c = ParseCredentialsJson(CredentialsJson("ASIAX", "s3cr3t", "tok", "2026-11-22T14:00:00Z"),
+                                "instance role r");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->credentials.access_key_id, "ASIAX");
   EXPECT_EQ(c->credentials.secret_access_key, "s3cr3t");

@@ -16,7 +16,9 @@ using testing::RandomBytes;
 TEST(ZstdCodec, ShuffleGroupsBytesIntoPlanesAndKeepsTheTail) {
   EXPECT_EQ(ShuffleBytes("aAbBcC", 2), "abcABC");
   EXPECT_EQ(ShuffleBytes("aAbBcCd", 2), "abcABCd");
-  EXPECT_EQ(ShuffleBytes("0123456789", 4), "04152637" "89");
+  EXPECT_EQ(ShuffleBytes("0123456789", 4),
+            "04152637"
+            "89");
   for (int width : {2, 4}) {
     for (size_t n : {0, 1, 3, 4, 5, 1000, 1001}) {
       const std::string in = RandomBytes(n, static_cast<unsigned>(n));
@@ -44,7 +46,8 @@ TEST(ZstdCodec, DamagedOrMisdescribedFramesAreCorruption) {
   EXPECT_TRUE(DecodeFrame(Codec::kZstd, enc.substr(0, enc.size() - 2), raw.size())
                   .status()
                   .Is(StatusCode::kCorruption));
-  EXPECT_TRUE(DecodeFrame(Codec::kZstd, enc + "xx", raw.size()).status().Is(StatusCode::kCorruption));
+  EXPECT_TRUE(
+      DecodeFrame(Codec::kZstd, enc + "xx", raw.size()).status().Is(StatusCode::kCorruption));
   enc[enc.size() / 2] ^= 0x20;
   EXPECT_TRUE(DecodeFrame(Codec::kZstd, enc, raw.size()).status().Is(StatusCode::kCorruption));
   EXPECT_TRUE(DecodeFrame(Codec::kNone, "abc", 4).status().Is(StatusCode::kCorruption));

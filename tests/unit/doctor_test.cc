@@ -9,8 +9,8 @@
 #include "agent/doctor_command.h"
 #include "common/file_store.h"
 #include "tests/support/fake_clock.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/scripted_transport.h"
+#include "tests/support/temp_dir.h"
 
 namespace sg {
 namespace {

@@ -100,8 +100,8 @@ class S3ClientRetryTest : public ::testing::Test {
       EXPECT_EQ(HeaderValues(req, "x-amz-date").size(), 1u);
       const auto auth = HeaderValues(req, "authorization");
       ASSERT_EQ(auth.size(), 1u);
-      EXPECT_TRUE(auth[0].starts_with(std::string("AWS4-HMAC-SHA256 Credential=") + kAccessKey +
-                                      "/"))
+      EXPECT_TRUE(
+          auth[0].starts_with(std::string("AWS4-HMAC-SHA256 Credential=") + kAccessKey + "/"))
           << auth[0];
       EXPECT_NE(auth[0].find("x-amz-content-sha256"), std::string::npos) << auth[0];
     }
@@ -254,9 +254,9 @@ TEST_F(S3ClientRetryTest, ResendsAtOnceWithServerTimeAfterRequestTimeTooSkewed) 
   auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
   const Clock::WallTime start = clock_.Now();
   const Clock::WallTime server = start + minutes(15);
-  transport_.Reply(403, ErrorXml("RequestTimeTooSkewed",
-                                 "<RequestTime>" + AmzDate(start) + "</RequestTime><ServerTime>" +
-                                     FormatUtc(server) + "</ServerTime>"));
+  transport_.Reply(403, ErrorXml("RequestTimeTooSkewed", "<RequestTime>" + AmzDate(start) +
+                                                             "</RequestTime><ServerTime>" +
+                                                             FormatUtc(server) + "</ServerTime>"));
   transport_.Reply(200, "body");
   auto r = client->GetObject("bkt", "k");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -270,8 +270,7 @@ TEST_F(S3ClientRetryTest, ResendsAtOnceWithServerTimeAfterRequestTimeTooSkewed) 
   clock_.fake.Advance(std::chrono::hours(1));
   transport_.Reply(200, "again");
   ASSERT_TRUE(client->GetObject("bkt", "k").ok());
-  EXPECT_EQ(HeaderOf(transport_.sent.back(), "x-amz-date"),
-            AmzDate(clock_.Now() + minutes(15)));
+  EXPECT_EQ(HeaderOf(transport_.sent.back(), "x-amz-date"), AmzDate(clock_.Now() + minutes(15)));
   EXPECT_NE(HeaderOf(transport_.sent.back(), "authorization")
                 .find(std::string(kAccessKey) + "/" + AmzDay(clock_.Now() + minutes(15))),
             std::string::npos);
@@ -332,8 +331,7 @@ TEST_F(S3ClientRetryTest, CreateOnlyPutThatLosesIsPreconditionFailedAfterOneAtte
   EXPECT_EQ(r.status().reason(), "PreconditionFailed");
   EXPECT_EQ(HeaderValues(transport_.sent[0], "If-None-Match"), std::vector<std::string>{"*"});
   // The condition is covered by the signature.
-  EXPECT_NE(HeaderOf(transport_.sent[0], "authorization").find("if-none-match"),
-            std::string::npos);
+  EXPECT_NE(HeaderOf(transport_.sent[0], "authorization").find("if-none-match"), std::string::npos);
 }
 
 TEST_F(S3ClientRetryTest, ACreateOnlyPutWhoseAnswerWasLostIsRecognisedAsOurs) {
@@ -411,8 +409,8 @@ TEST_F(S3ClientRetryTest, SignatureMismatchNamesTheCodeButNeverTheSecret) {
 TEST_F(S3ClientRetryTest, SignsEveryAttemptAfreshWithoutDuplicateHeaders) {
   StaticCredentials with_token(AwsCredentials{kAccessKey, kSecretKey, "SESSION-TOKEN-1"});
   // 0.5 * 2 s = 1 s: each retry is signed one second later than the last.
-  S3Client client(transport_, with_token, clock_, Options(8, milliseconds(2000), milliseconds(60'000)),
-                  [] { return 0.5; });
+  S3Client client(transport_, with_token, clock_,
+                  Options(8, milliseconds(2000), milliseconds(60'000)), [] { return 0.5; });
   transport_.Reply(500, ErrorXml("InternalError"));
   transport_.ConnectionReset();
   transport_.Reply(200, "", {{"etag", "\"e\""}});

@@ -55,7 +55,8 @@ TEST(S3Address, CustomEndpointUsesPathStyle) {
 TEST(S3Address, KeysAreEncodedExactlyOnceAndKeepTheirSlashes) {
   const std::string key = "dir/a b+c/\xC3\xA9t\xC3\xA9 100%.txt";
   const S3Address a = BuildS3Address(Aws("us-east-1"), "bkt", key, {});
-  EXPECT_EQ(a.url, "https://bkt.s3.us-east-1.amazonaws.com/dir/a%20b%2Bc/%C3%A9t%C3%A9%20100%25.txt");
+  EXPECT_EQ(a.url,
+            "https://bkt.s3.us-east-1.amazonaws.com/dir/a%20b%2Bc/%C3%A9t%C3%A9%20100%25.txt");
   EXPECT_EQ(a.path, "/" + key) << "the path to sign is raw; SigV4 encodes it once";
 
   // Something that already looks encoded is a literal key, not an escape.
@@ -67,14 +68,15 @@ TEST(S3Address, KeysAreEncodedExactlyOnceAndKeepTheirSlashes) {
 }
 
 TEST(S3Address, QueryIsSortedAndEncoded) {
-  const S3Address a = BuildS3Address(Aws("us-east-1"), "bkt", "k",
-                                     {{"uploadId", "x y/z"}, {"partNumber", "3"}});
+  const S3Address a =
+      BuildS3Address(Aws("us-east-1"), "bkt", "k", {{"uploadId", "x y/z"}, {"partNumber", "3"}});
   EXPECT_EQ(a.url, "https://bkt.s3.us-east-1.amazonaws.com/k?partNumber=3&uploadId=x%20y%2Fz");
   EXPECT_EQ(a.path, "/k") << "the query is not part of the path";
 
   const S3Address list = BuildS3Address(
       Aws("us-east-1"), "bkt", "", {{"prefix", "a+b"}, {"list-type", "2"}, {"max-keys", "10"}});
-  EXPECT_EQ(list.url, "https://bkt.s3.us-east-1.amazonaws.com/?list-type=2&max-keys=10&prefix=a%2Bb");
+  EXPECT_EQ(list.url,
+            "https://bkt.s3.us-east-1.amazonaws.com/?list-type=2&max-keys=10&prefix=a%2Bb");
   EXPECT_EQ(BuildS3Address(Aws("us-east-1"), "bkt", "k", {{"uploads", ""}}).url,
             "https://bkt.s3.us-east-1.amazonaws.com/k?uploads=");
 }
@@ -159,8 +161,10 @@ TEST(S3ErrorStatus, UnknownCodesAreUnavailableOnlyForServerErrors) {
 }
 
 TEST(S3ErrorStatus, MessageNamesOperationResourceCodeStatusAndRequestId) {
-  const Status s = S3ErrorStatus("DeleteObject", "bkt/a/b", {403, "AccessDenied", "Access Denied", "R1"});
-  EXPECT_EQ(s.message(), "DeleteObject bkt/a/b: AccessDenied: Access Denied (HTTP 403, request id R1)");
+  const Status s =
+      S3ErrorStatus("DeleteObject", "bkt/a/b", {403, "AccessDenied", "Access Denied", "R1"});
+  EXPECT_EQ(s.message(),
+            "DeleteObject bkt/a/b: AccessDenied: Access Denied (HTTP 403, request id R1)");
 }
 
 StatusOr<HttpResponse> Answer(long status, std::string body = "") {

@@ -19,8 +19,8 @@ UniqueFd Listen(const std::string& path, bool abstract) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path + (abstract ? 1 : 0), path.data(), path.size());
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() +
-                                               (abstract ? 1 : 0));
+  const socklen_t len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + (abstract ? 1 : 0));
   EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len), 0) << std::strerror(errno);
   return fd;
 }
@@ -59,7 +59,8 @@ TEST(SystemdNotifier, WithoutASocketNothingIsSent) {
 }
 
 TEST(SystemdNotifier, PingsTheWatchdogAtHalfItsTimeoutWhenItIsForUs) {
-  SystemdNotifier mine({{"WATCHDOG_USEC", "20000000"}, {"WATCHDOG_PID", std::to_string(::getpid())}});
+  SystemdNotifier mine(
+      {{"WATCHDOG_USEC", "20000000"}, {"WATCHDOG_PID", std::to_string(::getpid())}});
   ASSERT_TRUE(mine.watchdog_interval().has_value());
   EXPECT_EQ(*mine.watchdog_interval(), std::chrono::seconds(10));
   SystemdNotifier other({{"WATCHDOG_USEC", "20000000"}, {"WATCHDOG_PID", "1"}});

@@ -16,9 +16,9 @@
 #include "common/files.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/faulty_store.h"
+#include "tests/support/random_bytes.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree.h"
-#include "tests/support/random_bytes.h"
 
 namespace sg::testing {
 namespace {

@@ -1,9 +1,8 @@
 #include "common/store_url.h"
 
-#include "common/s3_store.h"
-
 #include <gtest/gtest.h>
 
+#include "common/s3_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg {
