@@ -7,8 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/crypto.h"
 #include "common/files.h"
+#include "tests/support/big_file.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree.h"
@@ -105,35 +105,13 @@ TEST_F(SnapshotCli, FilesInsideTheCheckpointDirKeepTheirRelativePaths) {
 }
 
 TEST_F(SnapshotCli, AOneGiBCheckpointRoundTripsThroughTheFileStore) {
-  // 1 GiB of float-like data: a 1 MiB block, varied per block.
-  const size_t kBlock = 1 << 20, kBlocks = 1024;
-  std::string block(kBlock, '\0');
-  for (size_t i = 0; i < kBlock; ++i) block[i] = static_cast<char>((i * 2654435761u) >> 13);
-  std::filesystem::create_directories(dir_.Join("big"));
-  Sha256Stream want;
-  {
-    std::ofstream out(dir_.Join("big/model.pt"), std::ios::binary);
-    for (size_t b = 0; b < kBlocks; ++b) {
-      std::memcpy(&block[(b * 8191) % (kBlock - 8)], &b, sizeof b);
-      out.write(block.data(), static_cast<std::streamsize>(block.size()));
-      want.Update(block);
-    }
-  }
+  const FileDigest want = WriteWeightsFile(dir_.Join("big/model.pt"), 1024);
   auto snap = Run({"snapshot", "--dir", dir_.Join("big")});
   ASSERT_EQ(snap.exit_code, 0) << snap.err;
   std::filesystem::remove_all(dir_.Join("big"));
   auto restore = Run({"restore", "--to", dir_.Join("back")});
   ASSERT_EQ(restore.exit_code, 0) << restore.err;
-  Sha256Stream got;
-  std::ifstream in(dir_.Join("back/model.pt"), std::ios::binary);
-  std::string buf(kBlock, '\0');
-  uint64_t total = 0;
-  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
-    got.Update(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
-    total += static_cast<uint64_t>(in.gcount());
-  }
-  EXPECT_EQ(total, kBlock * kBlocks);
-  EXPECT_EQ(got.FinishHex(), want.FinishHex());
+  EXPECT_EQ(DigestOf(dir_.Join("back/model.pt")), want);
 }
 
 TEST_F(SnapshotCli, AProgressLineIsShownOnATerminalOnly) {

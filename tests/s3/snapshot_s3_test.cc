@@ -12,6 +12,7 @@
 #include "agent/snapshot_writer.h"
 #include "common/crypto.h"
 #include "common/files.h"
+#include "tests/support/big_file.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
@@ -82,31 +83,11 @@ TEST_F(S3Snapshots, ManySmallFilesRoundTripByteIdentical) {
 }
 
 TEST_F(S3Snapshots, AOneGiBFileRoundTripsByteIdentical) {
-  // Float32 "weights": a 1 MiB block of trained-looking values, varied per
-  // block so frames differ, written out to 1 GiB.
-  const size_t kBlock = 1 << 20, kBlocks = 1024;
-  std::string block(kBlock, '\0');
-  std::mt19937 rng(11);
-  std::normal_distribution<float> dist(0.0f, 0.05f);
-  for (size_t i = 0; i < kBlock; i += 4) {
-    const float v = dist(rng);
-    std::memcpy(&block[i], &v, 4);
-  }
-  const std::string path = dir_.Join("src/model.pt");
-  std::filesystem::create_directories(dir_.Join("src"));
-  Sha256Stream want;
-  {
-    std::ofstream out(path, std::ios::binary);
-    for (size_t b = 0; b < kBlocks; ++b) {
-      std::memcpy(&block[(b * 4096) % kBlock], &b, sizeof b);
-      out.write(block.data(), static_cast<std::streamsize>(block.size()));
-      want.Update(block);
-    }
-  }
+  const FileDigest want = WriteWeightsFile(dir_.Join("src/model.pt"), 1024);
   auto r = Snapshot(dir_.Join("src"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->manifest.files.size(), 1u);
-  EXPECT_EQ(r->manifest.files[0].size, kBlock * kBlocks);
+  EXPECT_EQ(r->manifest.files[0].size, want.size);
   EXPECT_EQ(r->manifest.files[0].frames.size(), 128u);
   EXPECT_LT(r->stored_bytes, r->bytes);
   std::filesystem::remove_all(dir_.Join("src"));
@@ -114,16 +95,7 @@ TEST_F(S3Snapshots, AOneGiBFileRoundTripsByteIdentical) {
   Restorer restorer(*store_, RestoreOptions{});
   auto back = restorer.Restore("job", dir_.Join("out"), std::nullopt);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  Sha256Stream got;
-  std::ifstream in(dir_.Join("out/model.pt"), std::ios::binary);
-  std::string buf(kBlock, '\0');
-  uint64_t total = 0;
-  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
-    got.Update(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
-    total += static_cast<uint64_t>(in.gcount());
-  }
-  EXPECT_EQ(total, kBlock * kBlocks);
-  EXPECT_EQ(got.FinishHex(), want.FinishHex());
+  EXPECT_EQ(DigestOf(dir_.Join("out/model.pt")), want);
 }
 
 TEST_F(S3Snapshots, AZstdObjectRestoresWithAwsCliAndZstd) {
