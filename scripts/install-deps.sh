@@ -18,6 +18,8 @@ packages=(
   python3-botocore awscli
   # the PyTorch example trainer and its end-to-end test
   python3-torch
+  # packaging and deployment checks: man page, Debian package, unit, scripts
+  help2man dpkg-dev systemd shellcheck
 )
 
 missing=()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Deployment files, checked as they will be used:
+#   every script through ShellCheck; systemd-analyze verify on the unit (and a
+#   misspelt copy, to show the check can fail); the Debian package built with
+#   CPack and inspected.
+#   deploy_checks.sh SOURCE_DIR BUILD_DIR SPOTGUARD_BINARY
+set -euo pipefail
+src=$1 build=$2 bin=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "deploy_checks: FAIL: $*" >&2; exit 1; }
+
+echo "== shellcheck"
+mapfile -t scripts < <(find "$src/scripts" "$src/bench" "$src/tests/deploy" -name '*.sh'; echo "$src/.ci/run")
+shellcheck "${scripts[@]}" || fail "shellcheck"
+echo "ok: ${#scripts[@]} scripts"
+
+echo "== systemd-analyze verify"
+# verify needs an ExecStart that exists, so the copy points at this build.
+sed "s|^ExecStart=/usr/bin/spotguard|ExecStart=$bin|" "$src/scripts/spotguard@.service" \
+  > "$work/spotguard@check.service"
+out=$(systemd-analyze verify --man=no "$work/spotguard@check.service" 2>&1) || fail "verify: $out"
+[ -z "$out" ] || fail "the unit has warnings: $out"
+sed 's/^KillMode=/KilMode=/' "$work/spotguard@check.service" > "$work/broken@check.service"
+bad=$(systemd-analyze verify --man=no "$work/broken@check.service" 2>&1 || true)
+[[ $bad == *"Unknown key"* ]] || fail "a misspelt key went unnoticed: $bad"
+echo "ok: unit verified; a misspelt key is reported"
+
+echo "== Debian package"
+(cd "$build" && cpack -G DEB -B "$work/pkg" > "$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; fail "cpack"; }
+deb=$(find "$work/pkg" -maxdepth 1 -name 'spotguard_*.deb' | head -n 1)
+[ -n "$deb" ] || fail "no package was built"
+contents=$(dpkg-deb -c "$deb")
+for f in ./usr/bin/spotguard ./usr/lib/systemd/system/spotguard@.service \
+         ./usr/share/man/man1/spotguard.1.gz ./usr/share/doc/spotguard/spotguard.example.json; do
+  grep -q " $f\$" <<< "$contents" || fail "$f is not in the package"
+done
+depends=$(dpkg-deb -f "$deb" Depends)
+for lib in libcurl4 libzstd1 libssl3 libpugixml1v5; do
+  [[ $depends == *"$lib"* ]] || fail "Depends lacks $lib: $depends"
+done
+dpkg-deb -x "$deb" "$work/root"
+zcat "$work/root/usr/share/man/man1/spotguard.1.gz" | grep -q 'drill' || fail "the man page lacks the subcommands"
+"$work/root/usr/bin/spotguard" --version | grep -q '^spotguard ' || fail "the packaged binary does not run"
+echo "ok: $(basename "$deb"): $(grep -c '' <<< "$contents") entries; Depends: $depends"
+echo "deploy_checks: 3 passed, 0 failed"
