@@ -22,6 +22,11 @@ packages=(
   help2man dpkg-dev systemd shellcheck
 )
 
+# The CloudFormation check runs on Node.js; the machine image may bring its own.
+if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
+  packages+=(nodejs npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -2,7 +2,8 @@
 # Deployment files, checked as they will be used:
 #   every script through ShellCheck; systemd-analyze verify on the unit (and a
 #   misspelt copy, to show the check can fail); the Debian package built with
-#   CPack and inspected.
+#   CPack and inspected; the CloudFormation template against the resource
+#   specification (and a misspelt copy).
 #   deploy_checks.sh SOURCE_DIR BUILD_DIR SPOTGUARD_BINARY
 set -euo pipefail
 src=$1 build=$2 bin=$3
@@ -11,7 +12,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "deploy_checks: FAIL: $*" >&2; exit 1; }
 
 echo "== shellcheck"
-mapfile -t scripts < <(find "$src/scripts" "$src/bench" "$src/tests/deploy" -name '*.sh'; echo "$src/.ci/run")
+mapfile -t scripts < <(find "$src/scripts" "$src/bench" "$src/tests/deploy" -name node_modules -prune -o -name '*.sh' -print; echo "$src/.ci/run")
 shellcheck "${scripts[@]}" || fail "shellcheck"
 echo "ok: ${#scripts[@]} scripts"
 
@@ -43,4 +44,17 @@ dpkg-deb -x "$deb" "$work/root"
 zcat "$work/root/usr/share/man/man1/spotguard.1.gz" | grep -q 'drill' || fail "the man page lacks the subcommands"
 "$work/root/usr/bin/spotguard" --version | grep -q '^spotguard ' || fail "the packaged binary does not run"
 echo "ok: $(basename "$deb"): $(grep -c '' <<< "$contents") entries; Depends: $depends"
-echo "deploy_checks: 3 passed, 0 failed"
+echo "== CloudFormation template against the resource specification"
+cfn="$src/tests/deploy/cfn"
+if [ ! -d "$cfn/node_modules/@aws-cdk/cfnspec" ]; then
+  npm ci --prefix "$cfn" --no-audit --no-fund > "$work/npm.log" 2>&1 || { cat "$work/npm.log"; fail "npm ci"; }
+fi
+template="$src/cloudformation/spotguard-training.yaml"
+node "$cfn/validate.js" "$template" || fail "the template does not match the specification"
+sed 's/CapacityRebalance:/CapacityRebalanse:/' "$template" > "$work/misspelt.yaml"
+if node "$cfn/validate.js" "$work/misspelt.yaml" > "$work/misspelt.log" 2>&1; then
+  fail "a misspelt property went unnoticed"
+fi
+grep -q "did you mean CapacityRebalance" "$work/misspelt.log" || fail "no suggestion: $(cat "$work/misspelt.log")"
+echo "ok: template valid; a misspelt property is reported"
+echo "deploy_checks: 4 passed, 0 failed"
