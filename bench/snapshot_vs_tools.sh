@@ -45,7 +45,7 @@ aws_s3() { aws --endpoint-url "$SPOTGUARD_TEST_S3_ENDPOINT" s3 "$@" --only-show-
 echo "bench: training a model to checkpoint" >&2
 /usr/bin/python3 bench/make_checkpoint.py "$work/ckpt" >&2
 raw=$(du -cb "$work"/ckpt/* | tail -1 | cut -f1)
-files=$(cd "$work/ckpt" && ls | tr '\n' ' ')
+files=$(find "$work/ckpt" -maxdepth 1 -type f -printf '%f ' | sort)
 
 # Runs a command, prints "wall cpu" seconds (cpu = user + sys of it and its children).
 timed() {
