@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Boot rehearsal: scripts/user-data.sh bootstraps two "instances" (sandbox
+# roots) against the IMDS simulator and the Ceph gateway, with systemctl
+# replaced by running the unit's ExecStart directly. The first is interrupted
+# by a spot notice; the second restores its snapshot, resumes and finishes.
+#   boot_rehearsal.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$1 build=$2
+: "${SPOTGUARD_TEST_S3_ENDPOINT:?start the gateway: eval \"\$(scripts/s3-server.sh start)\"}"
+work=$(mktemp -d)
+sim_pid=
+cleanup() {
+  set +e
+  for f in "$work"/*/run/*.pid; do
+    if [ -f "$f" ]; then kill -9 "$(cat "$f")" 2> /dev/null; fi
+  done
+  if [ -n "$sim_pid" ]; then kill "$sim_pid" 2> /dev/null; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "boot_rehearsal: FAIL: $*" >&2; for l in "$work"/*/var/log/*.log; do echo "--- $l" >&2; tail -n 30 "$l" >&2; done; exit 1; }
+
+# The package under test.
+(cd "$build" && cpack -G DEB -B "$work/pkg" > "$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; fail cpack; }
+deb=$(find "$work/pkg" -maxdepth 1 -name 'spotguard_*.deb' | head -n 1)
+
+# The instance metadata service.
+/usr/bin/python3 "$src/tests/tools/imds_sim.py" --port 0 --port-file "$work/imds.port" \
+  > /dev/null 2>&1 &
+sim_pid=$!
+for _ in $(seq 100); do [ -s "$work/imds.port" ] && break; sleep 0.1; done
+imds="http://127.0.0.1:$(cat "$work/imds.port")"
+sim() { curl -fsS -X "$1" "$imds/_sim/$2" ${3:+-d "$3"} > /dev/null; }
+
+# systemctl, as far as user-data uses it: the unit's ExecStart, run directly.
+cat > "$work/systemctl" << 'FAKE'
+#!/usr/bin/env bash
+set -euo pipefail
+root=$SPOTGUARD_ROOT
+unit=${*: -1}
+pidfile=$root/run/$unit.pid
+case "$1" in
+  is-active) [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2> /dev/null ;;
+  enable)
+    job=${unit#spotguard@}
+    exec_start=$(sed -n 's/^ExecStart=//p' "$root/usr/lib/systemd/system/spotguard@.service")
+    exec_start=${exec_start//%i/$job}
+    exec_start=${exec_start//\/usr\/bin\//$root/usr/bin/}
+    exec_start=${exec_start//\/etc\//$root/etc/}
+    mkdir -p "$root/run"
+    # shellcheck disable=SC2086  # ExecStart is split on spaces, as systemd does here
+    (set +e; $exec_start > "$root/var/log/spotguard-agent.log" 2>&1; echo $? > "$root/run/$unit.exit") \
+      > /dev/null 2>&1 &
+    echo $! > "$pidfile"
+    ;;
+  *) echo "fake systemctl: $*" >&2; exit 1 ;;
+esac
+FAKE
+chmod +x "$work/systemctl"
+
+export AWS_ACCESS_KEY_ID=$SPOTGUARD_TEST_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$SPOTGUARD_TEST_S3_SECRET_KEY
+export SYSTEMCTL=$work/systemctl
+job=rehearsal-$(date +%s%N)
+store=s3://$SPOTGUARD_TEST_S3_BUCKET/rehearsals
+ls_json() { "$work/i1/usr/bin/spotguard" ls --job "$job" --store "$store" --endpoint "$SPOTGUARD_TEST_S3_ENDPOINT" --json 2> /dev/null; }
+
+boot() {  # boot ROOT STEPS
+  local root=$1 steps=$2
+  mkdir -p "$root/etc/spotguard"
+  cat > "$root/etc/spotguard/bootstrap.env" << ENV
+JOB=$job
+STORE=$store
+ENDPOINT=$SPOTGUARD_TEST_S3_ENDPOINT
+REGION=us-east-1
+CHECKPOINT_DIR=$root/data/ckpt
+PACKAGE_URL=file://$deb
+PRESET=generic
+CHECKPOINT_SIGNAL=SIGUSR1
+UPLOAD_INTERVAL=1s
+SETTLE_TIME=300ms
+IMDS_ENDPOINT=$imds
+TRAINING_COMMAND='["/usr/bin/python3", "$src/examples/simple_trainer.py", "--out", "{checkpoint_dir}", "--steps", "$steps", "--step-seconds", "0.02", "--checkpoint-every", "50"]'
+RESUME_ARGS='["--resume", "{resume}"]'
+ENV
+  SPOTGUARD_ROOT=$root bash "$src/scripts/user-data.sh" || fail "user-data on $root"
+}
+wait_exit() {  # wait_exit ROOT -> prints the agent's exit code
+  local f=$1/run/spotguard@$job.exit
+  for _ in $(seq 600); do [ -f "$f" ] && { cat "$f"; return; }; sleep 0.1; done
+  fail "the agent in $1 did not end"
+}
+
+echo "== instance 1: boot, train, get interrupted"
+boot "$work/i1" 100000
+grep -q "started spotguard@$job" "$work/i1/var/log/spotguard-bootstrap.log" || fail "unit not started"
+for _ in $(seq 300); do [ "$(ls_json | grep -c '"seq"')" -ge 1 ] && break; sleep 0.1; done
+[ "$(ls_json | grep -c '"seq"')" -ge 1 ] || fail "no periodic snapshot"
+sim POST spot-notice '{"action": "terminate", "in_seconds": 100}'
+code=$(wait_exit "$work/i1")
+[ "$code" = 75 ] || fail "instance 1 exited $code, not 75"
+step=$(ls_json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["step"])')
+echo "ok: interrupted with step $step committed"
+
+echo "== instance 2: boot twice (a reboot), restore, resume, finish"
+sim DELETE spot-notice
+sim POST identity '{"instanceId": "i-0replacement000000"}'
+boot "$work/i2" $((step + 20))
+boot "$work/i2" $((step + 20))
+grep -q "is already running\|agent already installed" "$work/i2/var/log/spotguard-bootstrap.log" ||
+  fail "the second bootstrap did not notice the first"
+code=$(wait_exit "$work/i2")
+[ "$code" = 0 ] || fail "instance 2 exited $code, not 0"
+grep -q "resumed from .* at step $step" "$work/i2/var/log/spotguard-agent.log" || fail "no resume at step $step"
+"$work/i2/usr/bin/spotguard" status --job "$job" --store "$store" --endpoint "$SPOTGUARD_TEST_S3_ENDPOINT" --json |
+  /usr/bin/python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s.get("complete") else 1)' ||
+  fail "the job is not marked complete"
+echo "ok: resumed at step $step and completed"
+echo "boot_rehearsal: 2 passed, 0 failed"
