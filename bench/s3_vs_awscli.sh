@@ -12,25 +12,11 @@ reps=${BENCH_REPS:-3}
 build=${SPOTGUARD_BUILD_DIR:-build/release}
 
 bash scripts/install-deps.sh >&2
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOTGUARD_BUILD_TESTS=OFF >&2
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOTGUARD_BUILD_TESTS=OFF -DSPOTGUARD_BUILD_BENCH=ON >&2
 cmake --build "$build" -j "$(nproc)" --target s3_transfer_bench >&2
 
-started=0
-work=$(mktemp -d)
-cleanup() {
-  rm -rf "$work"
-  if [ "$started" = 1 ]; then bash scripts/s3-server.sh stop >&2 || true; fi
-}
-trap cleanup EXIT
-if [ -z "${SPOTGUARD_TEST_S3_ENDPOINT:-}" ]; then
-  started=1
-  eval "$(bash scripts/s3-server.sh start)"
-fi
-export AWS_ACCESS_KEY_ID=$SPOTGUARD_TEST_S3_ACCESS_KEY
-export AWS_SECRET_ACCESS_KEY=$SPOTGUARD_TEST_S3_SECRET_KEY
-export AWS_DEFAULT_REGION=${SPOTGUARD_TEST_S3_REGION:-us-east-1}
-export AWS_EC2_METADATA_DISABLED=true
-aws_s3() { aws --endpoint-url "$SPOTGUARD_TEST_S3_ENDPOINT" s3 "$@" --only-show-errors; }
+# shellcheck disable=SC1091  # bench/gateway.sh is linted on its own
+. bench/gateway.sh
 
 echo "bench: writing ${size_mib} MiB of random data" >&2
 head -c "$((size_mib << 20))" /dev/urandom > "$work/data"

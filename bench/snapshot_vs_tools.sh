@@ -21,26 +21,12 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOTGUARD_BUILD_TESTS=OFF -D
 cmake --build "$build" -j "$(nproc)" --target spotguard >&2
 sg="$PWD/$build/agent/spotguard"
 
-work=$(mktemp -d)
-started=0
-cleanup() {
-  rm -rf "$work"
-  if [ "$started" = 1 ]; then bash scripts/s3-server.sh stop >&2 || true; fi
-}
-trap cleanup EXIT
-if [ -z "${SPOTGUARD_TEST_S3_ENDPOINT:-}" ]; then
-  started=1
-  eval "$(bash scripts/s3-server.sh start)"
-fi
-export AWS_ACCESS_KEY_ID=$SPOTGUARD_TEST_S3_ACCESS_KEY
-export AWS_SECRET_ACCESS_KEY=$SPOTGUARD_TEST_S3_SECRET_KEY
-export AWS_DEFAULT_REGION=${SPOTGUARD_TEST_S3_REGION:-us-east-1}
-export AWS_EC2_METADATA_DISABLED=true
+# shellcheck disable=SC1091  # bench/gateway.sh is linted on its own
+. bench/gateway.sh
 export SPOTGUARD_ENDPOINT=$SPOTGUARD_TEST_S3_ENDPOINT
 export SPOTGUARD_LOG_LEVEL=warn
 bucket=$SPOTGUARD_TEST_S3_BUCKET
 run_id=bench-$(date +%s)
-aws_s3() { aws --endpoint-url "$SPOTGUARD_TEST_S3_ENDPOINT" s3 "$@" --only-show-errors; }
 
 echo "bench: training a model to checkpoint" >&2
 /usr/bin/python3 bench/make_checkpoint.py "$work/ckpt" >&2
