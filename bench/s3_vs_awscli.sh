@@ -15,7 +15,7 @@ bash scripts/install-deps.sh >&2
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOTGUARD_BUILD_TESTS=OFF -DSPOTGUARD_BUILD_BENCH=ON >&2
 cmake --build "$build" -j "$(nproc)" --target s3_transfer_bench >&2
 
-# shellcheck disable=SC1091  # bench/gateway.sh is linted on its own
+# shellcheck source=bench/gateway.sh
 . bench/gateway.sh
 
 echo "bench: writing ${size_mib} MiB of random data" >&2

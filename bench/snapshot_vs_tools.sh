@@ -21,7 +21,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOTGUARD_BUILD_TESTS=OFF -D
 cmake --build "$build" -j "$(nproc)" --target spotguard >&2
 sg="$PWD/$build/agent/spotguard"
 
-# shellcheck disable=SC1091  # bench/gateway.sh is linted on its own
+# shellcheck source=bench/gateway.sh
 . bench/gateway.sh
 export SPOTGUARD_ENDPOINT=$SPOTGUARD_TEST_S3_ENDPOINT
 export SPOTGUARD_LOG_LEVEL=warn

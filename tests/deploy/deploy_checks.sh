@@ -13,7 +13,7 @@ fail() { echo "deploy_checks: FAIL: $*" >&2; exit 1; }
 
 echo "== shellcheck"
 mapfile -t scripts < <(find "$src/scripts" "$src/bench" "$src/tests/deploy" -name node_modules -prune -o -name '*.sh' -print; echo "$src/.ci/run")
-shellcheck "${scripts[@]}" || fail "shellcheck"
+(cd "$src" && shellcheck -x "${scripts[@]}") || fail "shellcheck"
 echo "ok: ${#scripts[@]} scripts"
 
 echo "== systemd-analyze verify"
