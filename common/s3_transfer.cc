@@ -5,11 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
 
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/ordered_pipeline.h"
 
 namespace sg {
 
@@ -161,51 +161,21 @@ Status DownloadInOrder(S3Client& client, const std::string& bucket, const std::s
                        const std::function<Status(std::string_view)>& consumer) {
   SG_ASSIGN_OR_RETURN(ObjectInfo head, client.HeadObject(bucket, key));
   const uint64_t part_size = ChoosePartSize(head.size, options.min_part_size);
-  std::mutex mu;
-  std::condition_variable delivered_cv;
-  std::map<uint64_t, std::string> waiting;  // fetched, not yet consumed
-  uint64_t next = 0;                        // offset the consumer needs next
-  Status first_error;                       // of a fetch or of the consumer
-  const uint64_t window = part_size * static_cast<uint64_t>(std::max(1, options.parts_in_flight));
-
-  // Fetches one range; whoever completes the piece at `next` delivers every
-  // piece that is now in order.
-  auto fetch = [&](uint64_t offset, uint64_t length) -> Status {
-    SG_ASSIGN_OR_RETURN(std::string data, client.GetObject(bucket, key, ByteRange{offset, length}));
-    if (data.size() != length) return Status::Corruption("short range from " + key);
-    std::lock_guard<std::mutex> lock(mu);
-    waiting.emplace(offset, std::move(data));
-    while (first_error.ok() && !waiting.empty() && waiting.begin()->first == next) {
-      SG_RETURN_IF_ERROR(consumer(waiting.begin()->second));
-      next += waiting.begin()->second.size();
-      waiting.erase(waiting.begin());
-    }
-    return Status::Ok();
-  };
-
-  BoundedExecutor executor(options.parts_in_flight, options.parts_in_flight);
+  const int parallel = std::max(1, options.parts_in_flight);
+  BoundedExecutor executor(parallel, parallel);
+  // At most `parallel` ranges are fetched ahead of the consumer.
+  OrderedPipeline<std::string> pipeline(executor, static_cast<size_t>(parallel),
+                                        [&](std::string data) { return consumer(data); });
   for (uint64_t offset = 0; offset < head.size; offset += part_size) {
-    {
-      // Fetch no further than the window ahead of the consumer.
-      std::unique_lock<std::mutex> lock(mu);
-      delivered_cv.wait(lock, [&] { return offset < next + window || !first_error.ok(); });
-      if (!first_error.ok()) break;
-    }
     const uint64_t length = std::min(part_size, head.size - offset);
-    Status st = executor.Submit([&, offset, length]() -> Status {
-      Status s = fetch(offset, length);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!s.ok() && first_error.ok()) first_error = s;
-      }
-      delivered_cv.notify_all();
-      return s;
-    });
-    if (!st.ok()) break;
+    SG_RETURN_IF_ERROR(pipeline.Submit([&, offset, length]() -> StatusOr<std::string> {
+      SG_ASSIGN_OR_RETURN(std::string data,
+                          client.GetObject(bucket, key, ByteRange{offset, length}));
+      if (data.size() != length) return Status::Corruption("short range from " + key);
+      return data;
+    }));
   }
-  Status st = executor.Wait();
-  std::lock_guard<std::mutex> lock(mu);
-  return first_error.ok() ? st : first_error;
+  return pipeline.Finish();
 }
 
 }  // namespace sg
