@@ -14,8 +14,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3 zstd curl procps openssl time bc
   # real S3 for integration tests: a single-node Ceph RADOS Gateway
   ceph-mon ceph-osd radosgw ceph-common
-  # cross-checks and side-by-side benchmarks
-  python3-botocore awscli
+  # cross-checks and side-by-side benchmarks (bench/run.sh), with plots
+  python3-botocore awscli rclone gnuplot-nox
+  # reliability tests: fuzzing (clang's libFuzzer and sanitizer runtimes),
+  # clock skew, network namespaces with packet loss
+  clang libclang-rt-14-dev libfaketime faketime iproute2 iptables
   # the PyTorch example trainer and its end-to-end test
   python3-torch
   # packaging and deployment checks: man page, Debian package, unit, scripts

@@ -5,8 +5,17 @@
 # one already), runs every CTest label (unit, s3, imds, e2e) and stops the
 # services again, also when something fails. Extra arguments go to ctest,
 # e.g. `scripts/test.sh -L unit`.
+#
+# `--long` (first argument) runs the long variants of the reliability tests:
+# more crash trials, more injected faults, longer fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+export SPOTGUARD_LONG_TESTS=0
+if [ "${1:-}" = "--long" ]; then
+  SPOTGUARD_LONG_TESTS=1
+  shift
+fi
 
 bash scripts/install-deps.sh
 
@@ -32,6 +41,15 @@ else
   echo "test.sh: using the S3 gateway at $SPOTGUARD_TEST_S3_ENDPOINT" >&2
 fi
 
+# Reliability tests write their trial counts here; the table is printed at
+# the end (scripts/reliability-report.py --update docs/reliability.md keeps it).
+export SPOTGUARD_RELIABILITY_DIR="$PWD/$build/reliability"
+rm -rf "$SPOTGUARD_RELIABILITY_DIR"
+
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@"
+
+if compgen -G "$SPOTGUARD_RELIABILITY_DIR/*.json" > /dev/null; then
+  python3 scripts/reliability-report.py "$SPOTGUARD_RELIABILITY_DIR"
+fi
