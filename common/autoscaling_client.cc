@@ -118,7 +118,10 @@ std::optional<AutoScalingErrorInfo> ParseAutoScalingErrorXml(const std::string& 
 }
 
 Outcome ClassifyAutoScalingResponse(const StatusOr<HttpResponse>& response) {
-  if (!response.ok()) return Outcome::kTransient;
+  // A transport failure is transient unless retrying cannot help (TLS verification).
+  if (!response.ok()) {
+    return response.status().Is(StatusCode::kUnavailable) ? Outcome::kTransient : Outcome::kFatal;
+  }
   const long status = response->status;
   if (status >= 200 && status < 300) return Outcome::kSuccess;
   const AutoScalingErrorInfo e = ErrorOf(*response);

@@ -29,6 +29,13 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+// The server's certificate (or the CA file) failed verification.
+bool IsCertificateError(CURLcode rc) {
+  return rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
+         rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_ISSUER_ERROR ||
+         rc == CURLE_SSL_PINNEDPUBKEYNOTMATCH;
+}
+
 }  // namespace
 
 std::string HttpResponse::Header(std::string_view name) const {
@@ -120,6 +127,12 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
     // presigned query string may carry credentials.
     std::string where = request.url.substr(0, request.url.find('?'));
     Return(curl);
+    if (IsCertificateError(rc)) {
+      // Retrying cannot make an untrusted certificate trusted: fail at once.
+      return Status::PermissionDenied(request.method + " " + where + ": " + curl_easy_strerror(rc) +
+                                      " (TLS verification is always on; AWS_CA_BUNDLE names "
+                                      "extra CAs to trust)");
+    }
     return Status::Unavailable(request.method + " " + where + ": " + curl_easy_strerror(rc));
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);

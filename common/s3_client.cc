@@ -113,7 +113,10 @@ std::optional<S3ErrorInfo> ParseS3ErrorXml(const std::string& body) {
 }
 
 Outcome ClassifyS3Response(const StatusOr<HttpResponse>& response) {
-  if (!response.ok()) return Outcome::kTransient;
+  // A transport failure is transient unless retrying cannot help (TLS verification).
+  if (!response.ok()) {
+    return response.status().Is(StatusCode::kUnavailable) ? Outcome::kTransient : Outcome::kFatal;
+  }
   const long status = response->status;
   // A 2xx body is never inspected here: it may be a user's object that
   // happens to be XML. Execute checks <Error> in 200s where S3 sends them.

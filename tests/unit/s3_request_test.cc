@@ -182,6 +182,8 @@ TEST(S3Classify, SortsAnswersIntoRetryOutcomes) {
   EXPECT_EQ(ClassifyS3Response(Answer(200, Err("InternalError"))), Outcome::kSuccess)
       << "a 2xx body may be the user's own XML";
   EXPECT_EQ(ClassifyS3Response(Status::Unavailable("reset")), Outcome::kTransient);
+  // An untrusted certificate is not a network blip: no retry makes it trusted.
+  EXPECT_EQ(ClassifyS3Response(Status::PermissionDenied("certificate")), Outcome::kFatal);
   EXPECT_EQ(ClassifyS3Response(Answer(503, Err("SlowDown"))), Outcome::kThrottled);
   EXPECT_EQ(ClassifyS3Response(Answer(429)), Outcome::kThrottled);
   EXPECT_EQ(ClassifyS3Response(Answer(500, Err("InternalError"))), Outcome::kServerError);
