@@ -11,7 +11,21 @@ EventLog::EventLog(ObjectStore& store, Clock& clock, std::string job, std::strin
     : store_(store), clock_(clock), job_(std::move(job)), instance_(std::move(instance)) {}
 
 Status EventLog::Record(std::string_view kind, nlohmann::ordered_json details) {
-  const auto now = clock_.Now();
+  // Create-only, so two instances recording the same kind in the same
+  // millisecond cannot overwrite each other's event: the later one moves to
+  // the next free millisecond.
+  auto when = clock_.Now();
+  Status st;
+  for (int attempt = 0; attempt < 8; ++attempt, when += std::chrono::milliseconds(1)) {
+    st = Put(kind, details, when);
+    if (!st.Is(StatusCode::kPreconditionFailed)) break;
+  }
+  if (!st.ok()) LogWarn("recording the {} event failed: {}", kind, st.message());
+  return st;
+}
+
+Status EventLog::Put(std::string_view kind, const nlohmann::ordered_json& details,
+                     Clock::WallTime now) {
   const std::string time = FormatUtc(now, /*millis=*/true);
   // The event's own fields come last, so details cannot overwrite them (a
   // notice's "time" is its deadline, kept as "detail_time").
@@ -30,9 +44,7 @@ Status EventLog::Record(std::string_view kind, nlohmann::ordered_json details) {
     if (c != '-' && c != ':') stamp += c;
   }
   const std::string key = job_ + "/events/" + stamp + "-" + std::string(kind) + ".json";
-  Status st = store_.Put(key, body.dump(), PutCondition::None()).status();
-  if (!st.ok()) LogWarn("recording the {} event failed: {}", kind, st.message());
-  return st;
+  return store_.Put(key, body.dump(), PutCondition::CreateOnly()).status();
 }
 
 StatusOr<std::vector<nlohmann::json>> EventLog::Recent(size_t limit) {

@@ -17,14 +17,18 @@ class EventLog {
  public:
   EventLog(ObjectStore& store, Clock& clock, std::string job, std::string instance);
 
-  // Stores {"kind", "time", "instance", ...details}. A failure is logged and
-  // returned; callers go on, since events are history, not state.
+  // Stores {"kind", "time", "instance", ...details}, create-only: when the
+  // millisecond's key is taken (another instance, same kind), the event moves
+  // to the next millisecond. A failure is logged and returned; callers go on,
+  // since events are history, not state.
   Status Record(std::string_view kind, nlohmann::ordered_json details = {});
 
   // The newest `limit` events, newest first.
   StatusOr<std::vector<nlohmann::json>> Recent(size_t limit);
 
  private:
+  Status Put(std::string_view kind, const nlohmann::ordered_json& details, Clock::WallTime now);
+
   ObjectStore& store_;
   Clock& clock_;
   const std::string job_, instance_;

@@ -1,0 +1,48 @@
+// The event history: one object per event, never overwritten.
+#include "agent/events.h"
+
+#include <gtest/gtest.h>
+
+#include "common/file_store.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/temp_dir.h"
+
+namespace sg::testing {
+namespace {
+
+TEST(EventLog, TwoInstancesRecordingTheSameKindInTheSameMillisecondKeepBothEvents) {
+  TempDir dir;
+  auto opened = FileStore::Open(dir.path());
+  ASSERT_TRUE(opened.ok());
+  FileStore& store = **opened;
+  FakeClock clock;  // both instances read the very same time
+  EventLog a(store, clock, "job", "i-aaaa");
+  EventLog b(store, clock, "job", "i-bbbb");
+  ASSERT_TRUE(a.Record("notice").ok());
+  ASSERT_TRUE(b.Record("notice").ok());
+  auto recent = a.Recent(10);
+  ASSERT_TRUE(recent.ok()) << recent.status().ToString();
+  ASSERT_EQ(recent->size(), 2u);
+  EXPECT_EQ((*recent)[0]["instance"], "i-bbbb") << "the later one moved to the next millisecond";
+  EXPECT_EQ((*recent)[1]["instance"], "i-aaaa");
+  EXPECT_NE((*recent)[0]["time"], (*recent)[1]["time"]);
+}
+
+TEST(EventLog, DetailsCannotOverwriteTheEventsOwnFields) {
+  TempDir dir;
+  auto opened = FileStore::Open(dir.path());
+  ASSERT_TRUE(opened.ok());
+  FileStore& store = **opened;
+  FakeClock clock;
+  EventLog log(store, clock, "job", "i-1");
+  ASSERT_TRUE(log.Record("snapshot", {{"kind", "forged"}, {"seq", 7}}).ok());
+  auto recent = log.Recent(1);
+  ASSERT_TRUE(recent.ok());
+  ASSERT_EQ(recent->size(), 1u);
+  EXPECT_EQ((*recent)[0]["kind"], "snapshot");
+  EXPECT_EQ((*recent)[0]["detail_kind"], "forged");
+  EXPECT_EQ((*recent)[0]["seq"], 7);
+}
+
+}  // namespace
+}  // namespace sg::testing
