@@ -426,7 +426,7 @@ TEST_F(NetworkFaults, PacketLossAndQueueingInANetworkNamespace) {
   AgentTarget inside = Through("http://" + ns.host_ip() + ":" + port);
   inside.wrapper = ns.Wrapper();
   const int trials = LongReliabilityRun() ? 3 : 1;
-  const size_t mib = 24;
+  const size_t mib = LongReliabilityRun() ? 200 : 64;
   int committed = 0, restored = 0, lost = 0, retries = 0;
   for (int trial = 1; trial <= trials; ++trial) {
     const std::string ckpt = dir_.Join("ckpt");

@@ -231,11 +231,11 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
                                {"SecretAccessKey", secret_a},
                                {"Expiration", Iso8601(a_expires)}}
                     .dump());
-  // A proxy without faults that slows bodies to 4 MiB/s, so the upload
+  // A proxy without faults that slows bodies to 3 MiB/s, so the upload
   // outlasts key A; it counts the requests signed with each key.
   ToolServer proxy("fault_proxy.py", {"--upstream",
                                       env_.endpoint.substr(env_.endpoint.find("://") + 3),
-                                      "--config", nlohmann::json{{"bandwidth", 4 << 20}}.dump()});
+                                      "--config", nlohmann::json{{"bandwidth", 3 << 20}}.dump()});
   AgentTarget agent;
   agent.store = "s3://" + uid + "/" + prefix_;
   agent.endpoint = proxy.endpoint();
@@ -248,9 +248,16 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
                {"AWS_CONTAINER_AUTHORIZATION_TOKEN", token},
                {"AWS_REGION", env_.region},
                {"AWS_EC2_METADATA_DISABLED", "true"}};
+  // A sharded checkpoint: one 24 MiB file (a multipart upload whose parts
+  // are in flight when the key changes) and many 1 MiB shards, so that new
+  // requests, each asking for credentials, start all through the upload.
   const std::string ckpt = dir_.Join("ckpt");
-  const size_t mib = LongReliabilityRun() ? 96 : 48;
-  WriteNoisyWeights(ckpt + "/model.pt", mib, 4242);
+  const int shards = LongReliabilityRun() ? 96 : 48;
+  WriteNoisyWeights(ckpt + "/model.pt", 24, 4242);
+  for (int i = 0; i < shards; ++i) {
+    WriteNoisyWeights(ckpt + "/shards/shard_" + std::to_string(i) + ".pt", 1, 5000 + i);
+  }
+  const size_t mib = 24 + static_cast<size_t>(shards);
   const auto want = DigestTree(ckpt);
 
   auto snapshot = std::async(std::launch::async,
@@ -330,7 +337,7 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
       {"time_credential_expiry", "time",
        "container credentials expiring mid-upload; the old key deleted from Ceph", 1, 1, 1,
        same ? 1 : 0, same ? 0 : 1,
-       std::to_string(mib) + " MiB upload at 4 MiB/s; endpoint asked " +
+       std::to_string(mib) + " MiB upload at 3 MiB/s; endpoint asked " +
            std::to_string(log.size()) + " times; requests signed with key A " +
            std::to_string(a_requests) + ", key B " + std::to_string(b_requests) + " (" +
            std::to_string(b_requests - b_requests_at_revoke) + " after A was deleted)"});
