@@ -38,7 +38,8 @@ Control (not counted, never faulted), under /_proxy/ (no S3 bucket name starts
 with "_"):
 
 * GET  /_proxy/stats   {"requests", "faults": {kind: n}, "injected",
-                        "keys": {access key id: requests}, "events": [...]}
+                        "keys": {access key id: requests}, "events": [...],
+                        "hangs_ended_by_client"/"_by_proxy": n}
 * POST /_proxy/config  JSON merged into the configuration (rate, schedule,
                        seed, kinds, stall_seconds, hang_seconds, delay_ms,
                        bandwidth, match, max_faults); resets the schedule's window
@@ -145,6 +146,7 @@ class Proxy:
         self.faults = {}
         self.keys = {}
         self.events = []
+        self.hang_ends = {}
 
     def apply_config(self, update):
         for k in update:
@@ -291,12 +293,17 @@ class Proxy:
                 if kind == "hang":
                     client_sock.settimeout(1.0)
                     deadline = time.monotonic() + float(self.config["hang_seconds"])
-                    while time.monotonic() < deadline:
+                    gave_up = False
+                    while time.monotonic() < deadline and not gave_up:
                         try:
-                            if not client_sock.recv(CHUNK):
-                                break
+                            gave_up = not client_sock.recv(CHUNK)
                         except socket.timeout:
                             continue
+                        except OSError:
+                            gave_up = True
+                    with self.lock:
+                        key = "hangs_ended_by_client" if gave_up else "hangs_ended_by_proxy"
+                        self.hang_ends[key] = self.hang_ends.get(key, 0) + 1
                     reset(client_sock)
                     return
                 if kind in ("error500", "slowdown503"):
@@ -366,6 +373,7 @@ class Proxy:
                 out = {"requests": self.requests, "faults": dict(self.faults),
                        "injected": sum(self.faults.values()), "keys": dict(self.keys),
                        "events": list(self.events), "config": dict(self.config)}
+                out.update(self.hang_ends)
         elif method == "POST" and target == "/_proxy/config":
             try:
                 with self.lock:
