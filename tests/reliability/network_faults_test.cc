@@ -257,6 +257,57 @@ TEST_F(NetworkFaults, A200MiBSnapshotCommitsAndRestoresThroughFivePercentFaults)
 }
 
 
+// The answers to the writes that commit a snapshot (CompleteMultipartUpload,
+// the manifest, the "latest" pointer) are lost after the gateway carried them
+// out: the agent must not take its own earlier write for a conflict, nor
+// commit twice or leave a half-committed snapshot.
+TEST_F(NetworkFaults, LostAnswersToCommitWritesNeitherFailNorDoubleCommit) {
+  ToolServer proxy("fault_proxy.py",
+                   {"--upstream", Upstream(env_), "--config",
+                    ConfigJson({{"rate", 0.5},
+                                {"seed", 11},
+                                {"kinds", {"lost_response"}},
+                                {"match", "^(POST .*uploadId=|PUT .*(manifest|latest))"}})});
+  const AgentTarget faulty = Through(proxy.endpoint());
+  const int trials = LongReliabilityRun() ? 8 : 3;
+  int committed = 0, restored = 0, lost = 0, retries = 0;
+  std::map<std::string, std::map<std::string, FileDigest>> want;
+  for (int trial = 1; trial <= trials; ++trial) {
+    const std::string ckpt = dir_.Join("ckpt" + std::to_string(trial));
+    WriteNoisyWeights(ckpt + "/model.pt", 12, 600 + trial);
+    dir_.WriteFile("ckpt" + std::to_string(trial) + "/meta.json", RandomBytes(500, trial));
+    auto snap = RunAgent(faulty, {"snapshot", "--dir", ckpt});
+    retries += CountRetries(snap.err);
+    ASSERT_EQ(snap.exit_code, 0) << snap.err;
+    ++committed;
+    want[Trimmed(snap.out)] = DigestTree(ckpt);
+  }
+  const nlohmann::json stats = ProxyStats(proxy);
+  const long injected = stats.value("injected", 0L);
+  EXPECT_GE(injected, trials) << stats.dump();
+  const nlohmann::json rows = List();
+  EXPECT_EQ(rows.size(), want.size()) << rows.dump();
+  for (const auto& [seq, files] : want) {
+    auto restore = RunAgent(direct_, {"restore", "--snapshot", seq, "--to", dir_.Join("b" + seq)});
+    ASSERT_EQ(restore.exit_code, 0) << restore.err;
+    if (DigestTree(dir_.Join("b" + seq)) == files) {
+      ++restored;
+    } else {
+      ++lost;
+      ADD_FAILURE() << "snapshot " << seq << " restored different bytes";
+    }
+  }
+  auto latest = RunAgent(direct_, {"restore", "--to", dir_.Join("latest")});
+  ASSERT_EQ(latest.exit_code, 0) << latest.err;
+  EXPECT_EQ(DigestTree(dir_.Join("latest")), want.rbegin()->second)
+      << "the newest snapshot is not the one restored by default";
+  WriteReliabilityRecord({"net_lost_commit_answers", "network",
+                          "answers lost (reset after the gateway acted) on half the "
+                          "CompleteMultipartUpload, manifest and latest writes",
+                          trials, injected, committed, restored, lost,
+                          std::to_string(retries) + " S3 retries logged"});
+}
+
 // A response that never comes: the client's stall timeout (under 1 KiB/s for
 // 60 s) must turn the hang into a retry instead of waiting forever.
 TEST_F(NetworkFaults, AHungRequestBecomesARetry) {

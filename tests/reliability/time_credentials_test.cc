@@ -265,7 +265,13 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
   auto running = [&] {
     return snapshot.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   };
-  // When spotguard must stop using A, the endpoint starts handing out B.
+  // spotguard starts on key A (however long it takes to start)...
+  auto a_in_use = [&] { return ProxyStats(proxy)["keys"].value(key_a, 0L) > 0; };
+  for (int i = 0; i < 600 && !a_in_use() && running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(a_in_use()) << "no request signed with key A reached the gateway";
+  // ...and once it must stop using A, the endpoint hands out B.
   std::this_thread::sleep_until(a_expires - std::chrono::minutes(5) +
                                 std::chrono::milliseconds(500));
   ASSERT_TRUE(running()) << "the upload finished before key A expired; make it larger";
