@@ -265,12 +265,15 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
   auto running = [&] {
     return snapshot.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   };
-  // spotguard starts on key A (however long it takes to start)...
-  auto a_in_use = [&] { return ProxyStats(proxy)["keys"].value(key_a, 0L) > 0; };
-  for (int i = 0; i < 600 && !a_in_use() && running(); ++i) {
+  // spotguard uploads its first 8 MiB with key A (however long it takes to
+  // start)... Past A's renewal time it asks the endpoint before every
+  // request and keeps getting A until the switch.
+  constexpr long kBytesOnA = 8 << 20;
+  auto a_bytes = [&] { return ProxyStats(proxy)["key_bytes"].value(key_a, 0L); };
+  for (int i = 0; i < 1200 && a_bytes() < kBytesOnA && running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_TRUE(a_in_use()) << "no request signed with key A reached the gateway";
+  ASSERT_GE(a_bytes(), kBytesOnA) << "the upload did not get going on key A";
   // ...and once it must stop using A, the endpoint hands out B.
   std::this_thread::sleep_until(a_expires - std::chrono::minutes(5) +
                                 std::chrono::milliseconds(500));
@@ -314,6 +317,9 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
   EXPECT_TRUE(still_running_after_revoke);
   const nlohmann::json stats = ProxyStats(proxy);
   const long a_requests = stats["keys"].value(key_a, 0L), b_requests = stats["keys"].value(key_b, 0L);
+  const long a_mib = stats["key_bytes"].value(key_a, 0L) >> 20;
+  const long b_mib = stats["key_bytes"].value(key_b, 0L) >> 20;
+  EXPECT_GT(b_mib, 0) << "no data went up with key B";
   EXPECT_GT(a_requests, 0);
   EXPECT_GT(b_requests, b_requests_at_revoke) << "no request after key A was revoked";
   auto log = nlohmann::json::parse(creds.Control("GET", "/_creds/log"), nullptr, false);
@@ -336,17 +342,18 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
   EXPECT_TRUE(same);
   EXPECT_EQ(CountRetries(snap.err), 0) << "no request should have failed: " << snap.err;
   std::printf(
-      "credentials: endpoint asked %zu times; %ld requests signed with key A, %ld with key B "
-      "(%ld after A was deleted)\n",
-      log.size(), a_requests, b_requests, b_requests - b_requests_at_revoke);
+      "credentials: endpoint asked %zu times; %ld requests (%ld MiB) signed with key A, %ld "
+      "(%ld MiB) with key B (%ld requests after A was deleted)\n",
+      log.size(), a_requests, a_mib, b_requests, b_mib, b_requests - b_requests_at_revoke);
   WriteReliabilityRecord(
       {"time_credential_expiry", "time",
        "container credentials expiring mid-upload; the old key deleted from Ceph", 1, 1, 1,
        same ? 1 : 0, same ? 0 : 1,
        std::to_string(mib) + " MiB upload at 3 MiB/s; endpoint asked " +
            std::to_string(log.size()) + " times; requests signed with key A " +
-           std::to_string(a_requests) + ", key B " + std::to_string(b_requests) + " (" +
-           std::to_string(b_requests - b_requests_at_revoke) + " after A was deleted)"});
+           std::to_string(a_requests) + " (" + std::to_string(a_mib) + " MiB), key B " +
+           std::to_string(b_requests) + " (" + std::to_string(b_mib) + " MiB; " +
+           std::to_string(b_requests - b_requests_at_revoke) + " requests after A was deleted)"});
 }
 
 }  // namespace

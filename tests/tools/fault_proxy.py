@@ -38,7 +38,8 @@ Control (not counted, never faulted), under /_proxy/ (no S3 bucket name starts
 with "_"):
 
 * GET  /_proxy/stats   {"requests", "faults": {kind: n}, "injected",
-                        "keys": {access key id: requests}, "events": [...],
+                        "keys": {access key id: requests},
+                        "key_bytes": {access key id: request body bytes}, "events": [...],
                         "hangs_ended_by_client"/"_by_proxy": n}
 * POST /_proxy/config  JSON merged into the configuration (rate, schedule,
                        seed, kinds, stall_seconds, hang_seconds, delay_ms,
@@ -145,6 +146,7 @@ class Proxy:
         self.requests = 0
         self.faults = {}
         self.keys = {}
+        self.key_bytes = {}
         self.events = []
         self.hang_ends = {}
 
@@ -282,6 +284,8 @@ class Proxy:
                     seq = self.requests
                     if m:
                         self.keys[m.group(1)] = self.keys.get(m.group(1), 0) + 1
+                        self.key_bytes[m.group(1)] = self.key_bytes.get(m.group(1), 0) + \
+                            int(headers.get("content-length", "0") or 0)
                     kind = self.decide(method, target, has_body)
                     if kind:
                         self.record(seq, method, target, kind)
@@ -372,6 +376,7 @@ class Proxy:
             with self.lock:
                 out = {"requests": self.requests, "faults": dict(self.faults),
                        "injected": sum(self.faults.values()), "keys": dict(self.keys),
+                       "key_bytes": dict(self.key_bytes),
                        "events": list(self.events), "config": dict(self.config)}
                 out.update(self.hang_ends)
         elif method == "POST" and target == "/_proxy/config":
