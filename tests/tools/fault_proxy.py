@@ -43,7 +43,8 @@ with "_"):
                         "hangs_ended_by_client"/"_by_proxy": n}
 * POST /_proxy/config  JSON merged into the configuration (rate, schedule,
                        seed, kinds, stall_seconds, hang_seconds, delay_ms,
-                       bandwidth, match, max_faults); resets the schedule's window
+                       bandwidth, match, max_faults); restarts the schedule's
+                       window (the turn of kinds carries on unless `kinds` changes)
 * POST /_proxy/reset   zeroes the statistics
 
 Authorization headers are read only for the access key id; secrets never pass
@@ -161,7 +162,8 @@ class Proxy:
         self.rng = random.Random(self.config["seed"])
         self.window_pos = 0
         self.window_slot = -1
-        self.kind_index = 0
+        if "kinds" in update or not hasattr(self, "kind_index"):
+            self.kind_index = 0  # else the kinds keep taking turns
 
     # ---- decisions (under self.lock) ----
     def decide(self, method, target, has_body):
