@@ -399,8 +399,9 @@ TEST_F(NetworkFaults, AnUploadThatCannotFinishCommitsNothing) {
   WriteReliabilityRecord({"net_upload_never_finishes", "network",
                           "every UploadPart answered 500, cut short or reset", 1, injected, 1,
                           same ? 1 : 0, same ? 0 : 1,
-                          "the failed snapshot exited 1 and left no committed snapshot and no "
-                          "open multipart upload; " +
+                          "committed/restored count the earlier snapshot, which stays the "
+                          "only one listed and restores unchanged; the failed snapshot exited 1 "
+                          "and left no committed snapshot and no open multipart upload; " +
                               std::to_string(CountRetries(failed.err)) + " S3 retries logged"});
 }
 
