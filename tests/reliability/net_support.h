@@ -84,9 +84,9 @@ inline CommandResult RunAgent(const AgentTarget& t, std::vector<std::string> arg
   std::vector<std::string> argv = t.wrapper;
   argv.push_back(SPOTGUARD_BIN);
   argv.insert(argv.end(), args.begin(), args.end());
-  for (const std::string& a : {std::string("--job"), t.job, std::string("--store"), t.store,
-                               std::string("--endpoint"), t.endpoint, std::string("--log-level"),
-                               std::string("debug")}) {
+  for (const std::string& a :
+       {std::string("--job"), t.job, std::string("--store"), t.store, std::string("--endpoint"),
+        t.endpoint, std::string("--log-level"), std::string("debug")}) {
     argv.push_back(a);
   }
   std::map<std::string, std::string> env = t.env;

@@ -112,10 +112,10 @@ std::string Trimmed(std::string s) {
 // until each kind has been injected at least once.
 TEST_F(NetworkFaults, EveryFaultKindIsSurvivedAndRestoresByteIdentical) {
   const std::vector<std::string> kinds = MixedKinds(/*with_hang=*/false);
-  ToolServer proxy("fault_proxy.py",
-                   {"--upstream", Upstream(env_), "--config",
-                    ConfigJson({{"rate", 0.25}, {"seed", 7}, {"kinds", kinds},
-                                {"stall_seconds", 1.0}})});
+  ToolServer proxy(
+      "fault_proxy.py",
+      {"--upstream", Upstream(env_), "--config",
+       ConfigJson({{"rate", 0.25}, {"seed", 7}, {"kinds", kinds}, {"stall_seconds", 1.0}})});
   const AgentTarget faulty = Through(proxy.endpoint());
   const int min_trials = LongReliabilityRun() ? 8 : 3, max_trials = LongReliabilityRun() ? 16 : 8;
   int trials = 0, committed = 0, restored = 0, lost = 0, retries = 0;
@@ -160,8 +160,8 @@ TEST_F(NetworkFaults, EveryFaultKindIsSurvivedAndRestoresByteIdentical) {
     stats = ProxyStats(proxy);
   }
   for (const std::string& k : kinds) {
-    EXPECT_TRUE(stats["faults"].contains(k)) << "fault kind " << k << " never injected in "
-                                             << trials << " trials";
+    EXPECT_TRUE(stats["faults"].contains(k))
+        << "fault kind " << k << " never injected in " << trials << " trials";
   }
   // Each 500 and 503 is an HTTP answer the S3 client must have retried
   // itself, and logged as such (connection faults may also be resent inside
@@ -197,10 +197,10 @@ TEST_F(NetworkFaults, A200MiBSnapshotCommitsAndRestoresThroughFivePercentFaults)
   const std::vector<std::string> kinds = MixedKinds(/*with_hang=*/long_run);
   const int trials_wanted = long_run ? 6 : 3;
   const size_t mib = long_run ? 400 : 200;
-  ToolServer proxy("fault_proxy.py",
-                   {"--upstream", Upstream(env_), "--config",
-                    ConfigJson({{"rate", 0.05}, {"seed", 2026}, {"kinds", kinds},
-                                {"stall_seconds", 3.0}})});
+  ToolServer proxy(
+      "fault_proxy.py",
+      {"--upstream", Upstream(env_), "--config",
+       ConfigJson({{"rate", 0.05}, {"seed", 2026}, {"kinds", kinds}, {"stall_seconds", 3.0}})});
   const AgentTarget faulty = Through(proxy.endpoint());
   int committed = 0, restored = 0, lost = 0, snap_retries = 0, restore_retries = 0;
   int server_error_retries = 0, throttle_retries = 0;
@@ -231,8 +231,8 @@ TEST_F(NetworkFaults, A200MiBSnapshotCommitsAndRestoresThroughFivePercentFaults)
 
     const std::string back = dir_.Join("back");
     proxy.Control("POST", "/_proxy/config", ConfigJson({{"seed", 1000 * trial + 2}}));
-    auto restore = RunAgent(faulty, {"restore", "--snapshot", seq, "--to", back},
-                            std::chrono::seconds(1200));
+    auto restore =
+        RunAgent(faulty, {"restore", "--snapshot", seq, "--to", back}, std::chrono::seconds(1200));
     restore_retries += CountRetries(restore.err);
     server_error_retries += CountOccurrences(restore.err, "server error on attempt");
     throttle_retries += CountOccurrences(restore.err, "throttled on attempt");
@@ -269,18 +269,17 @@ TEST_F(NetworkFaults, A200MiBSnapshotCommitsAndRestoresThroughFivePercentFaults)
   std::printf(
       "%zu MiB x %d: %ld requests through the proxy, %ld faults (%s; %ld in uploads, %ld in "
       "restores); retries logged: snapshot %d, restore %d\n",
-      mib, trials_wanted, requests, injected, FaultSummary(stats["faults"]).c_str(),
-      upload_faults, restore_faults, snap_retries, restore_retries);
+      mib, trials_wanted, requests, injected, FaultSummary(stats["faults"]).c_str(), upload_faults,
+      restore_faults, snap_retries, restore_retries);
   WriteReliabilityRecord(
       {"net_200mib_5pct_faults", "network",
        "fault proxy at 5% of requests, mixed kinds: " + FaultSummary(stats["faults"]),
        trials_wanted, injected, committed, restored, lost,
        std::to_string(mib) + " MiB per trial; " + std::to_string(requests) + " requests, " +
-           std::to_string(upload_faults) + " faults in uploads, " +
-           std::to_string(restore_faults) + " in restores; S3 retries logged: snapshot " +
-           std::to_string(snap_retries) + ", restore " + std::to_string(restore_retries)});
+           std::to_string(upload_faults) + " faults in uploads, " + std::to_string(restore_faults) +
+           " in restores; S3 retries logged: snapshot " + std::to_string(snap_retries) +
+           ", restore " + std::to_string(restore_retries)});
 }
-
 
 // The answers to the writes that commit a snapshot (CompleteMultipartUpload,
 // the manifest, the "latest" pointer) are lost after the gateway carried them
@@ -334,13 +333,12 @@ TEST_F(NetworkFaults, LostAnswersToCommitWritesNeitherFailNorDoubleCommit) {
 // A response that never comes: the client's stall timeout (under 1 KiB/s for
 // 60 s) must turn the hang into a retry instead of waiting forever.
 TEST_F(NetworkFaults, AHungRequestBecomesARetry) {
-  ToolServer proxy("fault_proxy.py",
-                   {"--upstream", Upstream(env_), "--config",
-                    ConfigJson({{"rate", 1.0},
-                                {"kinds", {"hang"}},
-                                {"match", "^PUT .*partNumber=2&"},
-                                {"max_faults", 1},
-                                {"hang_seconds", 240}})});
+  ToolServer proxy("fault_proxy.py", {"--upstream", Upstream(env_), "--config",
+                                      ConfigJson({{"rate", 1.0},
+                                                  {"kinds", {"hang"}},
+                                                  {"match", "^PUT .*partNumber=2&"},
+                                                  {"max_faults", 1},
+                                                  {"hang_seconds", 240}})});
   const std::string ckpt = dir_.Join("ckpt");
   WriteNoisyWeights(ckpt + "/model.pt", 24, 5);
   const auto want = DigestTree(ckpt);
@@ -498,17 +496,16 @@ TEST_F(NetworkFaults, PacketLossAndQueueingInANetworkNamespace) {
     how = "tc netem loss " + std::to_string(loss_pct) + "% delay 5ms on the namespace's veth";
   } else {
     const std::string p = loss_pct == 5 ? "0.05" : "0.10";
-    std::string out =
-        ns.Exec("iptables -A INPUT -i " + ns.ns_if() +
-                    " -m statistic --mode random --probability " + p + " -j DROP",
-                &rc);
+    std::string out = ns.Exec("iptables -A INPUT -i " + ns.ns_if() +
+                                  " -m statistic --mode random --probability " + p + " -j DROP",
+                              &rc);
     ASSERT_EQ(rc, 0) << "iptables statistic match unavailable: " << out;
     out = ns.Exec("iptables -A OUTPUT -o " + ns.ns_if() +
                       " -m statistic --mode random --probability " + p + " -j DROP",
                   &rc);
     ASSERT_EQ(rc, 0) << out;
-    out = ns.Exec("tc qdisc add dev " + ns.ns_if() + " root tbf rate 200mbit burst 64kb latency 50ms",
-                  &rc);
+    out = ns.Exec(
+        "tc qdisc add dev " + ns.ns_if() + " root tbf rate 200mbit burst 64kb latency 50ms", &rc);
     ASSERT_EQ(rc, 0) << "tbf unavailable: " << out;
     how = "no netem in this kernel (" + Trimmed(netem_out) + "): iptables statistic DROP of " +
           std::to_string(loss_pct) + "% of packets each way + tbf 200 Mbit/s, 50 ms queue";
@@ -530,8 +527,8 @@ TEST_F(NetworkFaults, PacketLossAndQueueingInANetworkNamespace) {
     ++committed;
     const std::string seq = Trimmed(snap.out);
     const std::string back = dir_.Join("back");
-    auto restore = RunAgent(inside, {"restore", "--snapshot", seq, "--to", back},
-                            std::chrono::seconds(900));
+    auto restore =
+        RunAgent(inside, {"restore", "--snapshot", seq, "--to", back}, std::chrono::seconds(900));
     retries += CountRetries(restore.err);
     ASSERT_EQ(restore.exit_code, 0) << restore.err;
     if (DigestTree(back) == want) {

@@ -62,8 +62,8 @@ std::map<std::string, std::string> FaketimeEnv(const std::string& offset) {
   return {{"LD_PRELOAD", kFaketimeLib},
           {"FAKETIME", offset},
           {"FAKETIME_DONT_FAKE_MONOTONIC", "1"},
-          {"ASAN_OPTIONS", std::string(asan && *asan ? std::string(asan) + ":" : "") +
-                               "verify_asan_link_order=0"}};
+          {"ASAN_OPTIONS",
+           std::string(asan && *asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0"}};
 }
 
 // A signed ListObjectsV2 by curl (its own SigV4), optionally under a fake
@@ -208,8 +208,8 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
     std::string uid;
     ~UserCleanup() { admin.Run({"user", "rm", "--uid=" + uid, "--purge-data"}); }
   } cleanup{admin, uid};
-  ASSERT_TRUE(admin.Run({"key", "create", "--uid=" + uid, "--key-type=s3",
-                         "--access-key=" + key_b, "--secret-key=" + secret_b},
+  ASSERT_TRUE(admin.Run({"key", "create", "--uid=" + uid, "--key-type=s3", "--access-key=" + key_b,
+                         "--secret-key=" + secret_b},
                         &err))
       << "radosgw-admin key create: " << err;
 
@@ -226,16 +226,16 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
   // before they expire, so it must ask again 4 s from now.
   const auto a_issued = std::chrono::system_clock::now();
   const auto a_expires = a_issued + std::chrono::minutes(5) + std::chrono::seconds(4);
-  creds.Control("POST", "/_creds/set",
-                nlohmann::json{{"AccessKeyId", key_a},
-                               {"SecretAccessKey", secret_a},
-                               {"Expiration", Iso8601(a_expires)}}
-                    .dump());
+  creds.Control(
+      "POST", "/_creds/set",
+      nlohmann::json{
+          {"AccessKeyId", key_a}, {"SecretAccessKey", secret_a}, {"Expiration", Iso8601(a_expires)}}
+          .dump());
   // A proxy without faults that slows bodies to 3 MiB/s, so the upload
   // outlasts key A; it counts the requests signed with each key.
-  ToolServer proxy("fault_proxy.py", {"--upstream",
-                                      env_.endpoint.substr(env_.endpoint.find("://") + 3),
-                                      "--config", nlohmann::json{{"bandwidth", 3 << 20}}.dump()});
+  ToolServer proxy("fault_proxy.py",
+                   {"--upstream", env_.endpoint.substr(env_.endpoint.find("://") + 3), "--config",
+                    nlohmann::json{{"bandwidth", 3 << 20}}.dump()});
   AgentTarget agent;
   agent.store = "s3://" + uid + "/" + prefix_;
   agent.endpoint = proxy.endpoint();
@@ -260,8 +260,9 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
   const size_t mib = 24 + static_cast<size_t>(shards);
   const auto want = DigestTree(ckpt);
 
-  auto snapshot = std::async(std::launch::async,
-                             [&] { return RunAgent(agent, {"snapshot", "--dir", ckpt}); });
+  auto snapshot = std::async(std::launch::async, [&] {
+    return RunAgent(agent, {"snapshot", "--dir", ckpt});
+  });
   auto running = [&] {
     return snapshot.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   };
@@ -281,8 +282,8 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
   creds.Control("POST", "/_creds/set",
                 nlohmann::json{{"AccessKeyId", key_b},
                                {"SecretAccessKey", secret_b},
-                               {"Expiration", Iso8601(std::chrono::system_clock::now() +
-                                                      std::chrono::hours(1))}}
+                               {"Expiration",
+                                Iso8601(std::chrono::system_clock::now() + std::chrono::hours(1))}}
                     .dump());
   auto served_b = [&] {
     auto log = nlohmann::json::parse(creds.Control("GET", "/_creds/log"), nullptr, false);
@@ -298,8 +299,8 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
   // Then key A really stops working: it is deleted from Ceph mid-upload.
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ASSERT_TRUE(running()) << "the upload finished before key A was revoked; make it larger";
-  ASSERT_TRUE(admin.Run({"key", "rm", "--uid=" + uid, "--key-type=s3", "--access-key=" + key_a},
-                        &err))
+  ASSERT_TRUE(
+      admin.Run({"key", "rm", "--uid=" + uid, "--key-type=s3", "--access-key=" + key_a}, &err))
       << "radosgw-admin key rm: " << err;
   const bool still_running_after_revoke = running();
   const long b_requests_at_revoke = ProxyStats(proxy)["keys"].value(key_b, 0L);
@@ -316,7 +317,8 @@ TEST_F(TimeAndCredentials, CredentialsThatExpireMidUploadAreRefreshedAndTheUploa
   ASSERT_EQ(snap.exit_code, 0) << snap.err;
   EXPECT_TRUE(still_running_after_revoke);
   const nlohmann::json stats = ProxyStats(proxy);
-  const long a_requests = stats["keys"].value(key_a, 0L), b_requests = stats["keys"].value(key_b, 0L);
+  const long a_requests = stats["keys"].value(key_a, 0L),
+             b_requests = stats["keys"].value(key_b, 0L);
   const long a_mib = stats["key_bytes"].value(key_a, 0L) >> 20;
   const long b_mib = stats["key_bytes"].value(key_b, 0L) >> 20;
   EXPECT_GT(b_mib, 0) << "no data went up with key B";
