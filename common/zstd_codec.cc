@@ -135,7 +135,8 @@ StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t
   if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != raw_size) return Status::Corruption("zstd frame decoded to the wrong size");
   const int width = ShuffleWidth(codec);
-  return width == 1 ? out : UnshuffleBytes(out, width);
+  if (width == 1) return out;  // moved, not copied
+  return UnshuffleBytes(out, width);
 }
 
 Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy policy, int level) {
