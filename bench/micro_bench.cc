@@ -1,0 +1,180 @@
+// Micro-benchmarks of the per-byte and per-request work on spotguard's
+// upload and restore paths (Google Benchmark):
+//   SigV4        signing one UploadPart PUT (what every 8 MiB part costs)
+//   SHA-256      of an 8 MiB buffer, streamed (the writer hashes every raw file)
+//   MD5          of an 8 MiB buffer (Content-MD5 of every part; spotguard has
+//                no CRC32C: S3 checksums are not used, MD5 is what it computes)
+//   shuffle      ShuffleBytes / UnshuffleBytes, widths 2 and 4, 8 MiB
+//   frame        EncodeFrame / DecodeFrame of one 8 MiB frame at level 1,
+//                plain zstd and zstd+shuffle4
+// The frame and shuffle data are 8 MiB from the middle of the file named by
+// SG_MICRO_DATA (a real checkpoint); without it, float32 values drawn from a
+// normal distribution (weights-like), said in the benchmark's label.
+//
+//   micro_bench [--benchmark_format=json] [Google Benchmark flags]
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "common/crypto.h"
+#include "common/sigv4.h"
+#include "common/zstd_codec.h"
+
+namespace {
+
+constexpr size_t kBuffer = 8 << 20;
+
+struct Data {
+  std::string bytes;
+  std::string label;
+};
+
+const Data& BenchData() {
+  static const Data data = [] {
+    Data d;
+    if (const char* path = std::getenv("SG_MICRO_DATA"); path && *path) {
+      std::ifstream in(path, std::ios::binary | std::ios::ate);
+      const auto size = static_cast<size_t>(in.tellg());
+      if (in && size >= kBuffer) {
+        d.bytes.resize(kBuffer);
+        in.seekg(static_cast<std::streamoff>((size - kBuffer) / 2));
+        in.read(d.bytes.data(), static_cast<std::streamsize>(kBuffer));
+        if (in) {
+          const std::string p(path);
+          d.label = "real:" + p.substr(p.find_last_of('/') + 1);
+          return d;
+        }
+      }
+    }
+    std::mt19937 rng(42);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    d.bytes.resize(kBuffer);
+    for (size_t i = 0; i + 4 <= kBuffer; i += 4) {
+      const float v = normal(rng);
+      std::memcpy(d.bytes.data() + i, &v, 4);
+    }
+    d.label = "synthetic-fp32";
+    return d;
+  }();
+  return data;
+}
+
+void BM_SigV4SignUploadPart(benchmark::State& state) {
+  const sg::AwsCredentials creds{"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                                 ""};
+  const auto now = std::chrono::system_clock::now();
+  for (auto _ : state) {
+    sg::SigningRequest r;
+    r.method = "PUT";
+    r.path = "/bucket/jobs/llm-7b/snapshots/0000000042/files/model/checkpoint.pt.zst";
+    r.query = {{"partNumber", "17"}, {"uploadId", "2~fcGq3kZf6nXl4aE9mBQyXy0t1yFXq8Wv"}};
+    r.headers = {{"host", "bucket.s3.us-east-1.amazonaws.com"},
+                 {"Content-MD5", "1B2M2Y8AsgTpgAmY7PhCfg=="},
+                 {"Content-Length", "8388608"}};
+    r.payload_sha256_hex = std::string(sg::kUnsignedPayload);
+    sg::SignRequest(r, creds, "us-east-1", "s3", now);
+    benchmark::DoNotOptimize(r.headers);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SigV4SignUploadPart);
+
+void BM_Sha256Stream8MiB(benchmark::State& state) {
+  const std::string& buf = BenchData().bytes;
+  for (auto _ : state) {
+    sg::Sha256Stream sha;
+    sha.Update(buf);
+    benchmark::DoNotOptimize(sha.FinishHex());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * buf.size()));
+}
+BENCHMARK(BM_Sha256Stream8MiB)->Unit(benchmark::kMillisecond);
+
+void BM_Md5ContentMd5Of8MiBPart(benchmark::State& state) {
+  const std::string& buf = BenchData().bytes;
+  for (auto _ : state) benchmark::DoNotOptimize(sg::Base64Encode(sg::Md5(buf)));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * buf.size()));
+}
+BENCHMARK(BM_Md5ContentMd5Of8MiBPart)->Unit(benchmark::kMillisecond);
+
+void BM_Shuffle(benchmark::State& state) {
+  const std::string& buf = BenchData().bytes;
+  const int width = static_cast<int>(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(sg::ShuffleBytes(buf, width));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * buf.size()));
+}
+BENCHMARK(BM_Shuffle)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond);
+
+void BM_Unshuffle(benchmark::State& state) {
+  const int width = static_cast<int>(state.range(0));
+  const std::string shuffled = sg::ShuffleBytes(BenchData().bytes, width);
+  for (auto _ : state) benchmark::DoNotOptimize(sg::UnshuffleBytes(shuffled, width));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * shuffled.size()));
+}
+BENCHMARK(BM_Unshuffle)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond);
+
+// The floor any shuffle pays: one copy of the buffer.
+void BM_Memcpy(benchmark::State& state) {
+  const std::string& buf = BenchData().bytes;
+  for (auto _ : state) benchmark::DoNotOptimize(std::string(buf));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * buf.size()));
+}
+BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond);
+
+sg::Codec CodecArg(int64_t shuffle) {
+  return shuffle ? sg::Codec::kZstdShuffle4 : sg::Codec::kZstd;
+}
+
+void BM_EncodeFrameLevel1(benchmark::State& state) {
+  const Data& data = BenchData();
+  const sg::Codec codec = CodecArg(state.range(0));
+  size_t stored = 0;
+  for (auto _ : state) {
+    auto frame = sg::EncodeFrame(codec, data.bytes, 1);
+    if (!frame.ok()) {
+      state.SkipWithError(frame.status().ToString().c_str());
+      break;
+    }
+    stored = frame->size();
+    benchmark::DoNotOptimize(frame);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * data.bytes.size()));
+  state.counters["ratio"] = stored ? static_cast<double>(data.bytes.size()) / stored : 0.0;
+  state.SetLabel(std::string(sg::CodecName(codec)) + " " + data.label);
+}
+BENCHMARK(BM_EncodeFrameLevel1)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void BM_DecodeFrameLevel1(benchmark::State& state) {
+  const Data& data = BenchData();
+  const sg::Codec codec = CodecArg(state.range(0));
+  auto frame = sg::EncodeFrame(codec, data.bytes, 1);
+  if (!frame.ok()) {
+    state.SkipWithError(frame.status().ToString().c_str());
+    return;
+  }
+  // Checked once, outside the timed loop.
+  auto check = sg::DecodeFrame(codec, *frame, data.bytes.size());
+  if (!check.ok() || *check != data.bytes) {
+    state.SkipWithError("DecodeFrame did not give back the original bytes");
+    return;
+  }
+  for (auto _ : state) {
+    auto raw = sg::DecodeFrame(codec, *frame, data.bytes.size());
+    if (!raw.ok()) {
+      state.SkipWithError(raw.status().ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(raw);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * data.bytes.size()));
+  state.SetLabel(std::string(sg::CodecName(codec)) + " " + data.label);
+}
+BENCHMARK(BM_DecodeFrameLevel1)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

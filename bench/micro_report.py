@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Turns micro_bench's Google Benchmark JSON (median of the repetitions) and
+the reference tools' output into the fragment of bench/sections/07-micro.sh.
+
+    micro_report.py MICRO.json --openssl-sha256 F --openssl-md5 F --zstd-b1 F --md OUT.md
+
+openssl speed prints 1000s of bytes per second; zstd -b prints MB/s (10^6).
+Reference files that are empty (tool missing) leave the column empty.
+"""
+import argparse
+import json
+import re
+
+WHAT = {
+    "BM_SigV4SignUploadPart": "SigV4: sign one UploadPart PUT (canonical request, signing key, HMAC)",
+    "BM_Sha256Stream8MiB": "SHA-256 of 8 MiB (Sha256Stream, per raw file)",
+    "BM_Md5ContentMd5Of8MiBPart": "MD5 + base64 of an 8 MiB part (Content-MD5)",
+    "BM_Shuffle/2": "ShuffleBytes, width 2, 8 MiB",
+    "BM_Shuffle/4": "ShuffleBytes, width 4, 8 MiB",
+    "BM_Unshuffle/2": "UnshuffleBytes, width 2, 8 MiB",
+    "BM_Unshuffle/4": "UnshuffleBytes, width 4, 8 MiB",
+    "BM_Memcpy": "copy of 8 MiB (the floor of a shuffle)",
+    "BM_EncodeFrameLevel1/0": "EncodeFrame zstd level 1, one 8 MiB frame",
+    "BM_EncodeFrameLevel1/1": "EncodeFrame zstd+shuffle4 level 1, one 8 MiB frame",
+    "BM_DecodeFrameLevel1/0": "DecodeFrame zstd, one 8 MiB frame",
+    "BM_DecodeFrameLevel1/1": "DecodeFrame zstd+shuffle4, one 8 MiB frame",
+}
+
+
+def openssl_mbps(path):
+    text = open(path).read().split()
+    return float(text[-1].rstrip("k")) / 1000 if len(text) >= 2 else None
+
+
+def zstd_b1(path):
+    m = re.findall(r"([0-9.]+) MB/s", open(path).read())
+    return (float(m[0]), float(m[1])) if len(m) >= 2 else (None, None)
+
+
+def fmt_time(ns):
+    if ns >= 1e6:
+        return "%.2f ms" % (ns / 1e6)
+    if ns >= 1e3:
+        return "%.2f µs" % (ns / 1e3)
+    return "%.0f ns" % ns
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("json")
+    ap.add_argument("--openssl-sha256", required=True)
+    ap.add_argument("--openssl-md5", required=True)
+    ap.add_argument("--zstd-b1", required=True)
+    ap.add_argument("--md", required=True)
+    args = ap.parse_args()
+    doc = json.load(open(args.json))
+    scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+    results = {}
+    for b in doc["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        if b.get("error_occurred"):
+            raise SystemExit("micro_report: %s failed: %s" % (b["name"], b.get("error_message")))
+        name = b["run_name"]
+        results[name] = b
+    missing = sorted(set(WHAT) - set(results))
+    if missing:
+        raise SystemExit("micro_report: no result for " + ", ".join(missing))
+
+    zc, zd = zstd_b1(args.zstd_b1)
+    refs = {
+        "BM_Sha256Stream8MiB": (openssl_mbps(args.openssl_sha256), "openssl speed -evp sha256"),
+        "BM_Md5ContentMd5Of8MiBPart": (openssl_mbps(args.openssl_md5), "openssl speed -evp md5"),
+        "BM_EncodeFrameLevel1/0": (zc, "zstd -b1 -T1 (compress)"),
+        "BM_DecodeFrameLevel1/0": (zd, "zstd -b1 -T1 (decompress)"),
+    }
+    memcpy = results["BM_Memcpy"]["bytes_per_second"] / 1e6
+    ctx = doc.get("context", {})
+    label = results["BM_EncodeFrameLevel1/0"].get("label", "")
+    lines = [
+        "## Micro-benchmarks",
+        "",
+        "Measured by `bench/sections/07-micro.sh`: `bench/micro_bench` (Google Benchmark, "
+        "Release, median of 3 repetitions; %s CPUs at %s MHz as it reports) on 8 MiB from the "
+        "middle of the real checkpoint (%s). References on the same machine: `openssl speed` "
+        "over 8 MiB blocks for the hashes (spotguard calls OpenSSL's EVP), `zstd -b1 -T1` on the "
+        "same 8 MiB slice for frames. spotguard has no CRC32C: S3 additional checksums are not "
+        "used; what it computes per byte is MD5 (Content-MD5 of every part) and SHA-256 (of "
+        "every raw file), both here."
+        % (ctx.get("num_cpus", "?"), ctx.get("mhz_per_cpu", "?"), label.split(" ", 1)[-1]),
+        "",
+        "What this shows: the per-byte and per-request costs on the upload and restore paths "
+        "and whether any of them is slower than the tool it wraps.",
+        "",
+        "| benchmark | what | time per op | MB/s | reference MB/s | fraction | note |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    flagged = []
+    for name, what in WHAT.items():
+        b = results[name]
+        ns = b["real_time"] * scale[b["time_unit"]]
+        mbps = b.get("bytes_per_second", 0) / 1e6
+        ref, ref_name = refs.get(name, (None, ""))
+        note, frac, ref_cell = "", "—", "—"
+        if ref:
+            frac = "%.2f" % (mbps / ref)
+            ref_cell = "%.0f (%s)" % (ref, ref_name)
+            if mbps < 0.9 * ref:
+                note = "⚠ slower than %s" % ref_name
+                flagged.append(name)
+        elif name.startswith(("BM_Shuffle", "BM_Unshuffle")):
+            frac = "%.2f" % (mbps / memcpy)
+            ref_cell = "%.0f (copy)" % memcpy
+        if "ratio" in b:
+            note = ("ratio %.3f " % b["ratio"] + note).strip()
+        if name == "BM_SigV4SignUploadPart":
+            mbps_cell = "%.0f signings/s" % b.get("items_per_second", 0)
+        else:
+            mbps_cell = "%.0f" % mbps
+        lines.append("| `%s` | %s | %s | %s | %s | %s | %s |" % (
+            name, what, fmt_time(ns), mbps_cell, ref_cell, frac, note))
+    sign_ns = results["BM_SigV4SignUploadPart"]["real_time"] * scale[
+        results["BM_SigV4SignUploadPart"]["time_unit"]]
+    md5_ns = results["BM_Md5ContentMd5Of8MiBPart"]["real_time"] * scale[
+        results["BM_Md5ContentMd5Of8MiBPart"]["time_unit"]]
+    lines += [
+        "",
+        "Per 8 MiB part uploaded, signing costs %s and Content-MD5 %s: signing is %.3f%% of "
+        "the part's hashing. For shuffle rows the fraction is of a plain copy of the same "
+        "bytes (the least a shuffle can cost)." % (fmt_time(sign_ns), fmt_time(md5_ns),
+                                                   100 * sign_ns / md5_ns),
+        "",
+    ]
+    open(args.md, "w").write("\n".join(lines))
+    if flagged:
+        print("micro_report: flagged " + ", ".join(flagged))
+
+
+if __name__ == "__main__":
+    main()

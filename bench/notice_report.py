@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Turns the trials of bench/notice_bench.py into the Markdown fragment of
+bench/sections/04-notice.sh and the data file of its stacked-bar plot.
+
+    notice_report.py TSV --md OUT.md --plot-data OUT.dat --put-mbps X --zstd-all-mbps Y
+                     --poll-s 2 --settle-s 1 --notice-s 120 [--quick]
+
+MB/s are 10^6 bytes per second, as in the LIMITS file.
+"""
+import argparse
+import csv
+import statistics
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tsv")
+    ap.add_argument("--md", required=True)
+    ap.add_argument("--plot-data", required=True)
+    ap.add_argument("--put-mbps", type=float, required=True)
+    ap.add_argument("--zstd-all-mbps", type=float, required=True)
+    ap.add_argument("--poll-s", type=float, required=True)
+    ap.add_argument("--settle-s", type=float, required=True)
+    ap.add_argument("--notice-s", type=float, required=True)
+    ap.add_argument("--source-name", default="checkpoint.pt")
+    args = ap.parse_args()
+    rows = list(csv.DictReader(open(args.tsv), delimiter="\t"))
+    if not rows:
+        raise SystemExit("notice_report: no trials in " + args.tsv)
+    col = lambda name: [float(r[name]) for r in rows]
+    n = len(rows)
+    raw = statistics.median(col("raw_bytes"))
+    stored = statistics.median(col("stored_bytes"))
+
+    with open(args.plot_data, "w") as f:
+        f.write("trial\tdetect\twrite\tsettle\tupload\n")
+        for r in rows:
+            f.write("%s\t%s\t%s\t%s\t%s\n" % (r["trial"], r["detect_s"], r["write_s"],
+                                              r["settle_s"], r["upload_s"]))
+
+    # Lower bounds on each phase (time it cannot take less than), and the
+    # fraction bound / measured (1.0 = at the bound).
+    upload_bound = max(stored / (args.put_mbps * 1e6), raw / (args.zstd_all_mbps * 1e6))
+    write_med = statistics.median(col("write_s"))
+    phases = [
+        ("detection (notice set → agent logs it)", "detect_s", args.poll_s / 2,
+         "poll interval / 2 = %.1f s (expected wait for the next poll; max %.0f s)"
+         % (args.poll_s / 2, args.poll_s)),
+        ("checkpoint write (signal → file renamed; the trainer's work)", "write_s", None,
+         "the trainer's own write, not spotguard's"),
+        ("settle (file renamed → agent takes it)", "settle_s", args.settle_s,
+         "settle_time = %.1f s" % args.settle_s),
+        ("upload (capture, compress, PUT, manifest commit)", "upload_s", upload_bound,
+         "max(stored / PUT_MBPS, raw / ZSTD_ALL_MBPS) = %.2f s" % upload_bound),
+    ]
+    total_bound = args.poll_s / 2 + write_med + args.settle_s + upload_bound
+    lines = [
+        "## Notice to commit (%d trials)" % n,
+        "",
+        "Measured by `bench/sections/04-notice.sh` (`bench/notice_bench.py`): the Release "
+        "`spotguard run` with `--log-format json`, the IMDS simulator, the S3 gateway, and "
+        "`bench/notice_trainer.py`, which checkpoints on SIGUSR1 by copying `%s` (%.0f MB, "
+        "real fp32 weights + Adam state) to a temporary name and renaming it. Config: preset "
+        "pytorch, `checkpoint_signal: SIGUSR1`, `settle_time: %.0fs` (a trainer that renames "
+        "finished files into place, as docs/config.md advises; the preset default of 10 s "
+        "would add 9 s to every figure below), `imds.poll_interval` at its default %.0f s, "
+        "compression defaults. Each trial posts a terminate notice (%d s) at a random point of "
+        "the poll cycle and ends when the agent exits 75; phase times come from the agent's "
+        "log, the trainer's own timestamps and the time of the POST, all on one clock, and "
+        "every trial checks with `spotguard ls` that the snapshot is in the store."
+        % (args.source_name, raw / 1e6, args.settle_s, args.poll_s, args.notice_s),
+        "",
+        "What this shows: how much of the %d s notice a checkpoint-on-signal job spends "
+        "before its final snapshot is committed, and where it goes." % args.notice_s,
+        "",
+        "| phase | median s | max s | bound (lower) | bound / median |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for label, key, bound, why in phases:
+        v = col(key)
+        med = statistics.median(v)
+        frac = ("%.2f" % (bound / med)) if bound and med > 0 else "—"
+        lines.append("| %s | %.2f | %.2f | %s | %s |" % (label, med, max(v), why, frac))
+    tot = col("total_s")
+    lines.append("| **total (notice → committed)** | **%.2f** | **%.2f** | sum of the above = "
+                 "%.2f s | %.2f |" % (statistics.median(tot), max(tot), total_bound,
+                                      total_bound / statistics.median(tot)))
+    up = col("upload_s")
+    lines += [
+        "",
+        "Stored %.0f MB of %.0f MB raw (ratio %.2f). Upload rate of the final snapshot: "
+        "median %.0f MB/s of raw data, %.0f MB/s stored; %.0f%% of PUT_MBPS (%.0f MB/s) for "
+        "the stored bytes. The total is %.1f%% (median) and %.1f%% (max) of the %d s notice. "
+        "The agent's own `notice_to_commit_seconds` (from its detection, so without the "
+        "detection phase) has median %.2f s."
+        % (stored / 1e6, raw / 1e6, raw / stored, raw / 1e6 / statistics.median(up),
+           stored / 1e6 / statistics.median(up),
+           100 * stored / 1e6 / statistics.median(up) / args.put_mbps, args.put_mbps,
+           100 * statistics.median(tot) / args.notice_s, 100 * max(tot) / args.notice_s,
+           args.notice_s, statistics.median(col("agent_notice_to_commit_s"))),
+        "",
+        "![notice-to-commit breakdown per trial](04-notice.png)",
+        "",
+    ]
+    with open(args.md, "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
