@@ -6,8 +6,9 @@
 // SHA-256 of the raw bytes is not included (bench/sections/07-micro.sh
 // measures it).
 //
-//   compression_bench --levels 1,3,6 --threads 1,2 FILE...
+//   compression_bench --levels 1,3,6 --threads 1,2 [--reps R] FILE...
 //
+// Times are the best of R runs (default 1): the machine may be shared.
 // For each file, level, codec and thread count one TSV line on stdout:
 //   file codec level threads raw_bytes stored_bytes compress_s decompress_s auto_codec
 // where codec is "zstd" (shuffle off) or the file's better shuffle width
@@ -122,6 +123,7 @@ Status Decompress(const std::string& data, const Encoded& encoded, Codec codec, 
 
 int main(int argc, char** argv) {
   std::vector<int> levels = {1, 3, 6}, thread_counts = {1};
+  int reps = 1;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -129,8 +131,10 @@ int main(int argc, char** argv) {
       levels = ParseList(argv[++i]);
     } else if (a == "--threads" && i + 1 < argc) {
       thread_counts = ParseList(argv[++i]);
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::stoi(argv[++i]));
     } else if (!a.empty() && a[0] == '-') {
-      std::cerr << "usage: compression_bench [--levels 1,3,6] [--threads 1,N] FILE...\n";
+      std::cerr << "usage: compression_bench [--levels 1,3,6] [--threads 1,N] [--reps R] FILE...\n";
       return 2;
     } else {
       files.push_back(a);
@@ -158,23 +162,28 @@ int main(int argc, char** argv) {
               : Codec::kZstdShuffle2;
       for (Codec codec : {Codec::kZstd, shuffled}) {
         for (int threads : thread_counts) {
-          auto start = std::chrono::steady_clock::now();
-          auto encoded = Compress(data, codec, level, threads);
-          const double compress_s = Seconds(start);
-          if (!encoded.ok()) {
-            std::cerr << "compression_bench: " << encoded.status().ToString() << "\n";
-            return 1;
-          }
-          start = std::chrono::steady_clock::now();
-          Status st = Decompress(data, *encoded, codec, threads);
-          const double decompress_s = Seconds(start);
-          if (!st.ok()) {
-            std::cerr << "compression_bench: " << name << ": " << st.ToString() << "\n";
-            return 1;
+          double compress_s = 1e300, decompress_s = 1e300;
+          uint64_t stored = 0;
+          for (int rep = 0; rep < reps; ++rep) {
+            auto start = std::chrono::steady_clock::now();
+            auto encoded = Compress(data, codec, level, threads);
+            compress_s = std::min(compress_s, Seconds(start));
+            if (!encoded.ok()) {
+              std::cerr << "compression_bench: " << encoded.status().ToString() << "\n";
+              return 1;
+            }
+            stored = encoded->stored;
+            start = std::chrono::steady_clock::now();
+            Status st = Decompress(data, *encoded, codec, threads);
+            decompress_s = std::min(decompress_s, Seconds(start));
+            if (!st.ok()) {
+              std::cerr << "compression_bench: " << name << ": " << st.ToString() << "\n";
+              return 1;
+            }
           }
           std::printf("%s\t%s\t%d\t%d\t%zu\t%llu\t%.4f\t%.4f\t%s\n", name.c_str(),
                       std::string(sg::CodecName(codec)).c_str(), level, threads, data.size(),
-                      static_cast<unsigned long long>(encoded->stored), compress_s, decompress_s,
+                      static_cast<unsigned long long>(stored), compress_s, decompress_s,
                       std::string(sg::CodecName(auto_codec)).c_str());
           std::fflush(stdout);
         }

@@ -6,13 +6,15 @@
 //                no CRC32C: S3 checksums are not used, MD5 is what it computes)
 //   shuffle      ShuffleBytes / UnshuffleBytes, widths 2 and 4, 8 MiB
 //   frame        EncodeFrame / DecodeFrame of one 8 MiB frame at level 1,
-//                plain zstd and zstd+shuffle4
+//                plain zstd and zstd+shuffle4; and as the reference, libzstd's
+//                one-shot ZSTD_compress / ZSTD_decompress on the same bytes
 // The frame and shuffle data are 8 MiB from the middle of the file named by
 // SG_MICRO_DATA (a real checkpoint); without it, float32 values drawn from a
 // normal distribution (weights-like), said in the benchmark's label.
 //
 //   micro_bench [--benchmark_format=json] [Google Benchmark flags]
 #include <benchmark/benchmark.h>
+#include <zstd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -174,6 +176,42 @@ void BM_DecodeFrameLevel1(benchmark::State& state) {
   state.SetLabel(std::string(sg::CodecName(codec)) + " " + data.label);
 }
 BENCHMARK(BM_DecodeFrameLevel1)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// The alternative to EncodeFrame: libzstd's simple one-shot call, no
+// checksum, no shuffle, a fresh context each time.
+void BM_LibzstdCompressLevel1(benchmark::State& state) {
+  const std::string& raw = BenchData().bytes;
+  std::string out(ZSTD_compressBound(raw.size()), '\0');
+  size_t n = 0;
+  for (auto _ : state) {
+    n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), 1);
+    if (ZSTD_isError(n)) {
+      state.SkipWithError(ZSTD_getErrorName(n));
+      break;
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * raw.size()));
+  state.counters["ratio"] = n ? static_cast<double>(raw.size()) / n : 0.0;
+}
+BENCHMARK(BM_LibzstdCompressLevel1)->Unit(benchmark::kMillisecond);
+
+void BM_LibzstdDecompress(benchmark::State& state) {
+  const std::string& raw = BenchData().bytes;
+  std::string frame(ZSTD_compressBound(raw.size()), '\0');
+  frame.resize(ZSTD_compress(frame.data(), frame.size(), raw.data(), raw.size(), 1));
+  std::string out(raw.size(), '\0');
+  for (auto _ : state) {
+    const size_t n = ZSTD_decompress(out.data(), out.size(), frame.data(), frame.size());
+    if (n != raw.size()) {
+      state.SkipWithError("ZSTD_decompress failed");
+      break;
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * raw.size()));
+}
+BENCHMARK(BM_LibzstdDecompress)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -89,6 +89,9 @@ class Imds:
 
 def agent_env(args):
     env = dict(os.environ)
+    # The bench environment switches IMDS off for awscli; the agent must use the simulator.
+    for name in ("AWS_EC2_METADATA_DISABLED", "AWS_EC2_METADATA_SERVICE_ENDPOINT"):
+        env.pop(name, None)
     env.update({"SPOTGUARD_CONFIG": "", "SPOTGUARD_LOG_FORMAT": "json",
                 "SPOTGUARD_LOG_LEVEL": "info", "SPOTGUARD_ENDPOINT": args.endpoint})
     return env
@@ -136,6 +139,10 @@ def run_trial(args, imds, n):
         time.sleep(random.uniform(0.5, 2.5))
         t_notice = time.time()
         imds.control("POST", "/_sim/spot-notice", {"action": "terminate", "in_seconds": 120})
+        while "INTERRUPTION NOTICE" not in open(log_path).read():
+            if agent.poll() is not None or time.time() - t_notice > 30:
+                fail("%s: the agent did not see the notice within 30s; see %s" % (job, log_path))
+            time.sleep(0.05)
         try:
             code = agent.wait(args.timeout)
         except subprocess.TimeoutExpired:

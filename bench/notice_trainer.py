@@ -30,8 +30,8 @@ def on_usr1(signum, frame):
     requested.append(time.time())
 
 
-def note(path, **fields):
-    with open(path, "a") as f:
+def note(times_path, **fields):
+    with open(times_path, "a") as f:
         f.write(json.dumps(fields) + "\n")
 
 

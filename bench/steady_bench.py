@@ -169,6 +169,9 @@ def main():
     with open(cfg_path, "w") as f:
         json.dump(config, f)
     env = dict(os.environ)
+    # The bench environment switches IMDS off for awscli; the agent must use the simulator.
+    for name in ("AWS_EC2_METADATA_DISABLED", "AWS_EC2_METADATA_SERVICE_ENDPOINT"):
+        env.pop(name, None)
     env.update({"SPOTGUARD_CONFIG": "", "SPOTGUARD_LOG_FORMAT": "json",
                 "SPOTGUARD_LOG_LEVEL": "info", "SPOTGUARD_ENDPOINT": proxy_url})
     log_path = os.path.join(work, "agent.log")

@@ -37,6 +37,7 @@ set style data histograms
 set style histogram rowstacked
 set style fill solid 0.85 border -1
 set boxwidth 0.75
+set xrange [-0.6:$trials - 0.4]
 set yrange [0:*]
 set datafile separator "\t"
 plot "$WORK/notice/plot.dat" using 2:xtic(1) title "detection" lc rgb "#4477aa", \

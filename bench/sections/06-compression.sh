@@ -18,10 +18,15 @@ mkdir -p "$WORK/compression"
 raw_tsv=$WORK/compression/spotguard.tsv
 cat "${files[@]}" > /dev/null  # page cache, for the zstd command too
 
-"$BUILD/bench/compression_bench" --levels 1,3,6 --threads "1,$CORES" "${files[@]}" > "$raw_tsv"
+# Best of $reps runs of everything: the machine may be shared.
+reps=2
+if [ "${BENCH_QUICK:-0}" = 1 ]; then reps=3; fi
+"$BUILD/bench/compression_bench" --levels 1,3,6 --threads "1,$CORES" --reps "$reps" \
+  "${files[@]}" > "$raw_tsv"
 
 # The zstd command: every file compressed to a scratch file and decompressed
-# to /dev/null; wall time of each step from date +%s%N.
+# to another (both in page cache, as spotguard's restore writes its files);
+# wall time of each step from date +%s%N, best of $reps.
 cli_tsv=$WORK/compression/cli.tsv
 : > "$cli_tsv"
 now_ns() { date +%s%N; }
@@ -29,13 +34,20 @@ for level in 1 3 6; do
   for t in 1 0; do
     for f in "${files[@]}"; do
       z=$WORK/compression/$(basename "$f").zst
-      a=$(now_ns); zstd -q -f "-$level" "-T$t" "$f" -o "$z"; b=$(now_ns)
-      zstd -q -d -c "$z" > /dev/null; c=$(now_ns)
+      back=$WORK/compression/$(basename "$f").back
+      best_c=0 best_d=0
+      for ((rep = 0; rep < reps; rep++)); do
+        a=$(now_ns); zstd -q -f "-$level" "-T$t" "$f" -o "$z"; b=$(now_ns)
+        zstd -q -f -d "$z" -o "$back"; c=$(now_ns)
+        cmp -s "$f" "$back" || { echo "06-compression: zstd round trip of $f differs" >&2; exit 1; }
+        if [ "$best_c" = 0 ] || [ $((b - a)) -lt "$best_c" ]; then best_c=$((b - a)); fi
+        if [ "$best_d" = 0 ] || [ $((c - b)) -lt "$best_d" ]; then best_d=$((c - b)); fi
+      done
       printf '%s\tzstd-cli\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$(basename "$f")" "$level" \
         "$([ "$t" = 0 ] && echo "$CORES" || echo 1)" "$(stat -c %s "$f")" "$(stat -c %s "$z")" \
-        "$(awk -v x="$((b - a))" 'BEGIN{printf "%.4f", x/1e9}')" \
-        "$(awk -v x="$((c - b))" 'BEGIN{printf "%.4f", x/1e9}')" >> "$cli_tsv"
-      rm -f "$z"
+        "$(awk -v x="$best_c" 'BEGIN{printf "%.4f", x/1e9}')" \
+        "$(awk -v x="$best_d" 'BEGIN{printf "%.4f", x/1e9}')" >> "$cli_tsv"
+      rm -f "$z" "$back"
     done
   done
 done
@@ -48,18 +60,18 @@ python3 bench/compression_report.py "$raw_tsv" "$cli_tsv" --cores "$CORES" \
 gnuplot <<GP
 set terminal pngcairo size 900,560 font ",10"
 set output "$OUT/06-compression.png"
-set title "Compression of the checkpoint files: ratio vs compression speed"
+set title "Compression of the checkpoint files: ratio vs speed (label: zstd level; s = shuffle on)"
 set xlabel "compression MB/s (raw bytes, 10^6)"
 set ylabel "ratio (raw / stored)"
 set logscale x
 set grid
 set key outside right top
 set datafile separator "\t"
-plot "$WORK/compression/plot.dat" using (\$5==1 && \$2 eq "spotguard" ? \$3 : NaN):4 \
+plot "$WORK/compression/plot.dat" using (\$5==1 && strcol(2) eq "spotguard" ? \$3 : NaN):4 \
        with points pt 7 ps 1.3 lc rgb "#4477aa" title "spotguard, 1 thread", \
-     "" using (\$5>1 && \$2 eq "spotguard" ? \$3 : NaN):4 with points pt 5 ps 1.3 lc rgb "#228833" title "spotguard, all cores", \
-     "" using (\$5==1 && \$2 eq "zstd-cli" ? \$3 : NaN):4 with points pt 6 ps 1.3 lc rgb "#aa3377" title "zstd -T1", \
-     "" using (\$5>1 && \$2 eq "zstd-cli" ? \$3 : NaN):4 with points pt 4 ps 1.3 lc rgb "#ee6677" title "zstd -T0", \
+     "" using (\$5>1 && strcol(2) eq "spotguard" ? \$3 : NaN):4 with points pt 5 ps 1.3 lc rgb "#228833" title "spotguard, all cores", \
+     "" using (\$5==1 && strcol(2) eq "zstd-cli" ? \$3 : NaN):4 with points pt 6 ps 1.3 lc rgb "#aa3377" title "zstd -T1", \
+     "" using (\$5>1 && strcol(2) eq "zstd-cli" ? \$3 : NaN):4 with points pt 4 ps 1.3 lc rgb "#ee6677" title "zstd -T0", \
      "" using 3:4:1 with labels offset char 0,0.9 font ",8" notitle
 GP
 echo "06-compression: $OUT/06-compression.md" >&2
