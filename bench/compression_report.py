@@ -149,6 +149,40 @@ def main():
     lines += ["", "Codecs per file (auto): " + "; ".join(
         "level %d: %s" % (r["level"], r["codecs"]) for r in rows
         if r["shuffle"] == "auto" and r["threads"] == 1) + ".", ""]
+    slow_c = [r for r, ref, why in flags if r["c_mbps"] < 0.9 * ref["c_mbps"]]
+    slow_d = [r for r, ref, why in flags if r["d_mbps"] < 0.9 * ref["d_mbps"]]
+    worse = [r for r, ref, why in flags if r["ratio"] < 0.98 * ref["ratio"]]
+    if flags:
+        lines.append("**Flagged rows (⚠), why and what would fix it.**")
+        lines.append("")
+    if slow_d:
+        lines.append(
+            "- Decompression (%s): spotguard's `DecodeFrame` costs more per frame than a plain "
+            "zstd decode. Section 07 measures where it goes: the XXH64 check of each frame "
+            "(deliberate), a fresh zero-filled 8 MiB string per frame, and a second copy of the "
+            "frame on return (`return width == 1 ? out : UnshuffleBytes(out, width)` copies "
+            "`out`). The bench's in-order sink also compares every frame with the original (one "
+            "pass over the bytes, standing in for the restore's write; the zstd command writes "
+            "its output file). With shuffle on, the smaller input to zstd more than pays for "
+            "the unshuffle. Fix: return `out` by move, decode into reused per-thread buffers."
+            % ", ".join("level %d, %d thread(s)" % (r["level"], r["threads"]) for r in slow_d))
+    if slow_c:
+        lines.append(
+            "- Compression (%s): the zstd command compresses a whole file as one stream with "
+            "its own multi-threading and a window that spans frames; spotguard compresses "
+            "independent 8 MiB frames (so restores decode in parallel and any frame can be "
+            "checked), each into a fresh buffer with an XXH64 checksum. Fix: reuse per-thread "
+            "output buffers; at high levels, where the per-frame restart costs most, larger "
+            "frames." % ", ".join("level %d, %d thread(s)" % (r["level"], r["threads"])
+                                   for r in slow_c))
+    if worse:
+        lines.append(
+            "- Ratio (%s): independent 8 MiB frames cannot reference data in earlier frames, "
+            "which the zstd command's single stream can. Fix: larger frames, at the cost of "
+            "restore parallelism and memory." % ", ".join(
+                "level %d, %d thread(s)" % (r["level"], r["threads"]) for r in worse))
+    if flags:
+        lines.append("")
     lines.append("![compression ratio vs speed](06-compression.png)")
     lines.append("")
     open(args.md, "w").write("\n".join(lines))
