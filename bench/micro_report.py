@@ -155,8 +155,8 @@ def main():
             "and zero-fills a fresh `ZSTD_compressBound`-sized string (about 8 MiB: page "
             "faults and zeroing), sets the checksum flag (zstd computes XXH64 over the 8 MiB) "
             "and resets its thread's context; the reference compresses into one reused buffer "
-            "without a checksum. On a machine shared with other work this row has also come "
-            "out at 1.00 in another run, so part of the gap is noise. **Fix:** compress into a "
+            "without a checksum. (Both are CPU times of one thread; on a shared machine "
+            "the repetitions still vary by several per cent, see 07-micro.json.) **Fix:** compress into a "
             "reused per-thread buffer and hand the frame on without the extra allocation; the "
             "checksum stays (restores verify it).",
             "",

@@ -76,10 +76,14 @@ def main():
         "| phase | median s | max s | bound (lower) | bound / median |",
         "| --- | --- | --- | --- | --- |",
     ]
+    far = []
     for label, key, bound, why in phases:
         v = col(key)
         med = statistics.median(v)
         frac = ("%.2f" % (bound / med)) if bound and med > 0 else "—"
+        if bound and med > 0 and bound / med < 0.5:
+            frac += " ⚠"
+            far.append(key)
         lines.append("| %s | %.2f | %.2f | %s | %s |" % (label, med, max(v), why, frac))
     tot = col("total_s")
     lines.append("| **total (notice → committed)** | **%.2f** | **%.2f** | sum of the above = "
@@ -99,6 +103,31 @@ def main():
            100 * statistics.median(tot) / args.notice_s, 100 * max(tot) / args.notice_s,
            args.notice_s, statistics.median(col("agent_notice_to_commit_s"))),
         "",
+    ]
+    if "upload_s" in far:
+        lines += [
+            "⚠ The upload phase takes more than twice its bound. The bound counts only moving "
+            "the bytes (compression and PUT at the limits section's rates); the phase also "
+            "holds the steps that make the snapshot safe, each a sequential round trip or "
+            "pass: listing and claiming a snapshot number (create-only PUT), hard-linking the "
+            "checkpoint into staging, sampling each file to choose the codec, creating and "
+            "completing the multipart upload, re-checking the capture and renewing the lease "
+            "before the commit (fencing), the manifest PUT, and the `latest` hint PUT after it "
+            "(the agent logs the commit once that is written). Their cost is fixed per "
+            "snapshot, so it weighs most on small checkpoints. What would shorten it: claim the "
+            "number and renew the lease while the data uploads rather than before and after "
+            "it, and log (and report) the commit as soon as the manifest is written.",
+            "",
+        ]
+    if "detect_s" in far:
+        lines += [
+            "⚠ Detection is slower than half the poll interval: each poll reads four IMDS "
+            "paths one after another, and the notice is only acted on when the poll that "
+            "sees it ends. A shorter `imds.poll_interval` trades IMDS requests (section 05) "
+            "for detection time.",
+            "",
+        ]
+    lines += [
         "![notice-to-commit breakdown per trial](04-notice.png)",
         "",
     ]
