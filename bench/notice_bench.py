@@ -25,6 +25,11 @@ wall-clock, same machine):
   settle = t_seen - t_written; upload = t_commit - t_seen;
   total = t_commit - t_notice (checkpoint wait = write + settle).
 
+After the N trials, --small-trials more (default 3) run the same way with a
+4 KiB checkpoint (a zip holding the first 4 KiB of --source): their upload phase is the
+fixed cost of a snapshot, whatever its size. Every trial also records the
+agent's CPU time (utime+stime, /proc/PID/stat) from the notice to its exit.
+
 The trial also checks the store: `spotguard ls --json` must list the
 snapshot with the trainer's step and the logged stored size. Every object of
 the trial's job is deleted afterwards. One TSV row per trial.
@@ -41,12 +46,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PY = sys.executable
-COLUMNS = ["trial", "detect_s", "write_s", "settle_s", "upload_s", "total_s",
-           "raw_bytes", "stored_bytes", "agent_notice_to_commit_s"]
+COLUMNS = ["trial", "kind", "detect_s", "write_s", "settle_s", "upload_s", "total_s",
+           "raw_bytes", "stored_bytes", "agent_notice_to_commit_s", "agent_cpu_s"]
 
 
 def fail(msg):
@@ -102,8 +108,18 @@ def delete_prefix(args, prefix, check=True):
                     "--only-show-errors", prefix + "/"], check=check)
 
 
-def run_trial(args, imds, n):
-    job = "notice-%02d" % n
+def cpu_seconds(pid):
+    """utime + stime of the process, all its threads (live and ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_trial(args, imds, n, source, kind):
+    job = "notice-%s-%02d" % (kind, n)
     tdir = os.path.join(args.work, job)
     shutil.rmtree(tdir, ignore_errors=True)
     os.makedirs(tdir)
@@ -120,7 +136,7 @@ def run_trial(args, imds, n):
         "checkpoint_signal": "SIGUSR1",
         "stop_grace": "10s",
         "command": [PY, os.path.join(HERE, "notice_trainer.py"), "--out", "{checkpoint_dir}",
-                    "--source", args.source, "--times", times],
+                    "--source", source, "--times", times],
     }
     cfg_path = os.path.join(tdir, "config.json")
     with open(cfg_path, "w") as f:
@@ -137,16 +153,24 @@ def run_trial(args, imds, n):
                 fail("%s: the trainer did not start; see %s" % (job, log_path))
             time.sleep(0.05)
         time.sleep(random.uniform(0.5, 2.5))
+        cpu_before = cpu_seconds(agent.pid)
         t_notice = time.time()
         imds.control("POST", "/_sim/spot-notice", {"action": "terminate", "in_seconds": 120})
         while "INTERRUPTION NOTICE" not in open(log_path).read():
             if agent.poll() is not None or time.time() - t_notice > 30:
                 fail("%s: the agent did not see the notice within 30s; see %s" % (job, log_path))
             time.sleep(0.05)
-        try:
-            code = agent.wait(args.timeout)
-        except subprocess.TimeoutExpired:
-            fail("%s: the agent did not exit within %ds; see %s" % (job, args.timeout, log_path))
+        # The agent's CPU from the notice on, sampled until it exits (the last
+        # sample is at most 20 ms before its end).
+        cpu_after = cpu_before
+        while agent.poll() is None:
+            if time.time() - t_notice > args.timeout:
+                fail("%s: the agent did not exit within %ds; see %s" % (job, args.timeout, log_path))
+            sample = cpu_seconds(agent.pid)
+            if sample is not None:
+                cpu_after = sample
+            time.sleep(0.02)
+        code = agent.returncode
     finally:
         if agent.poll() is None:
             agent.send_signal(signal.SIGKILL)
@@ -197,6 +221,7 @@ def run_trial(args, imds, n):
 
     row = {
         "trial": n,
+        "kind": kind,
         "detect_s": marks["detect"] - t_notice,
         "write_s": w["t"] - marks["signal"],
         "settle_s": marks["seen"] - w["t"],
@@ -205,6 +230,7 @@ def run_trial(args, imds, n):
         "raw_bytes": w["bytes"],
         "stored_bytes": stored,
         "agent_notice_to_commit_s": agent_total if agent_total is not None else float("nan"),
+        "agent_cpu_s": cpu_after - cpu_before,
     }
     if row["detect_s"] < -0.01:
         fail("%s: the agent saw the notice %.3fs before it was set" % (job, -row["detect_s"]))
@@ -219,6 +245,8 @@ def main():
     ap.add_argument("--store", required=True)
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--small-trials", type=int, default=3,
+                    help="extra trials with a 4 KiB checkpoint: the fixed cost per snapshot")
     ap.add_argument("--settle-time", default="1s")
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--tsv", required=True)
@@ -228,13 +256,22 @@ def main():
     try:
         with open(args.tsv, "w") as out:
             out.write("\t".join(COLUMNS) + "\n")
-            for n in range(1, args.trials + 1):
-                row = run_trial(args, imds, n)
+            # A whole zip (the pytorch preset checks for the end-of-central-
+            # directory record, as torch.save files have) of 4 KiB of the source.
+            small = os.path.join(args.work, "small.pt")
+            with open(args.source, "rb") as src:
+                head = src.read(4096)
+            with zipfile.ZipFile(small, "w", zipfile.ZIP_STORED) as z:
+                z.writestr("archive/data.pkl", head)
+            plan = [(n, args.source, "full") for n in range(1, args.trials + 1)]
+            plan += [(n, small, "small") for n in range(1, args.small_trials + 1)]
+            for n, source, kind in plan:
+                row = run_trial(args, imds, n, source, kind)
                 out.write("\t".join(("%.3f" % row[c]) if isinstance(row[c], float)
                                     else str(row[c]) for c in COLUMNS) + "\n")
                 out.flush()
-                print("notice_bench: trial %d: detect %.2fs write %.2fs settle %.2fs upload "
-                      "%.2fs total %.2fs" % (n, row["detect_s"], row["write_s"],
+                print("notice_bench: %s trial %d: detect %.2fs write %.2fs settle %.2fs upload "
+                      "%.2fs total %.2fs" % (kind, n, row["detect_s"], row["write_s"],
                                              row["settle_s"], row["upload_s"], row["total_s"]),
                       file=sys.stderr)
     finally:

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=/dev/null
 . "$LIMITS"
-: "${PUT_MBPS:?}" "${ZSTD_ALL_MBPS:?}"
+: "${PUT_MBPS:?}" "${ZSTD_ALL_MBPS:?}" "${CORES:?}"
 
 trials=20
 if [ "${BENCH_QUICK:-0}" = 1 ]; then trials=5; fi
@@ -24,7 +24,7 @@ python3 bench/notice_bench.py --sg "$SG" --source "$source_file" --work "$WORK/n
 
 python3 bench/notice_report.py "$OUT/04-notice.tsv" --md "$OUT/04-notice.md" \
   --plot-data "$WORK/notice/plot.dat" --put-mbps "$PUT_MBPS" --zstd-all-mbps "$ZSTD_ALL_MBPS" \
-  --poll-s "$poll" --settle-s "$settle" --notice-s 120
+  --poll-s "$poll" --settle-s "$settle" --notice-s 120 --cores "$CORES"
 
 gnuplot <<GP
 set terminal pngcairo size 900,500 font ",10"
