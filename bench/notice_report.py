@@ -144,9 +144,10 @@ def main():
                     "the same cores as the agent and whatever else the machine runs, so the "
                     "rate it accepts varies with that load and can be far below PUT_MBPS, "
                     "measured at another moment; against S3 the store's side runs elsewhere. "
-                    "If the gap remains on a quiet machine, compare this phase with section "
-                    "03's upload of the same files: a gap between the two would be the "
-                    "notice path's own (capture, codec choice, lease renewal), not the store's.")
+                    "If the gap remains on a quiet machine, compare this phase's rate with "
+                    "`spotguard snapshot` of the torch-1g files in the upload section: a gap "
+                    "between the two would be the notice path's own (capture, codec choice, "
+                    "lease renewal), not the store's.")
             else:
                 text += (
                     "The agent's CPU was busy most of the phase: compression (shuffle + zstd), "
