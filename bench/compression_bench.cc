@@ -145,9 +145,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const std::string& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    std::string data;
+    if (in) {
+      data.resize(static_cast<size_t>(in.tellg()));
+      in.seekg(0);
+      in.read(data.data(), static_cast<std::streamsize>(data.size()));
+    }
+    if (!in) {
       std::cerr << "compression_bench: cannot read " << path << "\n";
       return 1;
     }

@@ -18,36 +18,34 @@ mkdir -p "$WORK/compression"
 raw_tsv=$WORK/compression/spotguard.tsv
 cat "${files[@]}" > /dev/null  # page cache, for the zstd command too
 
-# Best of $reps runs of everything: the machine may be shared.
+# Best of $reps runs of everything: the machine may be shared, so the two
+# tools are measured back to back for each level and thread count, and the
+# whole sweep is repeated $reps times (load that comes and goes hits both).
 reps=2
 if [ "${BENCH_QUICK:-0}" = 1 ]; then reps=3; fi
-"$BUILD/bench/compression_bench" --levels 1,3,6 --threads "1,$CORES" --reps "$reps" \
-  "${files[@]}" > "$raw_tsv"
-
-# The zstd command: every file compressed to a scratch file and decompressed
-# to another (both in page cache, as spotguard's restore writes its files);
-# wall time of each step from date +%s%N, best of $reps.
 cli_tsv=$WORK/compression/cli.tsv
+: > "$raw_tsv"
 : > "$cli_tsv"
 now_ns() { date +%s%N; }
-for level in 1 3 6; do
-  for t in 1 0; do
-    for f in "${files[@]}"; do
-      z=$WORK/compression/$(basename "$f").zst
-      back=$WORK/compression/$(basename "$f").back
-      best_c=0 best_d=0
-      for ((rep = 0; rep < reps; rep++)); do
+secs() { awk -v x="$1" 'BEGIN{printf "%.4f", x/1e9}'; }
+for ((rep = 0; rep < reps; rep++)); do
+  for level in 1 3 6; do
+    for threads in 1 "$CORES"; do
+      "$BUILD/bench/compression_bench" --levels "$level" --threads "$threads" "${files[@]}" >> "$raw_tsv"
+      # The zstd command: each file compressed to a scratch file and
+      # decompressed to another (both in page cache, as spotguard's restore
+      # writes its files), checked against the original.
+      t=$([ "$threads" = 1 ] && echo 1 || echo 0)
+      for f in "${files[@]}"; do
+        z=$WORK/compression/$(basename "$f").zst
+        back=$WORK/compression/$(basename "$f").back
         a=$(now_ns); zstd -q -f "-$level" "-T$t" "$f" -o "$z"; b=$(now_ns)
         zstd -q -f -d "$z" -o "$back"; c=$(now_ns)
         cmp -s "$f" "$back" || { echo "06-compression: zstd round trip of $f differs" >&2; exit 1; }
-        if [ "$best_c" = 0 ] || [ $((b - a)) -lt "$best_c" ]; then best_c=$((b - a)); fi
-        if [ "$best_d" = 0 ] || [ $((c - b)) -lt "$best_d" ]; then best_d=$((c - b)); fi
+        printf '%s\tzstd-cli\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$(basename "$f")" "$level" "$threads" \
+          "$(stat -c %s "$f")" "$(stat -c %s "$z")" "$(secs $((b - a)))" "$(secs $((c - b)))" >> "$cli_tsv"
+        rm -f "$z" "$back"
       done
-      printf '%s\tzstd-cli\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$(basename "$f")" "$level" \
-        "$([ "$t" = 0 ] && echo "$CORES" || echo 1)" "$(stat -c %s "$f")" "$(stat -c %s "$z")" \
-        "$(awk -v x="$best_c" 'BEGIN{printf "%.4f", x/1e9}')" \
-        "$(awk -v x="$best_d" 'BEGIN{printf "%.4f", x/1e9}')" >> "$cli_tsv"
-      rm -f "$z" "$back"
     done
   done
 done
