@@ -76,7 +76,7 @@ def main():
         "What this shows: how much of the %d s notice a checkpoint-on-signal job spends "
         "before its final snapshot is committed, and where it goes." % args.notice_s,
         "",
-        "| phase | median s | max s | bound (lower) | bound / median |",
+        "| phase | median s | max s | bound | bound / median |",
         "| --- | --- | --- | --- | --- |",
     ]
     far = []
