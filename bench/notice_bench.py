@@ -118,6 +118,16 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def kill_if(pid, needle):
+    """SIGKILL pid if it is still the process whose command line holds needle."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if needle.encode() in f.read():
+                os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def run_trial(args, imds, n, source, kind):
     job = "notice-%s-%02d" % (kind, n)
     tdir = os.path.join(args.work, job)
@@ -172,9 +182,18 @@ def run_trial(args, imds, n, source, kind):
             time.sleep(0.02)
         code = agent.returncode
     finally:
-        if agent.poll() is None:
-            agent.send_signal(signal.SIGKILL)
-            agent.wait()
+        if agent.poll() is None:  # a failed trial: stop the agent, then make sure
+            agent.terminate()     # its trainer is gone too
+            try:
+                agent.wait(20)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+            if os.path.exists(times):
+                for line in open(times):
+                    rec = json.loads(line)
+                    if rec.get("event") == "ready":
+                        kill_if(rec["pid"], "notice_trainer.py")
         imds.control("DELETE", "/_sim/spot-notice")
     if code != 75:
         fail("%s: the agent exited %d, not 75 (interrupted, final snapshot committed); see %s"

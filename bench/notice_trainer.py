@@ -12,7 +12,7 @@ step_<N>.pt. SIGTERM ends it (the default action).
 
 Every event is appended to --times as a JSON line with a wall-clock time
 (time.time(), the clock the agent's log uses):
-    {"event": "ready", "t": ...}
+    {"event": "ready", "t": ..., "pid": ...}
     {"event": "signal", "t": ...}            SIGUSR1 arrived
     {"event": "written", "t": ..., "path": ..., "bytes": N, "t_start": ...}
 """
@@ -44,7 +44,7 @@ def main():
     args = ap.parse_args()
     signal.signal(signal.SIGUSR1, on_usr1)
     os.makedirs(args.out, exist_ok=True)
-    note(args.times, event="ready", t=time.time())
+    note(args.times, event="ready", t=time.time(), pid=os.getpid())
     step = 0
     while True:
         time.sleep(args.step_seconds)

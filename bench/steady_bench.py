@@ -227,9 +227,31 @@ def main():
             json.dump(result, f, indent=2)
         print(json.dumps(result), file=sys.stderr)
     finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
+        if agent.poll() is None:  # a failed run: the agent stops its trainer on SIGTERM
+            children = []
+            try:
+                tasks = os.listdir("/proc/%d/task" % agent.pid)
+            except OSError:
+                tasks = []
+            for task in tasks:
+                try:
+                    with open("/proc/%d/task/%s/children" % (agent.pid, task)) as f:
+                        children += [int(p) for p in f.read().split()]
+                except OSError:
+                    pass
+            agent.terminate()
+            try:
+                agent.wait(90)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+            for pid in children:
+                try:
+                    with open("/proc/%d/cmdline" % pid, "rb") as f:
+                        if f.read().startswith(b"sleep\0infinity"):
+                            os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         imds.stop()
         proxy.shutdown()
         subprocess.run(["aws", "--endpoint-url", args.endpoint, "s3", "rm", "--recursive",
