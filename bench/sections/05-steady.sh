@@ -13,7 +13,7 @@ python3 bench/steady_bench.py --sg "$SG" --work "$WORK" --store "s3://$BUCKET/$R
   --endpoint "$SPOTGUARD_TEST_S3_ENDPOINT" --seconds "$seconds" --json "$OUT/05-steady.json"
 
 python3 - "$OUT/05-steady.json" "$OUT/05-steady.md" <<'PY'
-import json, sys
+import json, os, sys
 r = json.load(open(sys.argv[1]))
 methods = ", ".join("%s %d" % kv for kv in sorted(r["s3_by_method"].items())) or "none"
 win = r["seconds"]
@@ -25,9 +25,9 @@ lines = [
     "heartbeat 30 s, upload interval 5 min) supervising `sleep infinity` (writes no "
     "checkpoint), against the IMDS simulator and the S3 gateway. The window starts once "
     "the trainer runs. CPU is utime+stime of the agent process (all threads) from "
-    "/proc/PID/stat, peak RSS is VmHWM; IMDS requests are those the simulator logged; "
+    "/proc/PID/stat, counted in clock ticks (%d ms), peak RSS is VmHWM; IMDS requests are those the simulator logged; "
     "S3 requests are counted by a pass-through proxy in front of the gateway (it forwards "
-    "every request unchanged, so signatures hold).",
+    "every request unchanged, so signatures hold)." % (1000 // os.sysconf("SC_CLK_TCK")),
     "",
     "What this shows: what the agent costs a training machine while nothing happens.",
     "",
