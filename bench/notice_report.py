@@ -36,7 +36,6 @@ def main():
     stored = statistics.median(col("stored_bytes"))
 
     with open(args.plot_data, "w") as f:
-        f.write("trial\tdetect\twrite\tsettle\tupload\n")
         for r in rows:
             f.write("%s\t%s\t%s\t%s\t%s\n" % (r["trial"], r["detect_s"], r["write_s"],
                                               r["settle_s"], r["upload_s"]))
