@@ -60,7 +60,9 @@ bench_s3_rm() {
 }
 
 # An rclone remote "sg:" for the gateway, from the environment only (no
-# config file holding the keys).
+# config file holding the keys). Run rclone under `env -u AWS_CA_BUNDLE`: with
+# that variable set (some machines set it for awscli), rclone 1.60's S3
+# backend fails to start (LoadCustomCABundleError), even for http endpoints.
 bench_rclone_env() {
   export RCLONE_CONFIG_SG_TYPE=s3 RCLONE_CONFIG_SG_PROVIDER=Ceph RCLONE_CONFIG_SG_ENV_AUTH=false
   export RCLONE_CONFIG_SG_ACCESS_KEY_ID=$SPOTGUARD_TEST_S3_ACCESS_KEY

@@ -151,7 +151,8 @@ set yrange [0:*]
 set grid ytics
 set key outside right top
 set xtics nomirror
-plot for [i=2:{len(tools) + 2}] '{dat}' using i:xtic(1) title columnheader(i)
+plot for [i=2:{len(tools) + 1}] '{dat}' using i:xtic(1) title columnheader(i), \\
+     '{dat}' using {len(tools) + 2} title columnheader({len(tools) + 2}) lc rgb '#b0b0b0'
 """
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
     os.remove(dat)

@@ -4,25 +4,27 @@
 # machine's own limits measured in the same run; regenerates bench/RESULTS.md
 # and the plots in bench/results/.
 #
-#   bench/run.sh [--quick]
+#   bench/run.sh [--quick] [--data-only]
 #
 # --quick (or BENCH_QUICK=1) shrinks the data sets (64 MiB / 256 MiB / 50 MiB
 # instead of 1 GiB / 4 GiB / ~450 MiB) and the repetitions, for a run of a few
 # minutes. BENCH_SECTIONS=REGEX runs only the sections whose file name matches
 # (a development aid: RESULTS.md then says which sections are stale).
 # BENCH_DATA_DIR (default /var/tmp/spotguard-bench-data) caches the data sets
-# between runs. See bench/README.md for what is measured and how.
+# between runs; --data-only only makes them. See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian's python3 (with python3-torch) and awscli, not a user's pyenv shims.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 BENCH_QUICK=${BENCH_QUICK:-0}
+data_only=0
 for arg in "$@"; do
   case $arg in
     --quick) BENCH_QUICK=1 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "usage: bench/run.sh [--quick]" >&2; exit 2 ;;
+    --data-only) data_only=1 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "usage: bench/run.sh [--quick] [--data-only]" >&2; exit 2 ;;
   esac
 done
 export BENCH_QUICK
@@ -82,6 +84,11 @@ for set in torch-1g torch-4g small-files; do
     (cd "$DATA/$set" && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$DATA/$set.sha256"
   fi
 done
+
+if [ "$data_only" = 1 ]; then
+  echo "bench: data sets ready in $DATA" >&2
+  exit 0
+fi
 
 # --- sections ---
 mkdir -p "$OUT"

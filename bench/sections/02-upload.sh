@@ -62,7 +62,7 @@ for set in $(bench_sets); do
     measure "$set" zstd-aws "$zlabel" 1 "$rep" "$p-zaws" "$raw" \
       bash "$WORK/zstd-up.sh" "$DATA/$set" "s3://$BUCKET/$p-zaws" "$mode"
     measure "$set" rclone "rclone copy" 0 "$rep" "$p-rclone" "$raw" \
-      rclone copy -q "$DATA/$set" "sg:$BUCKET/$p-rclone/"
+      env -u AWS_CA_BUNDLE rclone copy -q "$DATA/$set" "sg:$BUCKET/$p-rclone/"
   done
 done
 
