@@ -80,6 +80,13 @@ best_rate "zstd -d, one" "$zbytes" bash -c 'cat "$1"/zpiece.*.zst | zstd -q -d -
 zstd_dec_one=$RATE
 rm -f "$WORK/zsample" "$WORK"/zpiece.*
 
+# SHA-256 on one core (OpenSSL, 8 MiB blocks): spotguard hashes every file in
+# order on one thread on upload and restore. Comparison only, not a bound.
+sha_secs=$([ "$BENCH_QUICK" = 1 ] && echo 1 || echo 3)
+sha256=$(openssl speed -seconds "$sha_secs" -bytes 8388608 -evp sha256 2>/dev/null |
+  awk '$1 == "sha256" {sub(/k$/, "", $2); printf "%.1f", $2 * 1000 / 1e6}')
+printf 'SHA-256 one thread (openssl speed)\t\t\t%s\n' "$sha256" >> "$tsv"
+
 # One large PUT and GET with curl (SigV4, unsigned payload, one connection)
 # of random bytes: the gateway's rate for a single stream on these cores.
 smib=$([ "$BENCH_QUICK" = 1 ] && echo 128 || echo 1024)
@@ -132,6 +139,7 @@ rm -f "$WORK/put" "$WORK/put.back"
   echo "ZSTD_1T_MBPS=$zstd_one"
   echo "ZSTD_DEC_ALL_MBPS=$zstd_dec_all"
   echo "ZSTD_DEC_1T_MBPS=$zstd_dec_one"
+  echo "SHA256_MBPS=$sha256"
   echo "ZSTD_RATIO=$(bench_calc "$zbytes / $zstored")"
   echo "PUT_MBPS=$put"
   echo "GET_MBPS=$get"
@@ -160,6 +168,7 @@ rm -f "$WORK/put" "$WORK/put.back"
   printf '| zstd -1 compress, 1 thread | %.0f | |\n' "$zstd_one"
   printf '| zstd decompress, %s at once | %.0f | decompressing restores |\n' "$cores" "$zstd_dec_all"
   printf '| zstd decompress, 1 stream | %.0f | |\n' "$zstd_dec_one"
+  printf '| SHA-256, one thread (openssl speed, 8 MiB blocks) | %.0f | (comparison only) |\n' "$sha256"
   printf '| S3 PUT, one %s MiB request (curl) | %.0f | uploads (bytes sent) |\n' "$smib" "$put"
   printf '| S3 GET, one %s MiB request (curl) | %.0f | restores (bytes fetched) |\n' "$smib" "$get"
   printf '| S3 PUT, same object, spotguard engine, 8 x 8 MiB parts in flight | %.0f | (comparison only) |\n' "$engine_put"
