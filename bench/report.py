@@ -123,9 +123,10 @@ def main():
 
 def plot(kind, rows, tools, out_png):
     sets = [s for s in SETS if any(g["set"] == s for g in rows)]
-    labels = {}
-    for g in rows:
-        labels.setdefault(g["tool"], g["label"].split(" (")[0].replace("\\|", "|"))
+    legend = {"spotguard": f"spotguard {kind if kind == 'restore' else 'snapshot'}",
+              "aws": "aws s3 cp --recursive", "rclone": "rclone copy",
+              "zstd-aws": "zstd -1 + aws s3 cp" if kind == "upload" else "aws s3 cp + zstd -d"}
+    labels = {t: legend.get(t, t) for t in tools}
     dat = out_png[:-4] + ".dat"
     with open(dat, "w", encoding="utf-8") as f:
         f.write("set\t" + "\t".join(f'"{labels[t]}"' for t in tools) + "\t\"bound (raw tools)\"\n")
