@@ -87,8 +87,8 @@ bench_same_tree() {
   rm -f "$got"
 }
 
-# Repetitions for a data set: 1 for the 4 GiB set, BENCH_REPS (default 3;
-# 1 with --quick) for the others.
+# Repetitions for a data set: 1 for the 4 GiB set, BENCH_REPS (default 2, to
+# keep a full run near 25 minutes on 2 cores; 1 with --quick) for the others.
 bench_reps() {
-  if [ "$1" = torch-4g ]; then echo 1; else echo "${BENCH_REPS:-$([ "$BENCH_QUICK" = 1 ] && echo 1 || echo 3)}"; fi
+  if [ "$1" = torch-4g ]; then echo 1; else echo "${BENCH_REPS:-$([ "$BENCH_QUICK" = 1 ] && echo 1 || echo 2)}"; fi
 }
