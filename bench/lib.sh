@@ -92,3 +92,7 @@ bench_same_tree() {
 bench_reps() {
   if [ "$1" = torch-4g ]; then echo 1; else echo "${BENCH_REPS:-$([ "$BENCH_QUICK" = 1 ] && echo 1 || echo 2)}"; fi
 }
+
+# BENCH_TOOLS=REGEX (a development aid) limits the upload and restore
+# sections to the tools whose id (spotguard, aws, zstd-aws, rclone) matches.
+bench_tool_on() { [ -z "${BENCH_TOOLS:-}" ] || [[ $1 =~ $BENCH_TOOLS ]]; }

@@ -34,6 +34,7 @@ EOF
 measure() {  # set tool label compress rep prefix raw command...
   local set=$1 tool=$2 label=$3 compress=$4 rep=$5 prefix=$6 raw=$7 stored
   shift 7
+  bench_tool_on "$tool" || return 0
   bench_warm "$DATA/$set"
   bench_log "upload $set rep $rep: $tool"
   bench_timed "$@"

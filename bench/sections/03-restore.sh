@@ -70,34 +70,44 @@ for set in $(bench_sets); do
   fi
   p="$RUN_ID/restore-$set"
 
-  bench_log "restore $set: uploading with spotguard (not timed)"
-  "$SG" snapshot --job "$set" --store "s3://$BUCKET/$p-sg" --dir "$DATA/$set" > /dev/null
-  stored=$(bench_stored_bytes "$p-sg")
-  for rep in $(seq 1 "$reps"); do
-    measure "$set" spotguard "spotguard restore" 1 1 "$rep" "$raw" "$stored" \
-      "$SG" restore --job "$set" --store "s3://$BUCKET/$p-sg" --to "$dest"
-  done
-  bench_s3_rm "$p-sg" "$stored"
+  if bench_tool_on spotguard; then
+    bench_log "restore $set: uploading with spotguard (not timed)"
+    "$SG" snapshot --job "$set" --store "s3://$BUCKET/$p-sg" --dir "$DATA/$set" > /dev/null
+    stored=$(bench_stored_bytes "$p-sg")
+    for rep in $(seq 1 "$reps"); do
+      measure "$set" spotguard "spotguard restore" 1 1 "$rep" "$raw" "$stored" \
+        "$SG" restore --job "$set" --store "s3://$BUCKET/$p-sg" --to "$dest"
+    done
+    bench_s3_rm "$p-sg" "$stored"
+  fi
 
-  bench_log "restore $set: uploading with zstd + aws (not timed)"
-  bash "$WORK/zstd-up.sh" "$DATA/$set" "s3://$BUCKET/$p-zaws" "$mode"
-  stored=$(bench_stored_bytes "$p-zaws")
-  for rep in $(seq 1 "$reps"); do
-    measure "$set" zstd-aws "$zlabel" 1 0 "$rep" "$raw" "$stored" \
-      bash "$WORK/zstd-down.sh" "s3://$BUCKET/$p-zaws" "$dest" "$mode"
-  done
-  bench_s3_rm "$p-zaws" "$stored"
+  if bench_tool_on zstd-aws; then
+    bench_log "restore $set: uploading with zstd + aws (not timed)"
+    bash "$WORK/zstd-up.sh" "$DATA/$set" "s3://$BUCKET/$p-zaws" "$mode"
+    stored=$(bench_stored_bytes "$p-zaws")
+    for rep in $(seq 1 "$reps"); do
+      measure "$set" zstd-aws "$zlabel" 1 0 "$rep" "$raw" "$stored" \
+        bash "$WORK/zstd-down.sh" "s3://$BUCKET/$p-zaws" "$dest" "$mode"
+    done
+    bench_s3_rm "$p-zaws" "$stored"
+  fi
 
-  bench_log "restore $set: uploading the raw files with aws (not timed)"
-  "${aws_s3[@]}" cp --recursive --only-show-errors "$DATA/$set" "s3://$BUCKET/$p-raw/"
-  stored=$(bench_stored_bytes "$p-raw")
-  for rep in $(seq 1 "$reps"); do
-    measure "$set" aws "aws s3 cp --recursive (raw files)" 0 0 "$rep" "$raw" "$stored" \
-      "${aws_s3[@]}" cp --recursive --only-show-errors "s3://$BUCKET/$p-raw/" "$dest/"
-    measure "$set" rclone "rclone copy (raw files)" 0 0 "$rep" "$raw" "$stored" \
-      env -u AWS_CA_BUNDLE rclone copy -q "sg:$BUCKET/$p-raw/" "$dest/"
-  done
-  bench_s3_rm "$p-raw" "$stored"
+  if bench_tool_on aws || bench_tool_on rclone; then
+    bench_log "restore $set: uploading the raw files with aws (not timed)"
+    "${aws_s3[@]}" cp --recursive --only-show-errors "$DATA/$set" "s3://$BUCKET/$p-raw/"
+    stored=$(bench_stored_bytes "$p-raw")
+    for rep in $(seq 1 "$reps"); do
+      if bench_tool_on aws; then
+        measure "$set" aws "aws s3 cp --recursive (raw files)" 0 0 "$rep" "$raw" "$stored" \
+          "${aws_s3[@]}" cp --recursive --only-show-errors "s3://$BUCKET/$p-raw/" "$dest/"
+      fi
+      if bench_tool_on rclone; then
+        measure "$set" rclone "rclone copy (raw files)" 0 0 "$rep" "$raw" "$stored" \
+          env -u AWS_CA_BUNDLE rclone copy -q "sg:$BUCKET/$p-raw/" "$dest/"
+      fi
+    done
+    bench_s3_rm "$p-raw" "$stored"
+  fi
 done
 
 # shellcheck source=/dev/null
