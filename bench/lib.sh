@@ -18,7 +18,7 @@ bench_sets() {
 }
 
 # Bytes in all files under a directory.
-bench_dir_bytes() { find "$1" -type f -printf '%s\n' | awk '{s += $1} END {printf "%d\n", s}'; }
+bench_dir_bytes() { find "$1" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f\n", s}'; }
 bench_dir_files() { find "$1" -type f | wc -l; }
 
 # Empties the page cache (needs root); warns when it cannot.
@@ -48,7 +48,7 @@ bench_aws() { "$AWS_BIN" --endpoint-url "$SPOTGUARD_TEST_S3_ENDPOINT" "$@"; }
 
 # Total bytes stored under s3://$BUCKET/PREFIX/ (0 when empty).
 bench_stored_bytes() {
-  bench_aws s3 ls --recursive "s3://$BUCKET/$1/" | awk '{s += $3} END {printf "%d\n", s}'
+  bench_aws s3 ls --recursive "s3://$BUCKET/$1/" | awk '{s += $3} END {printf "%.0f\n", s}'
 }
 
 # Deletes everything under s3://$BUCKET/PREFIX/. With a second argument (bytes

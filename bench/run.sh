@@ -169,7 +169,7 @@ results=bench/RESULTS.md
   echo
   for set in torch-1g torch-4g small-files; do
     printf -- '- **%s**: %s files, %s bytes. %s\n' "$set" "$(find "$DATA/$set" -type f | wc -l)" \
-      "$(find "$DATA/$set" -type f -printf '%s\n' | awk '{s += $1} END {printf "%d", s}')" \
+      "$(find "$DATA/$set" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s}')" \
       "$(sed 's/^make_checkpoint: //' "$DATA/$set.log" 2>/dev/null || true)"
   done
   echo
