@@ -99,7 +99,10 @@ def main():
             compared = compared or bool(others)
             if faster:
                 best = min(faster, key=lambda o: o["wall"])
-                flag = f"**slower than {best['label']}** (x{g['wall'] / best['wall']:.2f})"
+                ratio = g["wall"] / best["wall"]
+                flag = f"**slower than {best['label']}** (x{ratio:.2f})"
+                if ratio < 1.05:
+                    flag += ", within 5%: as large as run-to-run noise here"
                 slower.append((g, best))
             elif others:
                 nxt = min(others, key=lambda o: o["wall"])
