@@ -34,11 +34,15 @@ bench_drop_caches() {
 # Reads every file of a directory once, so it is in the page cache.
 bench_warm() { find "$1" -type f -print0 | xargs -0 cat > /dev/null; }
 
-# bench_timed CMD...: runs CMD (stdout to /dev/null) and sets TIMED_WALL (s)
-# and TIMED_CPU (user + system s of CMD and every child it waited for).
+# bench_timed CMD...: runs CMD (stdout to /dev/null) and sets TIMED_WALL (s,
+# from bash's microsecond clock; /usr/bin/time's %e has 10 ms steps) and
+# TIMED_CPU (user + system s of CMD and every child it waited for).
 bench_timed() {
-  /usr/bin/time -f '%e %U %S' -o "$WORK/.time" "$@" > /dev/null
-  read -r TIMED_WALL TIMED_CPU < <(awk '{printf "%.3f %.3f\n", $1, $2 + $3}' "$WORK/.time")
+  local t0=$EPOCHREALTIME t1
+  /usr/bin/time -f '%U %S' -o "$WORK/.time" "$@" > /dev/null
+  t1=$EPOCHREALTIME
+  TIMED_WALL=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
+  TIMED_CPU=$(awk '{printf "%.3f", $1 + $2}' "$WORK/.time")
 }
 
 # awk arithmetic: bench_calc 'expr' -> value

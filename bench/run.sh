@@ -16,6 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian's python3 (with python3-torch) and awscli, not a user's pyenv shims.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# "." decimals for the arithmetic on timings, and one file-name sort order.
+export LC_ALL=C
 
 BENCH_QUICK=${BENCH_QUICK:-0}
 data_only=0
