@@ -1,5 +1,5 @@
 // Uploads a file to S3 through spotguard's transfer engine and downloads it
-// back, printing one JSON line per direction. Used by bench/s3_vs_awscli.sh;
+// back, printing one JSON line per direction. Used by bench/sections/01-limits.sh;
 // reads the server from SPOTGUARD_TEST_S3_* like the tests.
 //
 //   s3_transfer_bench FILE KEY [PARTS_IN_FLIGHT]
