@@ -100,18 +100,21 @@ if [ -z "${BENCH_SECTIONS:-}" ]; then
   rm -f "$OUT"/*.md "$OUT"/*.tsv "$OUT"/*.png "$OUT"/*.env
 fi
 ran=()
-declare -A took
+declare -A took load_before load_after
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
 for section in bench/sections/*.sh; do
   name=$(basename "$section" .sh)
   if [ -n "${BENCH_SECTIONS:-}" ] && ! [[ $name =~ $BENCH_SECTIONS ]]; then continue; fi
   echo "bench: === section $name ===" >&2
   t0=$SECONDS
+  load_before[$name]=$(loadavg)
   if ! bash "$section"; then
     echo "bench: section $name failed" >&2
     exit 1
   fi
   [ -f "$OUT/$name.md" ] || { echo "bench: section $name wrote no $OUT/$name.md" >&2; exit 1; }
   took[$name]=$((SECONDS - t0))
+  load_after[$name]=$(loadavg)
   ran+=("$name")
 done
 
@@ -177,7 +180,14 @@ results=bench/RESULTS.md
       "$(sed 's/^make_checkpoint: //' "$DATA/$set.log" 2>/dev/null || true)"
   done
   echo
-  echo "Sections: $(for n in "${ran[@]}"; do printf '%s (%s s) ' "$n" "${took[$n]}"; done)"
+  echo "Sections, with the 1-minute load average before and after each (2 cores; anything well above"
+  echo "the section's own use means something else ran on the machine at the same time):"
+  echo
+  echo "| section | seconds | load before | load after |"
+  echo "| --- | ---: | ---: | ---: |"
+  for n in "${ran[@]}"; do
+    printf '| %s | %s | %s | %s |\n' "$n" "${took[$n]}" "${load_before[$n]}" "${load_after[$n]}"
+  done
   for fragment in "$OUT"/[0-9][0-9]-*.md; do
     [ -f "$fragment" ] || continue
     name=$(basename "$fragment" .md)
