@@ -380,7 +380,9 @@ StatusOr<Clock::WallTime> ParseImdsEventTime(std::string_view text) {
   tm.tm_hour = *h;
   tm.tm_min = *m;
   tm.tm_sec = *s;
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  auto t = WallTimeFromUtc(tm);
+  if (!t) return bad();
+  return *t;
 }
 
 }  // namespace sg
