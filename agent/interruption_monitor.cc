@@ -28,6 +28,9 @@ StatusOr<json> ParseJsonBody(std::string_view body) {
             ? "it ends after " + std::to_string(body.size()) + " bytes"
             : "error at byte " + std::to_string(e.byte) + " of " + std::to_string(body.size());
     return Malformed("not valid JSON (" + where + "): \"" + PrintableExcerpt(body) + "\"");
+  } catch (const json::exception&) {
+    // out_of_range.406: a number too big for a double, such as 1e400.
+    return Malformed("a number in it is out of range: \"" + PrintableExcerpt(body) + "\"");
   }
 }
 

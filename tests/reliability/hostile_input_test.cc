@@ -361,6 +361,7 @@ TEST(HostileConfig, InvalidConfigsAreUsageErrorsNamingTheProblem) {
       {"invalid UTF-8", "{\"job\": \"\xff\xfe\"}", "config"},
       {"truncated", R"({"job": "j", "keep": )", "config"},
       {"not an object", R"(["job", "j"])", "config"},
+      {"a number beyond a double", R"({"job": "j", "keep": 1e400})", "config"},
   };
   int refused = 0;
   for (const Case& c : cases) {
@@ -372,6 +373,14 @@ TEST(HostileConfig, InvalidConfigsAreUsageErrorsNamingTheProblem) {
     EXPECT_NE(r.err.find(c.what), std::string::npos) << r.err;
     if (r.exit_code == 2 && r.err.find(c.what) != std::string::npos) ++refused;
   }
+  // A list value from the environment is read as JSON too.
+  auto env_run = RunCommand({SPOTGUARD_BIN, "ls"}, {{"SPOTGUARD_CONFIG", ""},
+                                                    {"SPOTGUARD_JOB", "j"},
+                                                    {"SPOTGUARD_STORE", "file:///nonexistent"},
+                                                    {"SPOTGUARD_COMMAND", "[1e400]"}});
+  EXPECT_EQ(env_run.exit_code, 2) << env_run.err;
+  EXPECT_NE(env_run.err.find("command"), std::string::npos) << env_run.err;
+
   ReliabilityRecord rec;
   rec.test = "hostile_configs";
   rec.area = "hostile";
@@ -437,6 +446,7 @@ TEST(HostileImds, MalformedNoticesAreWarnedAboutAndTheRealOneStillCounts) {
       {"meta-data/spot/instance-action", "{\"action\": \"terminate\", \"time\": \"-954-01-01T00:00:00Z\"}"},
       {"meta-data/spot/instance-action", "{\"action\": \"terminate\", \"time\": \"9999-01-01T00:00:00Z\"}"},
       {"meta-data/spot/instance-action", "[\"terminate\"]"},
+      {"meta-data/spot/instance-action", "{\"action\": \"terminate\", \"time\": 1e400}"},
       {"meta-data/spot/instance-action", std::string(100000, '[')},
       {"meta-data/autoscaling/target-lifecycle-state", "Terminated\x01; rm -rf /"},
       {"meta-data/events/recommendations/rebalance", "{\"noticeTime\": 5}"},
