@@ -86,7 +86,9 @@ TEST_F(HostileS3, MalformedAnswersGiveClearErrorsNotCrashesOrHangs) {
        "outside the requested prefix"},
       {"list: 8 MiB of nesting", "list",
        {{"prefix", kXml}, {"body", "<a>"}, {"repeat_body_mb", 8}}, "ListObjectsV2"},
-      {"list: binary", "list", {{"body", "\xff\xfe\x00<\x01>"}, {"latin1", true}},
+      // U+00FF U+00FE U+0000 ... sent as the raw bytes ff fe 00 (latin-1).
+      {"list: binary", "list",
+       {{"body", std::string("\xc3\xbf\xc3\xbe") + '\0' + "<\x01>"}, {"latin1", true}},
        "ListObjectsV2"},
       {"initiate: not XML", "initiate", {{"body", "{\"UploadId\": \"u1\"}"}},
        "CreateMultipartUpload"},
