@@ -5,11 +5,18 @@
 // operation, exit 1, no crash (no signal), no hang (the run's timeout).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/files.h"
+#include "common/object_store.h"
 #include "tests/support/random_bytes.h"
+#include "tests/support/s3_test_env.h"
 #include "tests/support/reliability_record.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -145,6 +152,102 @@ TEST_F(HostileS3, MalformedAnswersGiveClearErrorsNotCrashesOrHangs) {
   rec.committed = snap.exit_code == 0 ? 1 : 0;
   rec.detail = std::to_string(clear) + " of " + std::to_string(answers.size()) +
                " refused with exit 1 naming the operation (ls, snapshot, gc); no crash, no hang";
+  EXPECT_TRUE(WriteReliabilityRecord(rec));
+}
+
+// Hostile snapshots on the Ceph gateway: snapshot 1 taken by the binary,
+// then its manifest or object rewritten through the S3 API; restore and
+// verify refuse it and leave the target and its sibling alone.
+TEST(HostileSnapshotOnS3, CraftedSnapshotsOnTheGatewayAreRefused) {
+  S3TestEnv env;
+  ASSERT_TRUE(LoadS3TestEnv(&env));
+  TempDir dir;
+  const std::string prefix = "hostile-tests/" + RandomHex(6);
+  auto store = OpenTestS3Store(env, prefix);
+  ASSERT_NE(store, nullptr);
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), SPOTGUARD_BIN);
+    std::map<std::string, std::string> vars = env.AwsEnv();
+    vars["SPOTGUARD_CONFIG"] = "";
+    vars["SPOTGUARD_JOB"] = "job";
+    vars["SPOTGUARD_STORE"] = "s3://" + env.bucket + "/" + prefix;
+    vars["SPOTGUARD_ENDPOINT"] = env.endpoint;
+    vars["SPOTGUARD_REGION"] = env.region;
+    vars["AWS_EC2_METADATA_DISABLED"] = "true";
+    return RunCommand(args, vars, std::chrono::seconds(120));
+  };
+  const Tree previous = {{"step_5.pt", {"previous", 0644}}};
+  const Tree sentinel = {{"keep.txt", {"never changes", 0600}}};
+  WriteTree(dir.Join("work/ckpt"), previous);
+  WriteTree(dir.Join("work/sentinel"), sentinel);
+  WriteTree(dir.Join("src"), {{"small.txt", {std::string(5000, 's'), 0644}}});
+  const std::string manifest_key = "job/snapshots/0000000001/manifest.json";
+  const std::string object_key = "job/snapshots/0000000001/files/small.txt.zst";
+
+  struct Case {
+    std::string name, what;
+    std::function<void()> apply;
+  };
+  auto rewrite = [&](const std::function<void(json&)>& change) {
+    auto text = store->Get(manifest_key);
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    json j = json::parse(*text);
+    change(j);
+    ASSERT_TRUE(store->Put(manifest_key, j.dump(), PutCondition{}).ok());
+  };
+  const std::vector<Case> cases = {
+      {"path with ..", "climbs out",
+       [&] { rewrite([](json& j) { j["files"][0]["path"] = "../sentinel/keep.txt"; }); }},
+      {"absolute path", "is absolute",
+       [&] { rewrite([&](json& j) { j["files"][0]["path"] = dir.Join("escaped"); }); }},
+      {"wrong sha256", "SHA-256",
+       [&] { rewrite([](json& j) { j["files"][0]["sha256"] = std::string(64, 'a'); }); }},
+      {"truncated object", "small.txt",
+       [&] {
+         auto bytes = store->Get(object_key);
+         ASSERT_TRUE(bytes.ok());
+         ASSERT_TRUE(
+             store->Put(object_key, bytes->substr(0, bytes->size() - 9), PutCondition{}).ok());
+       }},
+  };
+  int refused = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto old = ListAll(*store, "job/");
+    ASSERT_TRUE(old.ok()) << old.status().ToString();
+    for (const ObjectInfo& o : *old) ASSERT_TRUE(store->Delete(o.key).ok());
+    auto snap = run({"snapshot", "--dir", dir.Join("src")});
+    ASSERT_EQ(snap.exit_code, 0) << snap.err;
+    c.apply();
+    auto restore = run({"restore", "--to", dir.Join("work/ckpt")});
+    auto verify = run({"verify", "--snapshot", "1"});
+    EXPECT_EQ(restore.exit_code, 1) << restore.err;
+    EXPECT_NE(restore.err.find(c.what), std::string::npos) << restore.err;
+    EXPECT_EQ(verify.exit_code, 1) << verify.err;
+    EXPECT_NE(verify.err.find(c.what), std::string::npos) << verify.err;
+    EXPECT_EQ(ReadTree(dir.Join("work/ckpt")), previous);
+    EXPECT_EQ(ReadTree(dir.Join("work/sentinel")), sentinel);
+    EXPECT_FALSE(std::filesystem::exists(dir.Join("escaped")));
+    EXPECT_EQ(restore.err.find(env.secret_key), std::string::npos);
+    if (restore.exit_code == 1 && verify.exit_code == 1 &&
+        ReadTree(dir.Join("work/ckpt")) == previous) {
+      ++refused;
+    }
+  }
+  auto left = ListAll(*store, "");
+  ASSERT_TRUE(left.ok());
+  for (const ObjectInfo& o : *left) EXPECT_TRUE(store->Delete(o.key).ok());
+
+  ReliabilityRecord rec;
+  rec.test = "hostile_snapshots_s3";
+  rec.area = "hostile";
+  rec.faults = "crafted snapshots on the Ceph gateway: .., absolute path, bad sha256, truncated object";
+  rec.trials = 2L * static_cast<long>(cases.size());
+  rec.faults_injected = static_cast<long>(cases.size());
+  rec.committed = static_cast<long>(cases.size());
+  rec.lost = refused == static_cast<int>(cases.size()) ? 0 : 1;
+  rec.detail = std::to_string(refused) + " of " + std::to_string(cases.size()) +
+               " refused by restore and verify with exit 1; target and sibling unchanged";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
 
