@@ -163,7 +163,7 @@ TEST(HostileSnapshotOnS3, CraftedSnapshotsOnTheGatewayAreRefused) {
   ASSERT_TRUE(LoadS3TestEnv(&env));
   TempDir dir;
   const std::string prefix = "hostile-tests/" + RandomHex(6);
-  auto store = OpenTestS3Store(env, prefix);
+  std::unique_ptr<ObjectStore> store = OpenTestS3Store(env, prefix);
   ASSERT_NE(store, nullptr);
   auto run = [&](std::vector<std::string> args) {
     args.insert(args.begin(), SPOTGUARD_BIN);
