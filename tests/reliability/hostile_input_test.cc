@@ -393,11 +393,12 @@ TEST(HostileConfig, InvalidConfigsAreUsageErrorsNamingTheProblem) {
   ReliabilityRecord rec;
   rec.test = "hostile_configs";
   rec.area = "hostile";
-  rec.faults = "wrong types, huge numbers, unknown keys, bad durations, NUL bytes, 100000-deep "
-               "nesting, invalid UTF-8, truncated JSON";
-  rec.trials = static_cast<long>(cases.size());
-  rec.faults_injected = static_cast<long>(cases.size());
-  rec.detail = "all " + std::to_string(refused) + " of " + std::to_string(cases.size()) +
+  rec.faults = "wrong types, huge numbers, 1e400, unknown keys, bad durations, NUL bytes, "
+               "100000-deep nesting, invalid UTF-8, truncated JSON; [1e400] from the environment";
+  rec.trials = static_cast<long>(cases.size()) + 1;
+  rec.faults_injected = static_cast<long>(cases.size()) + 1;
+  if (env_run.exit_code == 2) ++refused;
+  rec.detail = std::to_string(refused) + " of " + std::to_string(cases.size() + 1) +
                " rejected with exit 2 naming the key";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
