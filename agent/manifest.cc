@@ -111,7 +111,8 @@ struct BadNumber : std::runtime_error {
 };
 
 uint64_t WholeNumber(const nlohmann::json& v, const char* name) {
-  if (!v.is_number_unsigned()) throw BadNumber(std::string("\"") + name + "\" is not a whole number >= 0");
+  if (!v.is_number_unsigned())
+    throw BadNumber(std::string("\"") + name + "\" is not a whole number >= 0");
   return v.get<uint64_t>();
 }
 
@@ -145,7 +146,8 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
       f.path = jf.at("path").get<std::string>();
       f.size = WholeNumber(jf.at("size"), "size");
       const uint64_t mode = WholeNumber(jf.at("mode"), "mode");
-      if (mode > 07777) throw BadNumber("\"mode\" " + std::to_string(mode) + " is not a permission mode");
+      if (mode > 07777)
+        throw BadNumber("\"mode\" " + std::to_string(mode) + " is not a permission mode");
       f.mode = static_cast<uint32_t>(mode);
       f.sha256 = jf.at("sha256").get<std::string>();
       f.key = jf.at("key").get<std::string>();
@@ -194,7 +196,8 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
     }
     uint64_t stored = 0;
     for (uint64_t s : f.frames) {
-      if (s > f.stored_size - stored) return corrupt("file \"" + f.path + "\" frames do not add up");
+      if (s > f.stored_size - stored)
+        return corrupt("file \"" + f.path + "\" frames do not add up");
       stored += s;
     }
     if (stored != f.stored_size) return corrupt("file \"" + f.path + "\" frames do not add up");

@@ -595,7 +595,8 @@ StatusOr<std::vector<MultipartUploadInfo>> S3Client::ListMultipartUploads(
                std::make_move_iterator(page.uploads.end()));
     if (!page.truncated) break;
     if (page.next_key_marker == key_marker && page.next_upload_id_marker == upload_marker) {
-      return Status::Corruption("ListMultipartUploads: the listing does not advance (same markers)");
+      return Status::Corruption(
+          "ListMultipartUploads: the listing does not advance (same markers)");
     }
     key_marker = std::move(page.next_key_marker);
     upload_marker = std::move(page.next_upload_id_marker);
@@ -617,7 +618,8 @@ StatusOr<std::vector<PartInfo>> S3Client::ListParts(const std::string& bucket,
                std::make_move_iterator(page.parts.end()));
     if (!page.truncated) break;
     if (page.next_part_number_marker == marker) {
-      return Status::Corruption("ListParts " + key + ": the listing does not advance (same marker)");
+      return Status::Corruption("ListParts " + key +
+                                ": the listing does not advance (same marker)");
     }
     marker = std::move(page.next_part_number_marker);
   }

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define SG_FUZZ_CHECK(cond, what)                                                         \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "fuzz property failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, \
-                   what, #cond);                                                          \
-      std::abort();                                                                       \
-    }                                                                                     \
+#define SG_FUZZ_CHECK(cond, what)                                                                \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      std::fprintf(stderr, "fuzz property failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, what, \
+                   #cond);                                                                       \
+      std::abort();                                                                              \
+    }                                                                                            \
   } while (0)

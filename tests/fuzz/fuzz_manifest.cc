@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < f.frames.size(); ++i) raw += f.FrameRawSize(i);
     SG_FUZZ_CHECK(raw == f.size, "frames do not cover the file");
   }
-  if (!m->resume.empty()) SG_FUZZ_CHECK(sg::CheckRelativePath(m->resume).ok(), "accepted a bad resume");
+  if (!m->resume.empty())
+    SG_FUZZ_CHECK(sg::CheckRelativePath(m->resume).ok(), "accepted a bad resume");
   const std::string again = sg::ManifestToJson(*m).dump();
   auto m2 = sg::ParseManifest(again, "job", 7);
   SG_FUZZ_CHECK(m2.ok(), "round trip does not parse");

@@ -103,11 +103,11 @@ class HostileSnapshot : public ::testing::Test {
       EXPECT_TRUE(cond) << what_failed;
       ok = ok && cond;
     };
-    check(restore.exit_code == code, "restore exit " + std::to_string(restore.exit_code) + ": " +
-                                         restore.err);
+    check(restore.exit_code == code,
+          "restore exit " + std::to_string(restore.exit_code) + ": " + restore.err);
     check(restore.err.find(what) != std::string::npos, "restore said: " + restore.err);
-    check(verify.exit_code == code, "verify exit " + std::to_string(verify.exit_code) + ": " +
-                                        verify.err);
+    check(verify.exit_code == code,
+          "verify exit " + std::to_string(verify.exit_code) + ": " + verify.err);
     check(verify.err.find(verify_what) != std::string::npos, "verify said: " + verify.err);
     // Nothing written outside the target, the target untouched, no leftovers.
     check(ReadTree(dir_.Join("work/ckpt")) == previous_, "the previous checkpoint changed");
@@ -297,13 +297,15 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
   ReliabilityRecord r;
   r.test = "hostile_snapshots_file_store";
   r.area = "hostile";
-  r.faults = "crafted snapshots: .., absolute, key escape, 2^62 and wrapping sizes, wrong types, "
-             "bad sha256, truncated/corrupt/oversized zstd frames, symlinked and missing objects";
+  r.faults =
+      "crafted snapshots: .., absolute, key escape, 2^62 and wrapping sizes, wrong types, "
+      "bad sha256, truncated/corrupt/oversized zstd frames, symlinked and missing objects";
   r.trials = 2L * cases_;  // restore and verify of each
   r.faults_injected = cases_;
   r.lost = ::testing::Test::HasFailure() ? 1 : 0;
   r.detail = "all " + std::to_string(2 * refused_) + " restore/verify runs of " +
-             std::to_string(cases_) + " hostile snapshots refused with exit 1, target and "
+             std::to_string(cases_) +
+             " hostile snapshots refused with exit 1, target and "
              "siblings unchanged";
   EXPECT_TRUE(WriteReliabilityRecord(r));
 }
@@ -393,8 +395,9 @@ TEST(HostileConfig, InvalidConfigsAreUsageErrorsNamingTheProblem) {
   ReliabilityRecord rec;
   rec.test = "hostile_configs";
   rec.area = "hostile";
-  rec.faults = "wrong types, huge numbers, 1e400, unknown keys, bad durations, NUL bytes, "
-               "100000-deep nesting, invalid UTF-8, truncated JSON; [1e400] from the environment";
+  rec.faults =
+      "wrong types, huge numbers, 1e400, unknown keys, bad durations, NUL bytes, "
+      "100000-deep nesting, invalid UTF-8, truncated JSON; [1e400] from the environment";
   rec.trials = static_cast<long>(cases.size()) + 1;
   rec.faults_injected = static_cast<long>(cases.size()) + 1;
   if (env_run.exit_code == 2) ++refused;
@@ -421,8 +424,14 @@ std::string Fault(const std::string& path, const std::string& body, int count) {
 
 TEST(HostileImds, AMalformedIdentityDocumentIsAClearError) {
   const std::vector<std::string> bodies = {
-      "", "{", "[]", "null", "{\"instanceId\": 5, \"region\": \"us-east-1\"}",
-      "{\"region\": \"us-east-1\"}", std::string(1 << 20, '{'), "\xff\xfe garbage",
+      "",
+      "{",
+      "[]",
+      "null",
+      "{\"instanceId\": 5, \"region\": \"us-east-1\"}",
+      "{\"region\": \"us-east-1\"}",
+      std::string(1 << 20, '{'),
+      "\xff\xfe garbage",
       "{\"instanceId\": \"i-1\", \"region\": \"us-east-1\", \"availabilityZone\": [], "
       "\"instanceType\": {}}"};
   int clear = 0;
@@ -455,8 +464,10 @@ TEST(HostileImds, MalformedNoticesAreWarnedAboutAndTheRealOneStillCounts) {
   const std::vector<std::pair<std::string, std::string>> hostile = {
       {"meta-data/spot/instance-action", "{\"action\": \"terminate\", \"time\": "},
       {"meta-data/spot/instance-action", "{\"action\": 7, \"time\": \"2026-11-22T08:22:00Z\"}"},
-      {"meta-data/spot/instance-action", "{\"action\": \"terminate\", \"time\": \"-954-01-01T00:00:00Z\"}"},
-      {"meta-data/spot/instance-action", "{\"action\": \"terminate\", \"time\": \"9999-01-01T00:00:00Z\"}"},
+      {"meta-data/spot/instance-action",
+       "{\"action\": \"terminate\", \"time\": \"-954-01-01T00:00:00Z\"}"},
+      {"meta-data/spot/instance-action",
+       "{\"action\": \"terminate\", \"time\": \"9999-01-01T00:00:00Z\"}"},
       {"meta-data/spot/instance-action", "[\"terminate\"]"},
       {"meta-data/spot/instance-action", "{\"action\": \"terminate\", \"time\": 1e400}"},
       {"meta-data/spot/instance-action", std::string(100000, '[')},
@@ -489,7 +500,8 @@ TEST(HostileImds, MalformedNoticesAreWarnedAboutAndTheRealOneStillCounts) {
   rec.faults = "malformed instance-action, lifecycle, rebalance, scheduled-events bodies";
   rec.trials = 1;
   rec.faults_injected = static_cast<long>(2 * hostile.size());
-  rec.detail = "no event from any malformed body, warnings logged, the real notice ended watch --once";
+  rec.detail =
+      "no event from any malformed body, warnings logged, the real notice ended watch --once";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
 

@@ -123,10 +123,10 @@ TEST(HostileS3Xml, MalformedAnswersAreCorruptionNamingTheRequest) {
   }
   EXPECT_FALSE(ParseInitiateMultipartUploadXml("<InitiateMultipartUploadResult/>", "x").ok());
   EXPECT_FALSE(ParseCompleteMultipartUploadXml("<Error><Code>X</Code></Error>", "x").ok());
-  EXPECT_FALSE(ParseListMultipartUploadsXml(
-                   "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
-                   "</ListMultipartUploadsResult>")
-                   .ok());
+  EXPECT_FALSE(
+      ParseListMultipartUploadsXml("<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
+                                   "</ListMultipartUploadsResult>")
+          .ok());
   EXPECT_FALSE(
       ParseListPartsXml("<ListPartsResult><IsTruncated>true</IsTruncated></ListPartsResult>", "x")
           .ok());
@@ -169,23 +169,26 @@ TEST_F(HostileS3Client, AMalformedContentRangeOrLengthIsCorruptionNotAThrow) {
 TEST_F(HostileS3Client, AListingThatDoesNotAdvanceIsAnErrorNotALoop) {
   auto client = Client();
   transport_.forever = ScriptedTransport::Response(
-      200, "<ListBucketResult><IsTruncated>true</IsTruncated>"
-           "<NextContinuationToken>t</NextContinuationToken></ListBucketResult>");
+      200,
+      "<ListBucketResult><IsTruncated>true</IsTruncated>"
+      "<NextContinuationToken>t</NextContinuationToken></ListBucketResult>");
   auto page = client->ListObjectsV2("b", "p/", "t");
   ASSERT_FALSE(page.ok());
   EXPECT_NE(page.status().message().find("does not advance"), std::string::npos);
 
   transport_.forever = ScriptedTransport::Response(
-      200, "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated><NextKeyMarker>m"
-           "</NextKeyMarker></ListMultipartUploadsResult>");
+      200,
+      "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated><NextKeyMarker>m"
+      "</NextKeyMarker></ListMultipartUploadsResult>");
   auto uploads = client->ListMultipartUploads("b", "p/");
   ASSERT_FALSE(uploads.ok());
   EXPECT_NE(uploads.status().message().find("does not advance"), std::string::npos);
   EXPECT_LE(transport_.sent.size(), 4u);
 
   transport_.forever = ScriptedTransport::Response(
-      200, "<ListPartsResult><IsTruncated>true</IsTruncated><NextPartNumberMarker>3"
-           "</NextPartNumberMarker></ListPartsResult>");
+      200,
+      "<ListPartsResult><IsTruncated>true</IsTruncated><NextPartNumberMarker>3"
+      "</NextPartNumberMarker></ListPartsResult>");
   auto parts = client->ListParts("b", "k", "u");
   ASSERT_FALSE(parts.ok());
   EXPECT_NE(parts.status().message().find("does not advance"), std::string::npos);

@@ -4,7 +4,6 @@
 // with malformed, truncated, looping or huge XML: a clear error naming the
 // operation, exit 1, no crash (no signal), no hang (the run's timeout).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,8 +15,8 @@
 #include "common/files.h"
 #include "common/object_store.h"
 #include "tests/support/random_bytes.h"
-#include "tests/support/s3_test_env.h"
 #include "tests/support/reliability_record.h"
+#include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree.h"
@@ -65,54 +64,74 @@ const std::string kXml = R"(<?xml version="1.0" encoding="UTF-8"?>)";
 
 TEST_F(HostileS3, MalformedAnswersGiveClearErrorsNotCrashesOrHangs) {
   // A file bigger than one part, so that snapshot uploads it in parts.
-  WriteTree(dir_.Join("ckpt"), {{"model.pt", {RandomBytes(9u << 20, 7), 0644}},
-                                {"small.txt", {"small", 0644}}});
+  WriteTree(dir_.Join("ckpt"),
+            {{"model.pt", {RandomBytes(9u << 20, 7), 0644}}, {"small.txt", {"small", 0644}}});
   const std::vector<struct Answer> answers = {
       {"list: not XML", "list", {{"body", "this is not XML at all"}}, "ListObjectsV2"},
-      {"list: truncated XML", "list",
-       {{"body", kXml + "<ListBucketResult><Contents><Key>prefix/job/snap"}}, "ListObjectsV2"},
+      {"list: truncated XML",
+       "list",
+       {{"body", kXml + "<ListBucketResult><Contents><Key>prefix/job/snap"}},
+       "ListObjectsV2"},
       {"list: wrong root", "list", {{"body", kXml + "<Foo/>"}}, "no ListBucketResult"},
-      {"list: an <Error> in a 200", "list",
-       {{"body", kXml + "<Error><Code>InternalError</Code></Error>"}}, "no ListBucketResult"},
-      {"list: truncated without token", "list",
+      {"list: an <Error> in a 200",
+       "list",
+       {{"body", kXml + "<Error><Code>InternalError</Code></Error>"}},
+       "no ListBucketResult"},
+      {"list: truncated without token",
+       "list",
        {{"body", kXml + "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>"}},
        "without NextContinuationToken"},
-      {"list: the same token forever", "list",
+      {"list: the same token forever",
+       "list",
        {{"body", kXml + "<ListBucketResult><IsTruncated>true</IsTruncated>"
                         "<NextContinuationToken>same</NextContinuationToken></ListBucketResult>"}},
        "does not advance"},
-      {"list: keys outside the prefix", "list",
+      {"list: keys outside the prefix",
+       "list",
        {{"body", kXml + "<ListBucketResult><Contents><Key>../../etc/passwd</Key><Size>1</Size>"
                         "</Contents></ListBucketResult>"}},
        "outside the requested prefix"},
-      {"list: 16 MiB of keys outside the prefix", "list",
+      {"list: 16 MiB of keys outside the prefix",
+       "list",
        {{"prefix", kXml + "<ListBucketResult>"},
         {"body", "<Contents><Key>other/x</Key><Size>18446744073709551615</Size></Contents>"},
         {"repeat_body_mb", 16},
         {"suffix", "</ListBucketResult>"}},
        "outside the requested prefix"},
-      {"list: 8 MiB of nesting", "list",
-       {{"prefix", kXml}, {"body", "<a>"}, {"repeat_body_mb", 8}}, "ListObjectsV2"},
+      {"list: 8 MiB of nesting",
+       "list",
+       {{"prefix", kXml}, {"body", "<a>"}, {"repeat_body_mb", 8}},
+       "ListObjectsV2"},
       // U+00FF U+00FE U+0000 ... sent as the raw bytes ff fe 00 (latin-1).
-      {"list: binary", "list",
+      {"list: binary",
+       "list",
        {{"body", std::string("\xc3\xbf\xc3\xbe") + '\0' + "<\x01>"}, {"latin1", true}},
        "ListObjectsV2"},
-      {"initiate: not XML", "initiate", {{"body", "{\"UploadId\": \"u1\"}"}},
+      {"initiate: not XML",
+       "initiate",
+       {{"body", "{\"UploadId\": \"u1\"}"}},
        "CreateMultipartUpload"},
-      {"initiate: no UploadId", "initiate",
+      {"initiate: no UploadId",
+       "initiate",
        {{"body", kXml + "<InitiateMultipartUploadResult><Key>k</Key>"
                         "</InitiateMultipartUploadResult>"}},
        "no UploadId"},
-      {"complete: truncated", "complete",
-       {{"body", kXml + "<CompleteMultipartUploadResult><ETag>\"abc"}}, "CompleteMultipartUpload"},
-      {"complete: wrong root", "complete", {{"body", kXml + "<Whatever/>"}},
+      {"complete: truncated",
+       "complete",
+       {{"body", kXml + "<CompleteMultipartUploadResult><ETag>\"abc"}},
+       "CompleteMultipartUpload"},
+      {"complete: wrong root",
+       "complete",
+       {{"body", kXml + "<Whatever/>"}},
        "CompleteMultipartUpload"},
       {"uploads: not XML", "uploads", {{"body", "<<<<"}}, "ListMultipartUploads"},
-      {"uploads: truncated without markers", "uploads",
+      {"uploads: truncated without markers",
+       "uploads",
        {{"body", kXml + "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
                         "</ListMultipartUploadsResult>"}},
        "without markers"},
-      {"uploads: the same markers forever", "uploads",
+      {"uploads: the same markers forever",
+       "uploads",
        {{"body", kXml + "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
                         "<NextKeyMarker>same</NextKeyMarker><NextUploadIdMarker>same"
                         "</NextUploadIdMarker></ListMultipartUploadsResult>"}},
@@ -145,8 +164,9 @@ TEST_F(HostileS3, MalformedAnswersGiveClearErrorsNotCrashesOrHangs) {
   ReliabilityRecord rec;
   rec.test = "hostile_s3_answers";
   rec.area = "hostile";
-  rec.faults = "malformed, truncated, looping, out-of-prefix and 8-16 MiB XML answers to "
-               "ListObjectsV2, Create/CompleteMultipartUpload, ListMultipartUploads";
+  rec.faults =
+      "malformed, truncated, looping, out-of-prefix and 8-16 MiB XML answers to "
+      "ListObjectsV2, Create/CompleteMultipartUpload, ListMultipartUploads";
   rec.trials = static_cast<long>(answers.size()) + 1;
   rec.faults_injected = static_cast<long>(answers.size());
   rec.committed = snap.exit_code == 0 ? 1 : 0;
@@ -241,7 +261,8 @@ TEST(HostileSnapshotOnS3, CraftedSnapshotsOnTheGatewayAreRefused) {
   ReliabilityRecord rec;
   rec.test = "hostile_snapshots_s3";
   rec.area = "hostile";
-  rec.faults = "crafted snapshots on the Ceph gateway: .., absolute path, bad sha256, truncated object";
+  rec.faults =
+      "crafted snapshots on the Ceph gateway: .., absolute path, bad sha256, truncated object";
   rec.trials = 2L * static_cast<long>(cases.size());
   rec.faults_injected = static_cast<long>(cases.size());
   rec.committed = static_cast<long>(cases.size());
