@@ -373,6 +373,7 @@ TEST(HostileConfig, InvalidConfigsAreUsageErrorsNamingTheProblem) {
       {"truncated", R"({"job": "j", "keep": )", "config"},
       {"not an object", R"(["job", "j"])", "config"},
       {"a number beyond a double", R"({"job": "j", "keep": 1e400})", "config"},
+      {"a 4 MiB unknown key", "{\"" + std::string(4u << 20, 'k') + "\": 1}", "unknown key"},
   };
   int refused = 0;
   for (const Case& c : cases) {
