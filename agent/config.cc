@@ -137,6 +137,12 @@ void LoadFile(const std::string& path, std::map<std::string, Sourced>& values, P
     if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
     problems.Add("config", path + " is not valid JSON: " + what);
     return;
+  } catch (const json::exception& e) {
+    // out_of_range.406: a number too big for a double, such as 1e400.
+    std::string what = e.what();
+    if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    problems.Add("config", path + " is not usable JSON: " + what);
+    return;
   }
   if (!doc.is_object()) {
     problems.Add("config", path + " must hold a JSON object, not " + std::string(doc.type_name()));
@@ -204,7 +210,7 @@ bool FromText(const KeySpec& spec, const std::string& text, const std::string& s
         try {
           *out = json::parse(text);
           return true;
-        } catch (const json::parse_error&) {
+        } catch (const json::exception&) {  // parse_error, or out_of_range for 1e400
           problems.Add(spec.key, "is not a valid JSON array: " + text, source);
           return false;
         }

@@ -28,6 +28,9 @@ StatusOr<json> ParseJsonBody(std::string_view body) {
             ? "it ends after " + std::to_string(body.size()) + " bytes"
             : "error at byte " + std::to_string(e.byte) + " of " + std::to_string(body.size());
     return Malformed("not valid JSON (" + where + "): \"" + PrintableExcerpt(body) + "\"");
+  } catch (const json::exception&) {
+    // out_of_range.406: a number too big for a double, such as 1e400.
+    return Malformed("a number in it is out of range: \"" + PrintableExcerpt(body) + "\"");
   }
 }
 
@@ -380,7 +383,9 @@ StatusOr<Clock::WallTime> ParseImdsEventTime(std::string_view text) {
   tm.tm_hour = *h;
   tm.tm_min = *m;
   tm.tm_sec = *s;
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  auto t = WallTimeFromUtc(tm);
+  if (!t) return bad();
+  return *t;
 }
 
 }  // namespace sg

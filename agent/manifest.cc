@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <stdexcept>
 
 #include "common/strings.h"
 
@@ -101,41 +102,69 @@ nlohmann::ordered_json ManifestToJson(const Manifest& m) {
   return j;
 }
 
+namespace {
+
+// nlohmann's get<uint64_t>() converts floats (undefined behaviour when out of
+// range) and wraps negative numbers; a manifest's numbers are whole and >= 0.
+struct BadNumber : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+uint64_t WholeNumber(const nlohmann::json& v, const char* name) {
+  if (!v.is_number_unsigned())
+    throw BadNumber(std::string("\"") + name + "\" is not a whole number >= 0");
+  return v.get<uint64_t>();
+}
+
+}  // namespace
+
 StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, uint64_t seq) {
   const std::string where = "manifest of snapshot " + SeqName(seq);
   auto corrupt = [&](const std::string& why) { return Status::Corruption(where + ": " + why); };
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return corrupt("not a JSON object");
-  if (j.value("format", "") != kManifestFormat) {
+  // Not j.value("format", ""): that throws when "format" is not a string.
+  const auto format = j.find("format");
+  if (format == j.end() || !format->is_string() || format->get<std::string>() != kManifestFormat) {
     return corrupt("format is not \"" + std::string(kManifestFormat) + "\"");
   }
   Manifest m;
   try {
     m.job = j.at("job").get<std::string>();
-    m.seq = j.at("seq").get<uint64_t>();
-    m.generation = j.value("generation", uint64_t{0});
+    m.seq = WholeNumber(j.at("seq"), "seq");
+    m.generation = j.contains("generation") ? WholeNumber(j["generation"], "generation") : 0;
     m.created = j.value("created", "");
     m.instance = j.value("instance", "");
     m.preset = j.value("preset", "");
-    if (j.contains("step") && !j["step"].is_null()) m.step = j["step"].get<int64_t>();
+    if (j.contains("step") && !j["step"].is_null()) {
+      if (!j["step"].is_number_integer()) throw BadNumber("\"step\" is not a whole number");
+      m.step = j["step"].get<int64_t>();
+    }
     m.resume = j.value("resume", "");
     for (const auto& jf : j.at("files")) {
       ManifestFile f;
       f.path = jf.at("path").get<std::string>();
-      f.size = jf.at("size").get<uint64_t>();
-      f.mode = jf.at("mode").get<uint32_t>();
+      f.size = WholeNumber(jf.at("size"), "size");
+      const uint64_t mode = WholeNumber(jf.at("mode"), "mode");
+      if (mode > 07777)
+        throw BadNumber("\"mode\" " + std::to_string(mode) + " is not a permission mode");
+      f.mode = static_cast<uint32_t>(mode);
       f.sha256 = jf.at("sha256").get<std::string>();
       f.key = jf.at("key").get<std::string>();
-      f.stored_size = jf.at("stored_size").get<uint64_t>();
+      f.stored_size = WholeNumber(jf.at("stored_size"), "stored_size");
       auto codec = ParseCodec(jf.at("codec").get<std::string>());
       if (!codec.ok()) return corrupt(codec.status().message());
       f.codec = *codec;
-      f.frame_size = jf.at("frame_size").get<uint64_t>();
-      f.frames = jf.at("frames").get<std::vector<uint64_t>>();
+      f.frame_size = WholeNumber(jf.at("frame_size"), "frame_size");
+      const nlohmann::json& frames = jf.at("frames");
+      if (!frames.is_array()) throw BadNumber("\"frames\" is not a list");
+      for (const nlohmann::json& s : frames) f.frames.push_back(WholeNumber(s, "frames"));
       m.files.push_back(std::move(f));
     }
   } catch (const nlohmann::json::exception& e) {
     return corrupt(std::string("missing or mistyped field: ") + e.what());
+  } catch (const BadNumber& e) {
+    return corrupt(e.what());
   }
   if (m.job != job) return corrupt("belongs to job \"" + m.job + "\"");
   if (m.seq != seq) return corrupt("says it is snapshot " + SeqName(m.seq));
@@ -159,13 +188,18 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
     if (f.frame_size == 0 || f.frame_size > (1ull << 30)) {
       return corrupt("file \"" + f.path + "\" has frame size " + std::to_string(f.frame_size));
     }
-    const uint64_t want_frames = (f.size + f.frame_size - 1) / f.frame_size;
+    // Not (size + frame_size - 1) / frame_size: that wraps for sizes near 2^64.
+    const uint64_t want_frames = f.size / f.frame_size + (f.size % f.frame_size != 0 ? 1 : 0);
     if (f.frames.size() != want_frames) {
       return corrupt("file \"" + f.path + "\" has " + std::to_string(f.frames.size()) +
                      " frames for " + std::to_string(f.size) + " bytes");
     }
     uint64_t stored = 0;
-    for (uint64_t s : f.frames) stored += s;
+    for (uint64_t s : f.frames) {
+      if (s > f.stored_size - stored)
+        return corrupt("file \"" + f.path + "\" frames do not add up");
+      stored += s;
+    }
     if (stored != f.stored_size) return corrupt("file \"" + f.path + "\" frames do not add up");
   }
   // A file may not also be a directory of another file ("a" and "a/b").

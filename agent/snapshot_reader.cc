@@ -53,7 +53,8 @@ Status CheckFreeSpace(const std::string& dir, uint64_t needed) {
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) return Status::FromErrno(errno, "statvfs " + dir);
   const uint64_t available = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-  if (available < needed + kFreeSpaceMargin) {
+  // Not needed + margin: that wraps for a hostile manifest's sizes.
+  if (available < kFreeSpaceMargin || available - kFreeSpaceMargin < needed) {
     return Status::NoSpace("restoring needs " + std::to_string(needed >> 20) + " MiB in " + dir +
                            " but only " + std::to_string(available >> 20) + " MiB are free");
   }

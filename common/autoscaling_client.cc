@@ -49,7 +49,7 @@ std::optional<Clock::WallTime> ParseHttpDate(const std::string& text) {
   if (text.empty() || strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S", &tm) == nullptr) {
     return std::nullopt;
   }
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  return WallTimeFromUtc(tm);
 }
 
 // "https://host:port/base" -> scheme "https://", authority "host:port", path "/base".

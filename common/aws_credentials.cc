@@ -32,7 +32,9 @@ StatusOr<Clock::WallTime> ParseIso8601(const std::string& text) {
   if (zone != "Z" && zone != "+00:00" && zone != "") {
     return Status::InvalidArgument("\"" + text + "\" is not in UTC");
   }
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  auto t = WallTimeFromUtc(tm);
+  if (!t) return Status::InvalidArgument("\"" + text + "\" is outside the years 1970..2200");
+  return *t;
 }
 
 StatusOr<TimedCredentials> ParseCredentialsJson(const std::string& body,

@@ -34,4 +34,10 @@ std::string FormatUtc(Clock::WallTime t, bool millis) {
   return out;
 }
 
+std::optional<Clock::WallTime> WallTimeFromUtc(std::tm tm) {
+  const long long year = static_cast<long long>(tm.tm_year) + 1900;
+  if (year < 1970 || year > 2200) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
 }  // namespace sg

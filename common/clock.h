@@ -3,6 +3,8 @@
 #pragma once
 
 #include <chrono>
+#include <ctime>
+#include <optional>
 #include <string>
 
 namespace sg {
@@ -29,6 +31,12 @@ class RealClock final : public Clock {
 
 // The process-wide real clock.
 Clock& SystemClock();
+
+// A broken-down UTC time (strptime's) as a WallTime; nullopt outside the
+// years 1970..2200, which a WallTime (nanoseconds in 64 bits) can hold with
+// room to spare. Times that servers send pass through here, so that a
+// hostile year never overflows the conversion.
+std::optional<Clock::WallTime> WallTimeFromUtc(std::tm tm);
 
 // "2026-11-22T08:22:00Z" (seconds) or with milliseconds when `millis`.
 std::string FormatUtc(Clock::WallTime t, bool millis = false);

@@ -1,5 +1,6 @@
 #include "common/s3_client.h"
 
+#include <charconv>
 #include <ctime>
 #include <pugixml.hpp>
 
@@ -76,7 +77,7 @@ std::optional<Clock::WallTime> ParseServerTime(const std::string& text) {
   std::tm tm{};
   if (strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S", &tm) != nullptr ||
       strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) != nullptr) {
-    return std::chrono::system_clock::from_time_t(timegm(&tm));
+    return WallTimeFromUtc(tm);
   }
   return std::nullopt;
 }
@@ -87,7 +88,7 @@ std::string ChildText(const pugi::xml_node& node, const char* name) {
   return node.child(name).text().as_string();
 }
 
-StatusOr<pugi::xml_document> ParseXml(const std::string& body, const std::string& what) {
+StatusOr<pugi::xml_document> ParseXml(std::string_view body, const std::string& what) {
   pugi::xml_document doc;
   auto result = doc.load_buffer(body.data(), body.size());
   if (!result) {
@@ -99,8 +100,8 @@ StatusOr<pugi::xml_document> ParseXml(const std::string& body, const std::string
 
 }  // namespace
 
-std::optional<S3ErrorInfo> ParseS3ErrorXml(const std::string& body) {
-  if (body.find("<Error") == std::string::npos) return std::nullopt;
+std::optional<S3ErrorInfo> ParseS3ErrorXml(std::string_view body) {
+  if (body.find("<Error") == std::string_view::npos) return std::nullopt;
   pugi::xml_document doc;
   if (!doc.load_buffer(body.data(), body.size())) return std::nullopt;
   pugi::xml_node err = doc.child("Error");
@@ -110,6 +111,96 @@ std::optional<S3ErrorInfo> ParseS3ErrorXml(const std::string& body) {
   e.message = ChildText(err, "Message");
   e.request_id = ChildText(err, "RequestId");
   return e;
+}
+
+StatusOr<ListPage> ParseListObjectsV2Xml(std::string_view body, const std::string& what) {
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
+  pugi::xml_node root = doc.child("ListBucketResult");
+  if (!root) return Status::Corruption(what + ": no ListBucketResult");
+  ListPage page;
+  for (pugi::xml_node c : root.children("Contents")) {
+    ObjectInfo o;
+    o.key = ChildText(c, "Key");
+    o.size = c.child("Size").text().as_ullong();
+    o.etag = Unquote(ChildText(c, "ETag"));
+    if (auto t = ParseServerTime(ChildText(c, "LastModified"))) o.modified = *t;
+    page.objects.push_back(std::move(o));
+  }
+  if (std::string(root.child("IsTruncated").text().as_string()) == "true") {
+    page.next_token = ChildText(root, "NextContinuationToken");
+    if (page.next_token.empty()) {
+      return Status::Corruption(what + ": truncated listing without NextContinuationToken");
+    }
+  }
+  return page;
+}
+
+StatusOr<std::string> ParseInitiateMultipartUploadXml(std::string_view body,
+                                                      const std::string& what) {
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
+  std::string id = ChildText(doc.child("InitiateMultipartUploadResult"), "UploadId");
+  if (id.empty()) return Status::Corruption(what + ": no UploadId");
+  return id;
+}
+
+StatusOr<std::string> ParseCompleteMultipartUploadXml(std::string_view body,
+                                                      const std::string& what) {
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
+  pugi::xml_node root = doc.child("CompleteMultipartUploadResult");
+  if (!root) return Status::Corruption(what + ": no CompleteMultipartUploadResult");
+  return Unquote(ChildText(root, "ETag"));
+}
+
+StatusOr<MultipartUploadsPage> ParseListMultipartUploadsXml(std::string_view body) {
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, "ListMultipartUploads"));
+  pugi::xml_node root = doc.child("ListMultipartUploadsResult");
+  if (!root) return Status::Corruption("ListMultipartUploads: no ListMultipartUploadsResult");
+  MultipartUploadsPage page;
+  for (pugi::xml_node u : root.children("Upload")) {
+    page.uploads.push_back(
+        {ChildText(u, "Key"), ChildText(u, "UploadId"), ChildText(u, "Initiated")});
+  }
+  page.truncated = std::string(root.child("IsTruncated").text().as_string()) == "true";
+  if (page.truncated) {
+    page.next_key_marker = ChildText(root, "NextKeyMarker");
+    page.next_upload_id_marker = ChildText(root, "NextUploadIdMarker");
+    if (page.next_key_marker.empty() && page.next_upload_id_marker.empty()) {
+      return Status::Corruption("ListMultipartUploads: truncated listing without markers");
+    }
+  }
+  return page;
+}
+
+StatusOr<PartsPage> ParseListPartsXml(std::string_view body, const std::string& what) {
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
+  pugi::xml_node root = doc.child("ListPartsResult");
+  if (!root) return Status::Corruption(what + ": no ListPartsResult");
+  PartsPage page;
+  for (pugi::xml_node p : root.children("Part")) {
+    page.parts.push_back({p.child("PartNumber").text().as_int(), Unquote(ChildText(p, "ETag")),
+                          p.child("Size").text().as_ullong()});
+  }
+  page.truncated = std::string(root.child("IsTruncated").text().as_string()) == "true";
+  if (page.truncated) {
+    page.next_part_number_marker = ChildText(root, "NextPartNumberMarker");
+    if (page.next_part_number_marker.empty()) {
+      return Status::Corruption(what + ": truncated listing without marker");
+    }
+  }
+  return page;
+}
+
+StatusOr<std::optional<DeleteFailure>> ParseDeleteResultXml(std::string_view body,
+                                                            const std::string& what) {
+  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
+  for (pugi::xml_node e : doc.child("DeleteResult").children("Error")) {
+    DeleteFailure f;
+    f.key = ChildText(e, "Key");
+    f.error.code = ChildText(e, "Code");
+    f.error.message = ChildText(e, "Message");
+    return std::optional<DeleteFailure>(std::move(f));
+  }
+  return std::optional<DeleteFailure>();
 }
 
 Outcome ClassifyS3Response(const StatusOr<HttpResponse>& response) {
@@ -346,7 +437,12 @@ StatusOr<std::string> S3Client::GetObject(const std::string& bucket, const std::
     info->etag = Unquote(resp->Header("etag"));
     const std::string content_range = resp->Header("content-range");  // bytes a-b/total
     if (const size_t slash = content_range.rfind('/'); slash != std::string::npos) {
-      info->size = std::stoull(content_range.substr(slash + 1));
+      const std::string total = content_range.substr(slash + 1);
+      auto [end, ec] = std::from_chars(total.data(), total.data() + total.size(), info->size);
+      if (ec != std::errc() || end != total.data() + total.size()) {
+        return Status::Corruption("GetObject " + bucket + "/" + key + ": Content-Range \"" +
+                                  content_range + "\" does not end in a size");
+      }
     } else {
       info->size = resp->body.size();
     }
@@ -360,7 +456,14 @@ StatusOr<ObjectInfo> S3Client::HeadObject(const std::string& bucket, const std::
   info.key = key;
   info.etag = Unquote(resp.Header("etag"));
   const std::string length = resp.Header("content-length");
-  info.size = length.empty() ? 0 : std::stoull(length);
+  if (!length.empty()) {
+    // A malformed Content-Length is the server's fault: say so, never throw.
+    auto [end, ec] = std::from_chars(length.data(), length.data() + length.size(), info.size);
+    if (ec != std::errc() || end != length.data() + length.size()) {
+      return Status::Corruption("HeadObject " + bucket + "/" + key + ": Content-Length \"" +
+                                length + "\" is not a number");
+    }
+  }
   if (auto t = ParseServerTime(resp.Header("last-modified"))) info.modified = *t;
   return info;
 }
@@ -372,23 +475,15 @@ StatusOr<ListPage> S3Client::ListObjectsV2(const std::string& bucket, const std:
   if (!continuation_token.empty())
     call.query.emplace_back("continuation-token", continuation_token);
   SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "ListObjectsV2 " + bucket));
-  pugi::xml_node root = doc.child("ListBucketResult");
-  if (!root) return Status::Corruption("ListObjectsV2 " + bucket + ": no ListBucketResult");
-  ListPage page;
-  for (pugi::xml_node c : root.children("Contents")) {
-    ObjectInfo o;
-    o.key = ChildText(c, "Key");
-    o.size = c.child("Size").text().as_ullong();
-    o.etag = Unquote(ChildText(c, "ETag"));
-    if (auto t = ParseServerTime(ChildText(c, "LastModified"))) o.modified = *t;
-    page.objects.push_back(std::move(o));
+  SG_ASSIGN_OR_RETURN(ListPage page, ParseListObjectsV2Xml(resp.body, "ListObjectsV2 " + bucket));
+  if (!page.next_token.empty() && page.next_token == continuation_token) {
+    return Status::Corruption("ListObjectsV2 " + bucket +
+                              ": the listing does not advance (same continuation token)");
   }
-  if (std::string(root.child("IsTruncated").text().as_string()) == "true") {
-    page.next_token = ChildText(root, "NextContinuationToken");
-    if (page.next_token.empty()) {
-      return Status::Corruption("ListObjectsV2 " + bucket +
-                                ": truncated listing without NextContinuationToken");
+  for (const ObjectInfo& o : page.objects) {
+    if (!o.key.starts_with(prefix)) {
+      return Status::Corruption("ListObjectsV2 " + bucket + ": key \"" + o.key +
+                                "\" is outside the requested prefix \"" + prefix + "\"");
     }
   }
   return page;
@@ -411,10 +506,11 @@ Status S3Client::DeleteObjects(const std::string& bucket, const std::vector<std:
   call.headers.emplace_back("Content-Type", "application/xml");
   call.body = std::move(body);
   SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "DeleteObjects " + bucket));
-  for (pugi::xml_node e : doc.child("DeleteResult").children("Error")) {
-    S3ErrorInfo info{resp.status, ChildText(e, "Code"), ChildText(e, "Message"), ""};
-    return S3ErrorStatus("DeleteObjects", bucket + "/" + ChildText(e, "Key"), info);
+  SG_ASSIGN_OR_RETURN(std::optional<DeleteFailure> failed,
+                      ParseDeleteResultXml(resp.body, "DeleteObjects " + bucket));
+  if (failed) {
+    failed->error.http_status = resp.status;
+    return S3ErrorStatus("DeleteObjects", bucket + "/" + failed->key, failed->error);
   }
   return Status::Ok();
 }
@@ -434,10 +530,7 @@ StatusOr<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
                                                       const std::string& key) {
   SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(Call("CreateMultipartUpload", "POST", bucket, key,
                                                       {{"uploads", ""}})));
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "CreateMultipartUpload " + key));
-  std::string id = ChildText(doc.child("InitiateMultipartUploadResult"), "UploadId");
-  if (id.empty()) return Status::Corruption("CreateMultipartUpload " + key + ": no UploadId");
-  return id;
+  return ParseInitiateMultipartUploadXml(resp.body, "CreateMultipartUpload " + key);
 }
 
 StatusOr<std::string> S3Client::UploadPart(const std::string& bucket, const std::string& key,
@@ -473,9 +566,8 @@ StatusOr<S3PutResult> S3Client::CompleteMultipartUpload(const std::string& bucke
   call.body = std::move(body);
   call.error_in_200 = true;
   SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc,
-                      ParseXml(resp.body, "CompleteMultipartUpload " + key));
-  std::string etag = Unquote(ChildText(doc.child("CompleteMultipartUploadResult"), "ETag"));
+  SG_ASSIGN_OR_RETURN(std::string etag,
+                      ParseCompleteMultipartUploadXml(resp.body, "CompleteMultipartUpload " + key));
   if (etag.empty()) {
     // Some gateways (Ceph RGW 16) answer with an empty ETag; ask for it.
     SG_ASSIGN_OR_RETURN(ObjectInfo head, HeadObject(bucket, key));
@@ -501,17 +593,16 @@ StatusOr<std::vector<MultipartUploadInfo>> S3Client::ListMultipartUploads(
     if (!key_marker.empty()) call.query.emplace_back("key-marker", key_marker);
     if (!upload_marker.empty()) call.query.emplace_back("upload-id-marker", upload_marker);
     SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
-    SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "ListMultipartUploads"));
-    pugi::xml_node root = doc.child("ListMultipartUploadsResult");
-    for (pugi::xml_node u : root.children("Upload")) {
-      out.push_back({ChildText(u, "Key"), ChildText(u, "UploadId"), ChildText(u, "Initiated")});
+    SG_ASSIGN_OR_RETURN(MultipartUploadsPage page, ParseListMultipartUploadsXml(resp.body));
+    out.insert(out.end(), std::make_move_iterator(page.uploads.begin()),
+               std::make_move_iterator(page.uploads.end()));
+    if (!page.truncated) break;
+    if (page.next_key_marker == key_marker && page.next_upload_id_marker == upload_marker) {
+      return Status::Corruption(
+          "ListMultipartUploads: the listing does not advance (same markers)");
     }
-    if (std::string(root.child("IsTruncated").text().as_string()) != "true") break;
-    key_marker = ChildText(root, "NextKeyMarker");
-    upload_marker = ChildText(root, "NextUploadIdMarker");
-    if (key_marker.empty() && upload_marker.empty()) {
-      return Status::Corruption("ListMultipartUploads: truncated listing without markers");
-    }
+    key_marker = std::move(page.next_key_marker);
+    upload_marker = std::move(page.next_upload_id_marker);
   }
   return out;
 }
@@ -525,15 +616,15 @@ StatusOr<std::vector<PartInfo>> S3Client::ListParts(const std::string& bucket,
     Call call("ListParts", "GET", bucket, key, {{"uploadId", upload_id}});
     if (!marker.empty()) call.query.emplace_back("part-number-marker", marker);
     SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
-    SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(resp.body, "ListParts " + key));
-    pugi::xml_node root = doc.child("ListPartsResult");
-    for (pugi::xml_node p : root.children("Part")) {
-      out.push_back({p.child("PartNumber").text().as_int(), Unquote(ChildText(p, "ETag")),
-                     p.child("Size").text().as_ullong()});
+    SG_ASSIGN_OR_RETURN(PartsPage page, ParseListPartsXml(resp.body, "ListParts " + key));
+    out.insert(out.end(), std::make_move_iterator(page.parts.begin()),
+               std::make_move_iterator(page.parts.end()));
+    if (!page.truncated) break;
+    if (page.next_part_number_marker == marker) {
+      return Status::Corruption("ListParts " + key +
+                                ": the listing does not advance (same marker)");
     }
-    if (std::string(root.child("IsTruncated").text().as_string()) != "true") break;
-    marker = ChildText(root, "NextPartNumberMarker");
-    if (marker.empty()) return Status::Corruption("ListParts: truncated listing without marker");
+    marker = std::move(page.next_part_number_marker);
   }
   return out;
 }

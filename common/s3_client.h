@@ -42,7 +42,7 @@ struct S3ErrorInfo {
 };
 
 // Parses an <Error> document; nullopt when `body` is not one.
-std::optional<S3ErrorInfo> ParseS3ErrorXml(const std::string& body);
+std::optional<S3ErrorInfo> ParseS3ErrorXml(std::string_view body);
 // What an attempt's result means for retrying.
 Outcome ClassifyS3Response(const StatusOr<HttpResponse>& response);
 // The Status for a failed S3 call: the code follows the S3 error, reason() is
@@ -74,6 +74,37 @@ struct PartInfo {
   std::string etag;  // without quotes
   uint64_t size = 0;
 };
+
+// Pure parsers of S3's XML answers (used by S3Client, exposed for tests and
+// fuzzing). `what` names the request in error messages; a body that is not
+// XML or lacks the result element is Corruption.
+StatusOr<ListPage> ParseListObjectsV2Xml(std::string_view body, const std::string& what);
+// The UploadId; Corruption when there is none.
+StatusOr<std::string> ParseInitiateMultipartUploadXml(std::string_view body,
+                                                      const std::string& what);
+// The ETag without quotes ("" when the answer carries none, as Ceph RGW 16 does).
+StatusOr<std::string> ParseCompleteMultipartUploadXml(std::string_view body,
+                                                      const std::string& what);
+struct MultipartUploadsPage {
+  std::vector<MultipartUploadInfo> uploads;
+  bool truncated = false;
+  std::string next_key_marker;
+  std::string next_upload_id_marker;
+};
+StatusOr<MultipartUploadsPage> ParseListMultipartUploadsXml(std::string_view body);
+struct PartsPage {
+  std::vector<PartInfo> parts;
+  bool truncated = false;
+  std::string next_part_number_marker;
+};
+StatusOr<PartsPage> ParseListPartsXml(std::string_view body, const std::string& what);
+// The first key a DeleteObjects answer reports as not deleted, if any.
+struct DeleteFailure {
+  std::string key;
+  S3ErrorInfo error;
+};
+StatusOr<std::optional<DeleteFailure>> ParseDeleteResultXml(std::string_view body,
+                                                            const std::string& what);
 
 class S3Client {
  public:

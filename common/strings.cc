@@ -65,6 +65,9 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string>& 
   size_t best_distance = limit + 1;
   const std::string lowered = ToLower(word);
   for (const std::string& c : candidates) {
+    // Lengths further apart than the limit cannot match; skipping them keeps
+    // a megabyte-long unknown key from costing seconds of edit distance.
+    if (c.size() > word.size() + limit || word.size() > c.size() + limit) continue;
     const size_t d = EditDistance(lowered, ToLower(c));
     if (d < best_distance) {
       best_distance = d;

@@ -50,6 +50,17 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@"
 
+# libFuzzer targets (tests/fuzz) in a clang build of their own: each fuzzes
+# for 20 s from a copy of its seed corpus (300 s with --long), two at a time;
+# a crash fails the run and prints the reproducer's path. Run with the whole
+# suite or with `-L fuzz`.
+if [ $# -eq 0 ] || [[ " $* " == *" fuzz "* ]]; then
+  fuzz_build=${SPOTGUARD_FUZZ_BUILD_DIR:-build/fuzz}
+  CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTGUARD_FUZZ=ON
+  cmake --build "$fuzz_build" -j "$jobs" --target fuzz_targets
+  ctest --test-dir "$fuzz_build" --output-on-failure -L fuzz -j 2
+fi
+
 if compgen -G "$SPOTGUARD_RELIABILITY_DIR/*.json" > /dev/null; then
   python3 scripts/reliability-report.py "$SPOTGUARD_RELIABILITY_DIR"
 fi

@@ -44,6 +44,8 @@ Control API (no token, JSON in/out, never logged, never faulted):
     POST   /_sim/fault             {"path": "/latest/...", "status": 500, "count": 3}
                                    {"path": ..., "delay_ms": 1500, "count": 1}
                                    {"path": ..., "garbage": true, "count": 2}
+                                   {"path": ..., "body": "raw text", "count": -1}
+                                     (200 with exactly that body, for hostile-input tests)
                                    optional "method": "GET"|"PUT"|...; count -1 = forever
     GET    /_sim/fault             active faults
     DELETE /_sim/fault             clear all faults
@@ -494,7 +496,7 @@ def control(sim, method, path, raw):
 
     if key == ("POST", "/_sim/fault"):
         b = _want_obj(body())
-        _check_keys(b, ("path", "status", "delay_ms", "garbage", "count", "method"))
+        _check_keys(b, ("path", "status", "delay_ms", "garbage", "body", "count", "method"))
         p = b.get("path")
         if not isinstance(p, str) or not p.startswith("/"):
             raise BadRequest("'path' must be a string starting with '/'")
@@ -516,10 +518,14 @@ def control(sim, method, path, raw):
                 raise BadRequest("'garbage' must be true or false")
             if b["garbage"]:
                 f["garbage"] = True
-        if "status" in f and f.get("garbage"):
-            raise BadRequest("'status' and 'garbage' are mutually exclusive")
-        if not ("status" in f or "delay_ms" in f or f.get("garbage")):
-            raise BadRequest("give at least one of status, delay_ms, garbage")
+        if "body" in b:
+            if not isinstance(b["body"], str):
+                raise BadRequest("'body' must be a string")
+            f["body"] = b["body"]
+        if sum(1 for k in ("status", "garbage", "body") if f.get(k)) > 1:
+            raise BadRequest("'status', 'garbage' and 'body' are mutually exclusive")
+        if not ("status" in f or "delay_ms" in f or f.get("garbage") or "body" in f):
+            raise BadRequest("give at least one of status, delay_ms, garbage, body")
         c = b.get("count", 1)
         if isinstance(c, bool) or not isinstance(c, int) or not (c >= 1 or c == -1):
             raise BadRequest("'count' must be a positive integer or -1")
@@ -669,6 +675,9 @@ class Handler(BaseHTTPRequestHandler):
             if fault and fault.get("garbage"):
                 code, body, headers = 200, garbage_body(body if code == 200 else b""), {}
                 fault_kind = "garbage"
+            elif fault and "body" in fault:
+                code, body, headers = 200, fault["body"].encode("utf-8", "surrogatepass"), {}
+                fault_kind = "body"
             elif fault:
                 fault_kind = "delay"
         with sim.lock:
