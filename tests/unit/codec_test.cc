@@ -110,7 +110,11 @@ TEST(OrderedPipeline, TheFirstErrorStopsDeliveryAndIsReturned) {
   }
   Status st = pipeline.Finish();
   EXPECT_EQ(st.message(), "frame 5 is bad");
-  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4}));
+  // The sink got an in-order prefix that stops before the bad frame. How long
+  // a prefix depends on timing: once frame 5 has failed, frames 3 and 4 may
+  // finish later and are dropped with everything after them.
+  ASSERT_LE(seen.size(), 5u);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], static_cast<int>(i));
 }
 
 }  // namespace
