@@ -728,6 +728,12 @@ AgentResult Agent::Run() {
     result_.exit_code = kExitOk;
     return result_;
   }
+  // A trainer that cannot write checkpoints, and a restore that cannot
+  // write files, are no use: say so before taking the job's lease.
+  if (Status st = CheckWritableDir(cfg_.checkpoint_dir, "checkpoint_dir " + cfg_.checkpoint_dir);
+      !st.ok()) {
+    return fail(st);
+  }
   auto leased = AcquireLease();
   if (!leased.ok()) return fail(leased.status());
   if (!*leased) {

@@ -310,10 +310,13 @@ int RunVerifyCommand(const Config& config, const Environment& env, std::optional
   return kExitOk;
 }
 
-int RunGcCommand(const Config& config, const Environment& env) {
+int RunGcCommand(const Config& config, const Environment& env,
+                 std::optional<std::chrono::seconds> older_than) {
   auto store = OpenStore(config, env);
   if (!store.ok()) return Fail("gc", store.status());
-  auto r = CollectGarbage(**store, SystemClock(), config.job, GcOptions{config.keep, {}});
+  GcOptions options{config.keep, {}};
+  if (older_than) options.abandoned_after = *older_than;
+  auto r = CollectGarbage(**store, SystemClock(), config.job, options);
   if (!r.ok()) return Fail("gc", r.status());
   std::cout << "removed " << r->deleted.size() << " old snapshots, " << r->abandoned.size()
             << " abandoned ones and " << r->stale_writes << " unfinished uploads\n";

@@ -1,6 +1,7 @@
 #include "agent/snapshot_reader.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@ namespace {
 // Consecutive frames are fetched together up to about this many stored bytes.
 constexpr uint64_t kReadRange = 8ull << 20;
 constexpr uint64_t kFreeSpaceMargin = 64ull << 20;
+constexpr char kRestoreTempInfix[] = ".spotguard-restore-";
 
 bool FallsBack(const Status& st) {
   // A snapshot that is damaged or incomplete: try the previous one. Anything
@@ -64,6 +66,29 @@ void RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
   if (ec) LogWarn("could not remove {}: {}", path, ec.message());
+}
+
+// Temporary restore dirs are "<parent>/.<base>.spotguard-restore-<pid>-<hex>".
+// One whose process is gone was left by a restore that was killed: it holds a
+// partial download, or (killed after the exchange) the previous contents.
+// Either way it is nobody's checkpoint any more, and it costs disk space.
+void RemoveAbandonedRestoreDirs(const std::string& parent, const std::string& base) {
+  const std::string prefix = "." + base + kRestoreTempInfix;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string rest = name.substr(prefix.size());
+    const size_t dash = rest.find('-');
+    pid_t pid = 0;
+    if (dash != std::string::npos && dash > 0 && dash <= 9 &&
+        rest.find_first_not_of("0123456789") == dash) {
+      pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+    }
+    if (pid > 0 && (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH)) continue;
+    LogInfo("removing {}, left by a restore that did not finish", entry.path().string());
+    RemoveTree(entry.path().string());
+  }
 }
 
 }  // namespace
@@ -255,17 +280,29 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
   SnapshotCatalog catalog(store_, job);
   SG_ASSIGN_OR_RETURN(Manifest manifest, catalog.ReadManifest(seq));
   const std::string parent = DirName(target_dir);
+  // Refuse before downloading anything when nothing could be written.
+  SG_RETURN_IF_ERROR(CheckWritableDir(parent, "restore target " + target_dir));
+  if (struct stat st {}; ::stat(target_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    SG_RETURN_IF_ERROR(CheckWritableDir(target_dir, "restore target " + target_dir));
+  }
   SG_RETURN_IF_ERROR(MakeDirs(parent));
   SG_RETURN_IF_ERROR(CheckFreeSpace(parent, manifest.TotalSize()));
 
   const std::string base = target_dir.substr(target_dir.rfind('/') + 1);
-  const std::string temp = parent + "/." + base + ".spotguard-restore-" + RandomHex(4);
+  RemoveAbandonedRestoreDirs(parent, base);
+  const std::string temp = parent + "/." + base + kRestoreTempInfix + std::to_string(::getpid()) +
+                           "-" + RandomHex(4);
   if (options_.on_start) options_.on_start(manifest);
   if (::mkdir(temp.c_str(), 0755) != 0) return Status::FromErrno(errno, "mkdir " + temp);
   Status st = RestoreInto(job, manifest, temp, progress);
   if (st.ok()) st = FsyncDir(temp);
   if (!st.ok()) {
     RemoveTree(temp);
+    if (st.Is(StatusCode::kNoSpace)) {
+      // Statvfs said it would fit (or could not see the limit, e.g. inodes).
+      st = Status::NoSpace("the disk holding " + parent + " is full (" + st.message() + "); " +
+                           target_dir + " was left as it was");
+    }
     return st.WithContext("snapshot " + SeqName(seq));
   }
 
