@@ -392,7 +392,7 @@ void Agent::RecordCommit(const SnapshotResult& r, const Checkpoint& checkpoint, 
                         {"stored_bytes", r.stored_bytes},
                         {"seconds", secs}});
   (void)c_.notifier.Notify("STATUS=snapshot " + SeqName(r.seq) + " committed");
-  auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{cfg_.keep, {}});
+  auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
   if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
 }
 
