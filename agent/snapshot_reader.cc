@@ -56,8 +56,10 @@ Status CheckFreeSpace(const std::string& dir, uint64_t needed) {
   if (::statvfs(dir.c_str(), &vfs) != 0) return Status::FromErrno(errno, "statvfs " + dir);
   const uint64_t available = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   if (available < needed + kFreeSpaceMargin) {
-    return Status::NoSpace("restoring needs " + std::to_string(needed >> 20) + " MiB in " + dir +
-                           " but only " + std::to_string(available >> 20) + " MiB are free");
+    return Status::NoSpace("not enough free space on the disk holding " + dir + ": restoring needs " +
+                           std::to_string(needed >> 20) + " MiB (and " +
+                           std::to_string(kFreeSpaceMargin >> 20) + " MiB to spare) but only " +
+                           std::to_string(available >> 20) + " MiB are free; nothing was changed");
   }
   return Status::Ok();
 }
@@ -357,10 +359,9 @@ StatusOr<RestoreResult> Restorer::Restore(const std::string& job, const std::str
     return std::nullopt;
   };
 
-  SG_ASSIGN_OR_RETURN(std::optional<uint64_t> hint, catalog.LatestHint());
-  if (hint) {
-    if (auto done = attempt(*hint)) return *done;
-  }
+  // The newest manifest by listing, not `latest`: a writer killed between
+  // its manifest and `latest`, above a seq abandoned earlier, leaves
+  // `latest` naming an older snapshot with no manifest right after it.
   SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
   for (uint64_t s : committed) {
     if (std::find(tried.begin(), tried.end(), s) != tried.end()) continue;

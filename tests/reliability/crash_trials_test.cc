@@ -251,5 +251,319 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
 
+TEST_F(CrashTrials, KillNineDuringRestoreLeavesTheOldCheckpointOrTheWholeNewOne) {
+  const uint64_t seed = CrashSeed("restore");
+  std::mt19937_64 rng(seed);
+  const int trials = TrialCount(20, 100);
+  const std::string config = WriteConfig();
+  // The store holds a new snapshot; the target holds an older checkpoint.
+  const Tree fresh = TrialTree(seed, 1);
+  WriteTree(dir_.Join("src"), fresh);
+  CommandResult snap = cli_.Run({"snapshot", "-c", config, "--dir", dir_.Join("src")});
+  ASSERT_EQ(snap.exit_code, 0) << snap.out << snap.err;
+  Tree old;
+  old["model.bin"] = {RandomBytes(2 << 20, static_cast<unsigned>(seed) + 5u), 0644};
+  old["old-only.txt"] = {"from the previous run\n", 0600};
+  old["meta/trial.json"] = {"{\"trial\": \"old\"}\n", 0644};
+  const std::string old_digest = TreeDigest(old), new_digest = TreeDigest(fresh);
+
+  const std::string parent = dir_.Join("disk");
+  const std::string target = parent + "/ckpt";
+  const std::string temp_prefix = ".ckpt.spotguard-restore-";
+  std::filesystem::create_directories(parent);
+  const auto t0 = Clock::now();
+  CommandResult measured = cli_.Run({"restore", "-c", config, "--to", dir_.Join("measure")});
+  const auto duration = Clock::now() - t0;
+  ASSERT_EQ(measured.exit_code, 0) << measured.out << measured.err;
+  ASSERT_EQ(TreeDigest(ReadTree(dir_.Join("measure"))), new_digest);
+  const auto window = std::chrono::duration_cast<std::chrono::microseconds>(duration * 1.2);
+  std::cout << "uncrashed restore took "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(duration).count()
+            << " ms; kills spread over [0, " << window.count() / 1000 << " ms]\n";
+
+  ReliabilityRecord rec;
+  rec.test = "crash_restore_kill9";
+  rec.area = "crash";
+  rec.faults = "kill -9 of `spotguard restore` (16 MiB over an older checkpoint) at a random moment";
+  std::map<std::string, int> outcomes;
+  long lost = 0, restored = 0;
+  std::set<std::string> known_temps;
+  size_t temps_left_by_kills = 0;
+  for (int trial = 1; trial <= trials; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial) + " seed " + std::to_string(seed));
+    std::filesystem::remove_all(target);
+    WriteTree(target, old);
+    // Temp dirs of the previous trial's killed restore stay where they are:
+    // this restore must clean them up.
+    const auto delay = std::chrono::microseconds(
+        std::uniform_int_distribution<int64_t>(0, window.count())(rng));
+    const std::string log = dir_.Join("restore-" + std::to_string(trial) + ".log");
+    AgentProcess restore({"restore", "-c", config, "--to", target}, cli_.env, log);
+    std::this_thread::sleep_for(delay);
+    const bool killed = KillLikeALostInstance(restore);
+    const auto code = restore.Wait(60s);
+    ASSERT_TRUE(code.has_value()) << restore.Output();
+    const bool finished = !killed || *code != 128 + SIGKILL;
+    if (finished) {
+      ASSERT_EQ(*code, 0) << restore.Output();
+    }
+    ++rec.faults_injected;
+
+    const std::string got = TreeDigest(ReadTree(target));
+    const std::vector<std::string> temps = EntriesStartingWith(parent, temp_prefix);
+    // The parent holds the target, the temp dirs of killed restores, and
+    // nothing else: no stray file that could be taken for a checkpoint.
+    size_t entries = 0;
+    for (const auto& e : std::filesystem::directory_iterator(parent)) {
+      (void)e;
+      ++entries;
+    }
+    EXPECT_EQ(entries, 1 + temps.size());
+    size_t new_temps = 0;
+    for (const std::string& t : temps) new_temps += known_temps.insert(t).second;
+    temps_left_by_kills += new_temps;
+    std::string outcome;
+    if (got == old_digest) {
+      outcome = new_temps == 0 ? "old, no temp dir left" : "old, partial download left aside";
+    } else if (got == new_digest) {
+      outcome = finished ? "new, finished"
+                         : (new_temps == 0 ? "new, old removed" : "new, old left aside");
+      ++restored;
+    } else {
+      outcome = "MIXED";
+      ++lost;
+      ADD_FAILURE() << "after the kill " << target << " is neither the old checkpoint nor the new one";
+    }
+    EXPECT_TRUE(!finished || temps.empty()) << "a finished restore left " << temps.size();
+    ++outcomes[outcome];
+    std::filesystem::remove(log);
+  }
+  // One more restore, uncrashed: every leftover of the killed ones is gone.
+  CommandResult last = cli_.Run({"restore", "-c", config, "--to", target});
+  ASSERT_EQ(last.exit_code, 0) << last.out << last.err;
+  EXPECT_EQ(TreeDigest(ReadTree(target)), new_digest);
+  EXPECT_TRUE(EntriesStartingWith(parent, temp_prefix).empty())
+      << "the next restore must remove the temp dirs of killed restores";
+
+  EXPECT_EQ(lost, 0);
+  EXPECT_GT(outcomes["old, partial download left aside"] + outcomes["new, old left aside"], 0)
+      << "no kill landed inside a restore: " << JoinCounts(outcomes);
+  rec.trials = trials;
+  rec.committed = 1;
+  rec.restored = restored;
+  rec.lost = lost;
+  rec.detail = "seed " + std::to_string(seed) + "; after the kill: " + JoinCounts(outcomes) +
+               "; " + std::to_string(temps_left_by_kills) +
+               " temp dirs left beside the target by kills, all removed by later restores";
+  std::cout << rec.detail << "\n";
+  EXPECT_TRUE(WriteReliabilityRecord(rec));
+}
+
+// The bytes tests/reliability/crash_trainer.py writes for `step`.
+std::string TrainerCheckpoint(int64_t step, size_t size) {
+  std::string out = "spotguard-crash-trainer step=" + std::to_string(step) + "\n";
+  for (uint64_t i = 0; out.size() < size; ++i)
+    out += Sha256(std::to_string(step) + ":" + std::to_string(i));
+  out.resize(size);
+  return out;
+}
+
+// Whether `dir` holds the files of snapshot `m` exactly as the trainer wrote
+// them at the step the manifest names.
+bool HoldsTrainerCheckpoint(const std::string& dir, const Manifest& m, std::string* why) {
+  if (!m.step) {
+    *why = "the manifest has no step";
+    return false;
+  }
+  for (const ManifestFile& f : m.files) {
+    auto got = ReadFileToString(dir + "/" + f.path);
+    if (!got.ok()) {
+      *why = got.status().ToString();
+      return false;
+    }
+    if (*got != TrainerCheckpoint(*m.step, f.size) || got->size() != f.size) {
+      *why = f.path + " differs from what the trainer wrote at step " + std::to_string(*m.step);
+      return false;
+    }
+  }
+  if (m.files.empty()) *why = "the snapshot holds no file";
+  return !m.files.empty();
+}
+
+TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewestCommit) {
+  const uint64_t seed = CrashSeed("run");
+  std::mt19937_64 rng(seed);
+  const int trials = TrialCount(20, 100);
+  ImdsSimulator imds;
+  ASSERT_FALSE(imds.endpoint().empty());
+  const std::string config = WriteConfig(
+      {{"patterns", {"step_*.ckpt"}},
+       {"settle_time", "200ms"},
+       {"upload_interval", "1s"},
+       {"stop_grace", "5s"},
+       {"imds", {{"poll_interval", "500ms"}}},
+       {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
+       {"command",
+        {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/reliability/crash_trainer.py", "--out",
+         "{checkpoint_dir}", "--mib", "3", "--every", "0.3"}},
+       {"resume_args", {"--resume", "{resume}"}}});
+  std::map<std::string, std::string> env = cli_.env;
+  env["AWS_EC2_METADATA_DISABLED"] = "";  // the agent asks the simulator
+  SnapshotCatalog catalog(*store_, "job");
+
+  ReliabilityRecord rec;
+  rec.test = "crash_run_kill9";
+  rec.area = "crash";
+  rec.faults = "kill -9 of `spotguard run` and its trainer's process group at a random moment";
+  std::map<std::string, int> phases;
+  long restored = 0, lost = 0, agent_restores = 0;
+  std::set<uint64_t> committed_seen;
+  double slowest_lease_ms = 0;
+  std::chrono::microseconds window{0};
+
+  for (int trial = 0; trial < trials; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial) + " seed " + std::to_string(seed));
+    const std::optional<uint64_t> before = Newest();
+    const uint64_t highest_before = HighestSeq();
+    // A replacement instance: an empty checkpoint dir, the same instance id.
+    const std::string ckpt = dir_.Join("ckpt-" + std::to_string(trial));
+    const std::string log = dir_.Join("run-" + std::to_string(trial) + ".log");
+    const auto start = Clock::now();
+    AgentProcess agent({"run", "-c", config, "--checkpoint-dir", ckpt, "--imds-endpoint",
+                        imds.endpoint()},
+                       env, log);
+    if (trial == 0) {
+      // The measured run: how long until the second periodic commit.
+      auto commits = [&] {
+        const std::string out = agent.Output();
+        size_t n = 0;
+        for (size_t at = out.find("committed:"); at != std::string::npos;
+             at = out.find("committed:", at + 1))
+          ++n;
+        return n;
+      };
+      while (commits() < 2 && Clock::now() - start < 120s)
+        std::this_thread::sleep_for(20ms);
+      ASSERT_GE(commits(), 2u) << agent.Output();
+      window = std::chrono::duration_cast<std::chrono::microseconds>((Clock::now() - start) * 1.2);
+      std::cout << "an agent commits its second snapshot after "
+                << window.count() / 1200 << " ms; kills spread over [0, " << window.count() / 1000
+                << " ms]\n";
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(
+          std::uniform_int_distribution<int64_t>(0, window.count())(rng)));
+    }
+    const bool killed = KillLikeALostInstance(agent);
+    const auto code = agent.Wait(60s);
+    ASSERT_TRUE(code.has_value()) << agent.Output();
+    ASSERT_TRUE(killed && *code == 128 + SIGKILL) << "the agent ended by itself: " << agent.Output();
+    ++rec.faults_injected;
+    const std::string out = agent.Output();
+
+    // What this agent did before it died.
+    if (const size_t took = out.find("took the lease"); took != std::string::npos) {
+      // Its own log's timestamps are not compared with ours: the lease must
+      // simply have been taken, without waiting for a timeout.
+      EXPECT_EQ(out.find("has not been renewed"), std::string::npos)
+          << "the same instance must re-take its lease at once";
+    }
+    if (const size_t at = out.find("restored snapshot "); at != std::string::npos) {
+      // The agent restored before its trainer started: the newest commit
+      // there was when it started, byte-identical.
+      ASSERT_TRUE(before.has_value()) << out;
+      EXPECT_EQ(out.substr(at + 18, 10), SeqName(*before)) << out;
+      auto m = catalog.ReadManifest(*before);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      std::string why;
+      if (HoldsTrainerCheckpoint(ckpt, *m, &why)) {
+        ++agent_restores;
+      } else {
+        ++lost;
+        ADD_FAILURE() << "the agent's restore of " << SeqName(*before) << ": " << why;
+      }
+      const size_t started = out.find("started the trainer");
+      if (started != std::string::npos) {
+        EXPECT_GT(started, at) << "the trainer started before the restore";
+      }
+      if (const size_t resumed = out.find("resumed from "); resumed != std::string::npos) {
+        EXPECT_NE(out.find("at step " + std::to_string(*m->step), resumed), std::string::npos)
+            << out;
+      }
+    } else if (out.find("starting fresh") != std::string::npos) {
+      EXPECT_FALSE(before.has_value()) << "a fresh start although a snapshot was committed";
+    }
+    for (size_t at = out.find("snapshot "); at != std::string::npos; at = out.find("snapshot ", at + 1)) {
+      if (out.compare(at + 19, 11, " committed:") == 0) {
+        if (auto s = ParseSeqName(out.substr(at + 9, 10))) committed_seen.insert(*s);
+      }
+    }
+
+    const std::optional<uint64_t> newest = Newest();
+    if (before) {
+      ASSERT_TRUE(newest.has_value());
+      ASSERT_GE(*newest, *before) << "a kill took away the newest committed snapshot";
+    }
+    std::string phase;
+    if (out.find("started the trainer") == std::string::npos) {
+      phase = "before the trainer started";
+    } else if (HighestSeq() > std::max<uint64_t>(highest_before, newest.value_or(0))) {
+      phase = "upload in flight";
+    } else {
+      phase = "training, no upload in flight";
+    }
+    ++phases[phase];
+    if (newest) {
+      committed_seen.insert(*newest);
+      // A fresh process restores the newest commit, byte-identical.
+      auto m = catalog.ReadManifest(*newest);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      const std::string into = dir_.Join("restored");
+      CommandResult r = cli_.Run({"restore", "-c", config, "--to", into});
+      ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+      std::string why;
+      if (HoldsTrainerCheckpoint(into, *m, &why)) {
+        ++restored;
+      } else {
+        ++lost;
+        ADD_FAILURE() << "restore of " << SeqName(*newest) << ": " << why;
+      }
+      std::filesystem::remove_all(into);
+    }
+    std::filesystem::remove_all(ckpt);
+    std::filesystem::remove(log);
+  }
+
+  // The last agent's lease is still there (a lost instance does not release
+  // it): a replacement with another instance id waits for lease.timeout.
+  // gc, then the audit.
+  const PrefixAudit before_gc = AuditJob(*store_, s3_, prefix_, "job");
+  std::this_thread::sleep_for(1100ms);
+  CommandResult gc = cli_.Run({"gc", "-c", config, "--older-than", "0s"});
+  ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;
+  const PrefixAudit after_gc = AuditJob(*store_, s3_, prefix_, "job");
+  EXPECT_EQ(after_gc.multipart_uploads, 0u);
+  EXPECT_EQ(after_gc.orphans, 0u) << (after_gc.orphan_keys.empty() ? "" : after_gc.orphan_keys[0]);
+
+  EXPECT_EQ(lost, 0);
+  EXPECT_GT(agent_restores, trials / 2) << "most agents must have lived long enough to restore";
+  EXPECT_GT(phases["upload in flight"], 0) << JoinCounts(phases);
+  (void)slowest_lease_ms;
+  rec.trials = trials;
+  rec.committed = static_cast<long>(committed_seen.size());
+  rec.restored = restored + agent_restores;
+  rec.lost = lost;
+  rec.detail = "seed " + std::to_string(seed) + "; kill landed: " + JoinCounts(phases) + "; " +
+               std::to_string(agent_restores) + " restores by the next agent and " +
+               std::to_string(restored) + " by `spotguard restore` byte-identical; before gc: " +
+               std::to_string(before_gc.multipart_uploads) + " multipart uploads, " +
+               std::to_string(before_gc.orphans) + " orphaned objects in " +
+               std::to_string(before_gc.uncommitted_dirs) +
+               " uncommitted dirs; after gc --older-than 0s: " +
+               std::to_string(after_gc.multipart_uploads) + " and " +
+               std::to_string(after_gc.orphans);
+  std::cout << rec.detail << "\n";
+  EXPECT_TRUE(WriteReliabilityRecord(rec));
+}
+
 }  // namespace
 }  // namespace sg::testing
