@@ -217,11 +217,20 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
     std::filesystem::remove(log);
   }
 
+  // One more snapshot, uncrashed: it runs retention, which must leave the
+  // young uncommitted dirs alone (they could be a live writer's).
+  std::filesystem::remove_all(src);
+  tree = TrialTree(seed, 1000);
+  WriteTree(src, tree);
+  CommandResult final_snapshot = cli_.Run({"snapshot", "-c", config, "--dir", src});
+  ASSERT_EQ(final_snapshot.exit_code, 0) << final_snapshot.out << final_snapshot.err;
+  expected[*Newest()] = TreeDigest(tree);
+  ++committed;
+
   // gc: orphans before and after.
   const PrefixAudit before_gc = AuditJob(*store_, s3_, prefix_, "job");
   // Every kill between claim and commit left its dir, and the snapshots
-  // committed after it (each runs retention) did not take it away: a young
-  // uncommitted dir may be a live writer's.
+  // committed after it (each runs retention) did not take it away.
   EXPECT_EQ(before_gc.uncommitted_dirs, static_cast<size_t>(phases["claim"] + phases["objects"]))
       << JoinCounts(phases);
   // Multipart uploads are dated to the second: be sure the last is older.
@@ -542,7 +551,11 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
 
   // Whether a killed agent lived long enough to restore depends on timing;
   // this one is not killed: it must restore the newest commit, byte-identical,
-  // before its trainer starts, and its trainer must resume from it.
+  // before its trainer starts, and its trainer must resume from it. It is a
+  // replacement with another instance id, so the dead agent's lease is not
+  // its own: it takes it over only once the lease has gone unrenewed for
+  // lease.timeout by its own clock (no wall-clock bound is asserted here).
+  imds.Control("POST", "/_sim/identity", R"({"instanceId": "i-0replacement000001"})");
   {
     const std::optional<uint64_t> newest = Newest();
     ASSERT_TRUE(newest.has_value());
@@ -556,6 +569,11 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
     const std::string out = agent.Output();
     const size_t at = out.find("restored snapshot " + SeqName(*newest));
     ASSERT_NE(at, std::string::npos) << out;
+    const size_t takeover = out.find("has not been renewed for");
+    EXPECT_NE(takeover, std::string::npos) << out;
+    EXPECT_LT(takeover, at) << "restored before the lease was taken over";
+    EXPECT_NE(out.find("took the lease of job job (generation"), std::string::npos) << out;
+    EXPECT_NE(out.find(", after i-"), std::string::npos) << out;
     EXPECT_GT(out.find("started the trainer"), at) << out;
     std::string why;
     if (HoldsTrainerCheckpoint(ckpt, *m, &why)) {
@@ -564,8 +582,7 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
       ++lost;
       ADD_FAILURE() << "the final agent's restore: " << why;
     }
-    // The lease it holds was taken over from the killed agents' instance id
-    // at once (same instance); stop it cleanly.
+    // Stop it cleanly.
     ::kill(agent.pid(), SIGTERM);
     const auto code = agent.Wait(60s);
     ASSERT_TRUE(code.has_value()) << agent.Output();

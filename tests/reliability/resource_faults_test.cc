@@ -183,7 +183,7 @@ TEST_F(ResourceFaults, AReadOnlyCheckpointDirIsRefusedClearlyByRestoreAndRun) {
 
   // The whole file system read-only.
   const std::string mnt = dir_.Join("ro");
-  TmpfsMount fs(mnt, "size=64m,mode=0755");
+  TmpfsMount fs(mnt, "size=200m,mode=0755");  // room enough: only read-only is wrong
   ASSERT_TRUE(fs.ok()) << fs.error();
   const std::string target = mnt + "/ckpt";
   WriteTree(target, old_);
