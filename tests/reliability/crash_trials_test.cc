@@ -79,7 +79,7 @@ class CrashTrials : public ::testing::Test {
     return c.empty() ? std::nullopt : std::optional<uint64_t>(c.front());
   }
 
-  // A checkpoint tree that differs per trial: one file of two 8 MiB parts
+  // A checkpoint tree that differs per trial: one file of five 8 MiB parts
   // (a multipart upload), one of a few MiB, some small ones; half of each
   // compresses, half does not.
   static Tree TrialTree(uint64_t seed, int trial) {
@@ -89,7 +89,7 @@ class CrashTrials : public ::testing::Test {
       s += std::string(n - s.size(), static_cast<char>('a' + trial % 26));
       return s;
     };
-    t["model.bin"] = {blob(13 << 20, 1), 0644};
+    t["model.bin"] = {blob(33 << 20, 1), 0644};
     t["optim/state.bin"] = {blob(3 << 20, 2), 0600};
     t["meta/trial.json"] = {"{\"trial\": " + std::to_string(trial) + "}\n", 0644};
     t["meta/rng"] = {RandomBytes(4096, static_cast<unsigned>(seed) + 99u + trial), 0644};
@@ -121,7 +121,8 @@ std::string SnapshotPhase(ObjectStore& store, uint64_t seq, const S3TestEnv& s3,
     const bool moved = latest.ok() && ParseSeqName(std::string(Trim(*latest))) == seq;
     return moved ? "after-latest" : "manifest-before-latest";
   }
-  if (files || any_upload) return "objects";
+  if (any_upload) return "multipart upload";
+  if (files) return "objects";
   return "claim";
 }
 
@@ -150,14 +151,15 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   ReliabilityRecord rec;
   rec.test = "crash_snapshot_kill9";
   rec.area = "crash";
-  rec.faults = "kill -9 of `spotguard snapshot` (16 MiB, multipart) at a random moment";
+  rec.faults = "kill -9 of `spotguard snapshot` (36 MiB, multipart) at a random moment";
   std::map<std::string, int> phases;
   long committed = 1, restored = 0, lost = 0;
 
   // Random kills may all miss the inside of a snapshot: then more trials,
   // up to three times as many, rather than a pass that proved little.
   int trial = 1;
-  for (; trial <= trials || (phases["claim"] + phases["objects"] == 0 && trial <= 3 * trials);
+  auto inside = [&] { return phases["claim"] + phases["objects"] + phases["multipart upload"]; };
+  for (; trial <= trials || ((inside() == 0 || phases["multipart upload"] == 0) && trial <= 3 * trials);
        ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial) + " seed " + std::to_string(seed));
     const std::optional<uint64_t> before = Newest();
@@ -231,7 +233,10 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   const PrefixAudit before_gc = AuditJob(*store_, s3_, prefix_, "job");
   // Every kill between claim and commit left its dir, and the snapshots
   // committed after it (each runs retention) did not take it away.
-  EXPECT_EQ(before_gc.uncommitted_dirs, static_cast<size_t>(phases["claim"] + phases["objects"]))
+  EXPECT_EQ(before_gc.uncommitted_dirs, static_cast<size_t>(inside())) << JoinCounts(phases);
+  // Each kill during a multipart upload left it unfinished (and retention
+  // did not abort a young one).
+  EXPECT_EQ(before_gc.multipart_uploads, static_cast<size_t>(phases["multipart upload"]))
       << JoinCounts(phases);
   // Multipart uploads are dated to the second: be sure the last is older.
   std::this_thread::sleep_for(1100ms);
@@ -250,7 +255,8 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   EXPECT_EQ(lost, 0);
   EXPECT_EQ(restored, ran);
   // The kills must have hit the inside of a snapshot, not only its edges.
-  EXPECT_GT(phases["objects"] + phases["claim"], 0) << JoinCounts(phases);
+  EXPECT_GT(inside(), 0) << JoinCounts(phases);
+  EXPECT_GT(phases["multipart upload"], 0) << JoinCounts(phases);
   rec.trials = ran;
   rec.committed = committed;
   rec.restored = restored;
@@ -298,7 +304,7 @@ TEST_F(CrashTrials, KillNineDuringRestoreLeavesTheOldCheckpointOrTheWholeNewOne)
   ReliabilityRecord rec;
   rec.test = "crash_restore_kill9";
   rec.area = "crash";
-  rec.faults = "kill -9 of `spotguard restore` (16 MiB over an older checkpoint) at a random moment";
+  rec.faults = "kill -9 of `spotguard restore` (36 MiB over an older checkpoint) at a random moment";
   std::map<std::string, int> outcomes;
   long lost = 0, restored = 0;
   std::set<std::string> known_temps;
@@ -358,6 +364,7 @@ TEST_F(CrashTrials, KillNineDuringRestoreLeavesTheOldCheckpointOrTheWholeNewOne)
   CommandResult last = cli_.Run({"restore", "-c", config, "--to", target});
   ASSERT_EQ(last.exit_code, 0) << last.out << last.err;
   EXPECT_EQ(TreeDigest(ReadTree(target)), new_digest);
+  if (TreeDigest(ReadTree(target)) == new_digest) ++restored;
   EXPECT_TRUE(EntriesStartingWith(parent, temp_prefix).empty())
       << "the next restore must remove the temp dirs of killed restores";
 
