@@ -96,6 +96,8 @@ class CrashTrials : public ::testing::Test {
     return t;
   }
 
+  void RestoreTrials(const std::string& config, const std::string& kind);
+
   S3TestEnv s3_;
   std::string prefix_;
   std::unique_ptr<S3Store> store_;
@@ -271,11 +273,12 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
 
-TEST_F(CrashTrials, KillNineDuringRestoreLeavesTheOldCheckpointOrTheWholeNewOne) {
-  const uint64_t seed = CrashSeed("restore");
+// Restore trials against the store `config` names; `kind` goes into the
+// record's name.
+void CrashTrials::RestoreTrials(const std::string& config, const std::string& kind) {
+  const uint64_t seed = CrashSeed("restore " + kind);
   std::mt19937_64 rng(seed);
   const int trials = TrialCount(20, 100);
-  const std::string config = WriteConfig();
   // The store holds a new snapshot; the target holds an older checkpoint.
   const Tree fresh = TrialTree(seed, 1);
   WriteTree(dir_.Join("src"), fresh);
@@ -302,9 +305,10 @@ TEST_F(CrashTrials, KillNineDuringRestoreLeavesTheOldCheckpointOrTheWholeNewOne)
             << " ms; kills spread over [0, " << window.count() / 1000 << " ms]\n";
 
   ReliabilityRecord rec;
-  rec.test = "crash_restore_kill9";
+  rec.test = "crash_restore_kill9_" + kind;
   rec.area = "crash";
-  rec.faults = "kill -9 of `spotguard restore` (36 MiB over an older checkpoint) at a random moment";
+  rec.faults = "kill -9 of `spotguard restore` (36 MiB from " + kind +
+               ", over an older checkpoint) at a random moment";
   std::map<std::string, int> outcomes;
   long lost = 0, restored = 0;
   std::set<std::string> known_temps;
@@ -380,6 +384,14 @@ TEST_F(CrashTrials, KillNineDuringRestoreLeavesTheOldCheckpointOrTheWholeNewOne)
                " temp dirs left beside the target by kills, all removed by later restores";
   std::cout << rec.detail << "\n";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
+}
+
+TEST_F(CrashTrials, KillNineDuringRestoreLeavesTheOldCheckpointOrTheWholeNewOne) {
+  RestoreTrials(WriteConfig(), "s3");
+}
+
+TEST_F(CrashTrials, KillNineDuringRestoreFromAFileStoreLeavesOldOrWholeNew) {
+  RestoreTrials(WriteConfig({{"store", "file://" + dir_.Join("file-store")}}), "file");
 }
 
 // The bytes tests/reliability/crash_trainer.py writes for `step`.
