@@ -56,8 +56,8 @@ Status CheckFreeSpace(const std::string& dir, uint64_t needed) {
   if (::statvfs(dir.c_str(), &vfs) != 0) return Status::FromErrno(errno, "statvfs " + dir);
   const uint64_t available = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   if (available < needed + kFreeSpaceMargin) {
-    return Status::NoSpace("not enough free space on the disk holding " + dir + ": restoring needs " +
-                           std::to_string(needed >> 20) + " MiB (and " +
+    return Status::NoSpace("not enough free space on the disk holding " + dir +
+                           ": restoring needs " + std::to_string(needed >> 20) + " MiB (and " +
                            std::to_string(kFreeSpaceMargin >> 20) + " MiB to spare) but only " +
                            std::to_string(available >> 20) + " MiB are free; nothing was changed");
   }
@@ -284,7 +284,7 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
   const std::string parent = DirName(target_dir);
   // Refuse before downloading anything when nothing could be written.
   SG_RETURN_IF_ERROR(CheckWritableDir(parent, "restore target " + target_dir));
-  if (struct stat st {}; ::stat(target_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (struct stat st{}; ::stat(target_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     SG_RETURN_IF_ERROR(CheckWritableDir(target_dir, "restore target " + target_dir));
   }
   SG_RETURN_IF_ERROR(MakeDirs(parent));
@@ -292,8 +292,8 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
 
   const std::string base = target_dir.substr(target_dir.rfind('/') + 1);
   RemoveAbandonedRestoreDirs(parent, base);
-  const std::string temp = parent + "/." + base + kRestoreTempInfix + std::to_string(::getpid()) +
-                           "-" + RandomHex(4);
+  const std::string temp =
+      parent + "/." + base + kRestoreTempInfix + std::to_string(::getpid()) + "-" + RandomHex(4);
   if (options_.on_start) options_.on_start(manifest);
   if (::mkdir(temp.c_str(), 0755) != 0) return Status::FromErrno(errno, "mkdir " + temp);
   Status st = RestoreInto(job, manifest, temp, progress);

@@ -78,8 +78,8 @@ std::string InotifyWatcher::FullPath(const std::string& rel) const {
 Status InotifyWatcher::WatchTree(const std::string& rel, std::map<int, std::string>* seen) {
   const std::string full = FullPath(rel);
   // The root also reports being moved away (below it, the parent does).
-  const int wd =
-      ::inotify_add_watch(fd_.get(), full.c_str(), rel.empty() ? kDirMask | IN_MOVE_SELF : kDirMask);
+  const int wd = ::inotify_add_watch(fd_.get(), full.c_str(),
+                                     rel.empty() ? kDirMask | IN_MOVE_SELF : kDirMask);
   if (wd < 0) {
     // Gone (or replaced by a file) before we got to it: nothing to watch.
     if (!rel.empty() && (errno == ENOENT || errno == ENOTDIR)) return Status::Ok();

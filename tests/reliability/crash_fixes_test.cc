@@ -100,7 +100,8 @@ TEST_F(CrashFixes, RetentionAfterASnapshotKeepsAYoungUncommittedSnapshot) {
     return RunCli(args, env);
   };
   ASSERT_EQ(cli({"snapshot", "--dir", dir_.Join("cli-src")}), 0);
-  EXPECT_TRUE(store_->Head(ClaimKey("job", 2)).ok()) << "retention removed a live writer's snapshot";
+  EXPECT_TRUE(store_->Head(ClaimKey("job", 2)).ok())
+      << "retention removed a live writer's snapshot";
   ASSERT_EQ(cli({"gc"}), 0);
   EXPECT_TRUE(store_->Head(ClaimKey("job", 2)).ok()) << "gc removed a live writer's snapshot";
   // Told that no writer is alive, gc removes it.

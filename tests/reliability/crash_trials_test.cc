@@ -109,8 +109,8 @@ class CrashTrials : public ::testing::Test {
 std::string SnapshotPhase(ObjectStore& store, uint64_t seq, const S3TestEnv& s3, S3Store& s3store,
                           const std::string& prefix) {
   auto objects = ListAll(store, SnapshotPrefix("job", seq));
-  auto uploads = s3store.client().ListMultipartUploads(
-      s3.bucket, prefix + "/" + SnapshotPrefix("job", seq));
+  auto uploads =
+      s3store.client().ListMultipartUploads(s3.bucket, prefix + "/" + SnapshotPrefix("job", seq));
   const bool any_upload = uploads.ok() && !uploads->empty();
   if (!objects.ok() || (objects->empty() && !any_upload)) return "before-claim";
   bool manifest = false, files = false;
@@ -161,7 +161,8 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   // up to three times as many, rather than a pass that proved little.
   int trial = 1;
   auto inside = [&] { return phases["claim"] + phases["objects"] + phases["multipart upload"]; };
-  for (; trial <= trials || ((inside() == 0 || phases["multipart upload"] == 0) && trial <= 3 * trials);
+  for (; trial <= trials ||
+         ((inside() == 0 || phases["multipart upload"] == 0) && trial <= 3 * trials);
        ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial) + " seed " + std::to_string(seed));
     const std::optional<uint64_t> before = Newest();
@@ -170,8 +171,8 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
     std::filesystem::remove_all(src);
     tree = TrialTree(seed, trial);
     WriteTree(src, tree);
-    const auto delay = std::chrono::microseconds(
-        std::uniform_int_distribution<int64_t>(0, window.count())(rng));
+    const auto delay =
+        std::chrono::microseconds(std::uniform_int_distribution<int64_t>(0, window.count())(rng));
 
     const std::string log = dir_.Join("snapshot-" + std::to_string(trial) + ".log");
     AgentProcess snap({"snapshot", "-c", config, "--dir", src}, cli_.env, log);
@@ -263,12 +264,13 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   rec.committed = committed;
   rec.restored = restored;
   rec.lost = lost;
-  rec.detail = "seed " + std::to_string(seed) + "; kill landed: " + JoinCounts(phases) +
-               "; before gc: " + std::to_string(before_gc.multipart_uploads) +
-               " multipart uploads, " + std::to_string(before_gc.orphans) + " orphaned objects in " +
-               std::to_string(before_gc.uncommitted_dirs) + " uncommitted dirs; after gc --older-than 0s: " +
-               std::to_string(after_gc.multipart_uploads) + " and " +
-               std::to_string(after_gc.orphans);
+  rec.detail =
+      "seed " + std::to_string(seed) + "; kill landed: " + JoinCounts(phases) +
+      "; before gc: " + std::to_string(before_gc.multipart_uploads) + " multipart uploads, " +
+      std::to_string(before_gc.orphans) + " orphaned objects in " +
+      std::to_string(before_gc.uncommitted_dirs) +
+      " uncommitted dirs; after gc --older-than 0s: " + std::to_string(after_gc.multipart_uploads) +
+      " and " + std::to_string(after_gc.orphans);
   std::cout << rec.detail << "\n";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
@@ -314,15 +316,16 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
   std::set<std::string> known_temps;
   size_t temps_left_by_kills = 0;
   int trial = 1;
-  for (; trial <= trials || (outcomes["old, partial download left aside"] == 0 && trial <= 3 * trials);
+  for (; trial <= trials ||
+         (outcomes["old, partial download left aside"] == 0 && trial <= 3 * trials);
        ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial) + " seed " + std::to_string(seed));
     std::filesystem::remove_all(target);
     WriteTree(target, old);
     // Temp dirs of the previous trial's killed restore stay where they are:
     // this restore must clean them up.
-    const auto delay = std::chrono::microseconds(
-        std::uniform_int_distribution<int64_t>(0, window.count())(rng));
+    const auto delay =
+        std::chrono::microseconds(std::uniform_int_distribution<int64_t>(0, window.count())(rng));
     const std::string log = dir_.Join("restore-" + std::to_string(trial) + ".log");
     AgentProcess restore({"restore", "-c", config, "--to", target}, cli_.env, log);
     std::this_thread::sleep_for(delay);
@@ -358,7 +361,8 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
     } else {
       outcome = "MIXED";
       ++lost;
-      ADD_FAILURE() << "after the kill " << target << " is neither the old checkpoint nor the new one";
+      ADD_FAILURE() << "after the kill " << target
+                    << " is neither the old checkpoint nor the new one";
     }
     EXPECT_TRUE(!finished || temps.empty()) << "a finished restore left " << temps.size();
     ++outcomes[outcome];
@@ -379,8 +383,8 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
   rec.committed = 1;
   rec.restored = restored;
   rec.lost = lost;
-  rec.detail = "seed " + std::to_string(seed) + "; after the kill: " + JoinCounts(outcomes) +
-               "; " + std::to_string(temps_left_by_kills) +
+  rec.detail = "seed " + std::to_string(seed) + "; after the kill: " + JoinCounts(outcomes) + "; " +
+               std::to_string(temps_left_by_kills) +
                " temp dirs left beside the target by kills, all removed by later restores";
   std::cout << rec.detail << "\n";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
@@ -431,17 +435,17 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
   const int trials = TrialCount(20, 100);
   ImdsSimulator imds;
   ASSERT_FALSE(imds.endpoint().empty());
-  const std::string config = WriteConfig(
-      {{"patterns", {"step_*.ckpt"}},
-       {"settle_time", "200ms"},
-       {"upload_interval", "1s"},
-       {"stop_grace", "5s"},
-       {"imds", {{"poll_interval", "500ms"}}},
-       {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
-       {"command",
-        {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/reliability/crash_trainer.py", "--out",
-         "{checkpoint_dir}", "--mib", "3", "--every", "0.3"}},
-       {"resume_args", {"--resume", "{resume}"}}});
+  const std::string config =
+      WriteConfig({{"patterns", {"step_*.ckpt"}},
+                   {"settle_time", "200ms"},
+                   {"upload_interval", "1s"},
+                   {"stop_grace", "5s"},
+                   {"imds", {{"poll_interval", "500ms"}}},
+                   {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
+                   {"command",
+                    {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/reliability/crash_trainer.py",
+                     "--out", "{checkpoint_dir}", "--mib", "3", "--every", "0.3"}},
+                   {"resume_args", {"--resume", "{resume}"}}});
   std::map<std::string, std::string> env = cli_.env;
   env["AWS_EC2_METADATA_DISABLED"] = "";  // the agent asks the simulator
   SnapshotCatalog catalog(*store_, "job");
@@ -464,9 +468,9 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
     const std::string ckpt = dir_.Join("ckpt-" + std::to_string(trial));
     const std::string log = dir_.Join("run-" + std::to_string(trial) + ".log");
     const auto start = Clock::now();
-    AgentProcess agent({"run", "-c", config, "--checkpoint-dir", ckpt, "--imds-endpoint",
-                        imds.endpoint()},
-                       env, log);
+    AgentProcess agent(
+        {"run", "-c", config, "--checkpoint-dir", ckpt, "--imds-endpoint", imds.endpoint()}, env,
+        log);
     if (trial == 0) {
       // The measured run: how long until the second periodic commit.
       auto commits = [&] {
@@ -477,13 +481,11 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
           ++n;
         return n;
       };
-      while (commits() < 2 && Clock::now() - start < 120s)
-        std::this_thread::sleep_for(20ms);
+      while (commits() < 2 && Clock::now() - start < 120s) std::this_thread::sleep_for(20ms);
       ASSERT_GE(commits(), 2u) << agent.Output();
       window = std::chrono::duration_cast<std::chrono::microseconds>((Clock::now() - start) * 1.2);
-      std::cout << "an agent commits its second snapshot after "
-                << window.count() / 1200 << " ms; kills spread over [0, " << window.count() / 1000
-                << " ms]\n";
+      std::cout << "an agent commits its second snapshot after " << window.count() / 1200
+                << " ms; kills spread over [0, " << window.count() / 1000 << " ms]\n";
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(
           std::uniform_int_distribution<int64_t>(0, window.count())(rng)));
@@ -491,7 +493,8 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
     const bool killed = KillLikeALostInstance(agent);
     const auto code = agent.Wait(60s);
     ASSERT_TRUE(code.has_value()) << agent.Output();
-    ASSERT_TRUE(killed && *code == 128 + SIGKILL) << "the agent ended by itself: " << agent.Output();
+    ASSERT_TRUE(killed && *code == 128 + SIGKILL)
+        << "the agent ended by itself: " << agent.Output();
     ++rec.faults_injected;
     const std::string out = agent.Output();
 
@@ -527,7 +530,8 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
     } else if (out.find("starting fresh") != std::string::npos) {
       EXPECT_FALSE(before.has_value()) << "a fresh start although a snapshot was committed";
     }
-    for (size_t at = out.find("snapshot "); at != std::string::npos; at = out.find("snapshot ", at + 1)) {
+    for (size_t at = out.find("snapshot "); at != std::string::npos;
+         at = out.find("snapshot ", at + 1)) {
       if (out.compare(at + 19, 11, " committed:") == 0) {
         if (auto s = ParseSeqName(out.substr(at + 9, 10))) committed_seen.insert(*s);
       }
@@ -581,9 +585,9 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
     auto m = catalog.ReadManifest(*newest);
     ASSERT_TRUE(m.ok() && m->step);
     const std::string ckpt = dir_.Join("ckpt-final");
-    AgentProcess agent({"run", "-c", config, "--checkpoint-dir", ckpt, "--imds-endpoint",
-                        imds.endpoint()},
-                       env, dir_.Join("run-final.log"));
+    AgentProcess agent(
+        {"run", "-c", config, "--checkpoint-dir", ckpt, "--imds-endpoint", imds.endpoint()}, env,
+        dir_.Join("run-final.log"));
     ASSERT_TRUE(agent.WaitForOutput("at step " + std::to_string(*m->step), 120s)) << agent.Output();
     const std::string out = agent.Output();
     const size_t at = out.find("restored snapshot " + SeqName(*newest));
@@ -624,15 +628,15 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
   rec.committed = static_cast<long>(committed_seen.size());
   rec.restored = restored + agent_restores;
   rec.lost = lost;
-  rec.detail = "seed " + std::to_string(seed) + "; kill landed: " + JoinCounts(phases) + "; " +
-               std::to_string(agent_restores) + " restores by the next agent and " +
-               std::to_string(restored) + " by `spotguard restore` byte-identical; before gc: " +
-               std::to_string(before_gc.multipart_uploads) + " multipart uploads, " +
-               std::to_string(before_gc.orphans) + " orphaned objects in " +
-               std::to_string(before_gc.uncommitted_dirs) +
-               " uncommitted dirs; after gc --older-than 0s: " +
-               std::to_string(after_gc.multipart_uploads) + " and " +
-               std::to_string(after_gc.orphans);
+  rec.detail =
+      "seed " + std::to_string(seed) + "; kill landed: " + JoinCounts(phases) + "; " +
+      std::to_string(agent_restores) + " restores by the next agent and " +
+      std::to_string(restored) + " by `spotguard restore` byte-identical; before gc: " +
+      std::to_string(before_gc.multipart_uploads) + " multipart uploads, " +
+      std::to_string(before_gc.orphans) + " orphaned objects in " +
+      std::to_string(before_gc.uncommitted_dirs) +
+      " uncommitted dirs; after gc --older-than 0s: " + std::to_string(after_gc.multipart_uploads) +
+      " and " + std::to_string(after_gc.orphans);
   std::cout << rec.detail << "\n";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }

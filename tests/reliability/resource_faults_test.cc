@@ -122,8 +122,9 @@ TEST_F(ResourceFaults, RestoreOntoAFullDiskSaysSoAndLeavesTheTargetUntouched) {
   ReliabilityRecord rec;
   rec.test = "resources_full_disk_restore";
   rec.area = "resources";
-  rec.faults = "restore onto a tmpfs too small in bytes (refused up front) and in inodes "
-               "(ENOSPC while writing)";
+  rec.faults =
+      "restore onto a tmpfs too small in bytes (refused up front) and in inodes "
+      "(ENOSPC while writing)";
 
   // Out of bytes: 24 MiB into a 40 MiB tmpfs (the restore wants 64 MiB to spare).
   {
@@ -146,7 +147,8 @@ TEST_F(ResourceFaults, RestoreOntoAFullDiskSaysSoAndLeavesTheTargetUntouched) {
   // Out of inodes: the free-space check passes, creating the files fails.
   {
     Tree many;
-    for (int i = 0; i < 40; ++i) many["shard-" + std::to_string(i)] = {"x" + std::to_string(i), 0644};
+    for (int i = 0; i < 40; ++i)
+      many["shard-" + std::to_string(i)] = {"x" + std::to_string(i), 0644};
     const std::string config = Snapshot(many);
     const std::string mnt = dir_.Join("few-inodes");
     TmpfsMount fs(mnt, "size=200m,mode=0755");
@@ -166,8 +168,9 @@ TEST_F(ResourceFaults, RestoreOntoAFullDiskSaysSoAndLeavesTheTargetUntouched) {
     EXPECT_NE(r.err.find(target + " was left as it was"), std::string::npos) << r.err;
     ExpectUntouched(mnt, target, old_);
   }
-  rec.detail = "exit 1 both times, the message names the disk; target byte-identical to before, "
-               "no temp dir left";
+  rec.detail =
+      "exit 1 both times, the message names the disk; target byte-identical to before, "
+      "no temp dir left";
   rec.lost = HasFailure() ? 1 : 0;
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
@@ -228,8 +231,9 @@ TEST_F(ResourceFaults, AReadOnlyCheckpointDirIsRefusedClearlyByRestoreAndRun) {
         << r.err;
     ExpectUntouched(mnt, target, old_);
   }
-  rec.detail = "exit 1 with \"... is on a read-only file system\"; no lease taken, no trainer "
-               "started, checkpoint dir unchanged";
+  rec.detail =
+      "exit 1 with \"... is on a read-only file system\"; no lease taken, no trainer "
+      "started, checkpoint dir unchanged";
   rec.lost = HasFailure() ? 1 : 0;
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
@@ -238,26 +242,27 @@ TEST_F(ResourceFaults, TheCheckpointDirDeletedUnderTheWatcherIsWatchedAgainWhenI
   ReliabilityRecord rec;
   rec.test = "resources_checkpoint_dir_deleted";
   rec.area = "resources";
-  rec.faults = "checkpoint dir deleted (rm -rf) and moved away under a running agent; the "
-               "trainer re-creates it";
+  rec.faults =
+      "checkpoint dir deleted (rm -rf) and moved away under a running agent; the "
+      "trainer re-creates it";
   ImdsSimulator imds;
   ASSERT_FALSE(imds.endpoint().empty());
-  const std::string config = WriteConfig(
-      {{"patterns", {"step_*.ckpt"}},
-       {"settle_time", "200ms"},
-       {"upload_interval", "500ms"},
-       {"stop_grace", "5s"},
-       {"imds", {{"poll_interval", "500ms"}}},
-       {"command",
-        {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/reliability/crash_trainer.py", "--out",
-         "{checkpoint_dir}", "--mib", "0.25", "--every", "0.2"}},
-       {"resume_args", {"--resume", "{resume}"}}});
+  const std::string config =
+      WriteConfig({{"patterns", {"step_*.ckpt"}},
+                   {"settle_time", "200ms"},
+                   {"upload_interval", "500ms"},
+                   {"stop_grace", "5s"},
+                   {"imds", {{"poll_interval", "500ms"}}},
+                   {"command",
+                    {SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/tests/reliability/crash_trainer.py",
+                     "--out", "{checkpoint_dir}", "--mib", "0.25", "--every", "0.2"}},
+                   {"resume_args", {"--resume", "{resume}"}}});
   std::map<std::string, std::string> env = cli_.env;
   env["AWS_EC2_METADATA_DISABLED"] = "";
   const std::string ckpt = dir_.Join("ckpt");
-  AgentProcess agent({"run", "-c", config, "--checkpoint-dir", ckpt, "--imds-endpoint",
-                      imds.endpoint()},
-                     env, dir_.Join("agent.log"));
+  AgentProcess agent(
+      {"run", "-c", config, "--checkpoint-dir", ckpt, "--imds-endpoint", imds.endpoint()}, env,
+      dir_.Join("agent.log"));
   SnapshotCatalog catalog(*store_, "job");
   auto newest_step = [&]() -> int64_t {
     auto c = catalog.Committed();
@@ -291,9 +296,11 @@ TEST_F(ResourceFaults, TheCheckpointDirDeletedUnderTheWatcherIsWatchedAgainWhenI
     }
     ++rec.trials;
     ++rec.faults_injected;
-    ASSERT_TRUE(wait_for([&] { return count("was deleted or moved away") >= size_t(round) + 1; }, 30s))
+    ASSERT_TRUE(
+        wait_for([&] { return count("was deleted or moved away") >= size_t(round) + 1; }, 30s))
         << agent.Output();
-    ASSERT_TRUE(wait_for([&] { return count("is back; watching it again") >= size_t(round) + 1; }, 30s))
+    ASSERT_TRUE(
+        wait_for([&] { return count("is back; watching it again") >= size_t(round) + 1; }, 30s))
         << agent.Output();
     // Checkpoints written into the new dir are committed again.
     ASSERT_TRUE(wait_for([&] { return newest_step() > step_before + 2; }, 60s)) << agent.Output();
@@ -328,8 +335,9 @@ TEST_F(ResourceFaults, TheCheckpointDirDeletedUnderTheWatcherIsWatchedAgainWhenI
   EXPECT_EQ(Sha256Hex(*got), m->files[0].sha256);
   rec.restored = 1;
 
-  rec.detail = "the agent logs the loss, keeps running, watches the re-created dir and commits "
-               "from it again; no empty snapshot; clean exit on SIGTERM";
+  rec.detail =
+      "the agent logs the loss, keeps running, watches the re-created dir and commits "
+      "from it again; no empty snapshot; clean exit on SIGTERM";
   rec.lost = HasFailure() ? 1 : 0;
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
