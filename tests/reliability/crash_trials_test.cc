@@ -185,6 +185,9 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
     }
     ++rec.faults_injected;
 
+    // A request the killed process had already sent may still be carried
+    // out by the server: let those land before reading the phase.
+    std::this_thread::sleep_for(300ms);
     const std::vector<uint64_t> now = Committed();
     ASSERT_FALSE(now.empty()) << "a kill took away every committed snapshot";
     const uint64_t newest = now.front();
@@ -234,13 +237,19 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
 
   // gc: orphans before and after.
   const PrefixAudit before_gc = AuditJob(*store_, s3_, prefix_, "job");
-  // Every kill between claim and commit left its dir, and the snapshots
-  // committed after it (each runs retention) did not take it away.
-  EXPECT_EQ(before_gc.uncommitted_dirs, static_cast<size_t>(inside())) << JoinCounts(phases);
-  // Each kill during a multipart upload left it unfinished (and retention
-  // did not abort a young one).
-  EXPECT_EQ(before_gc.multipart_uploads, static_cast<size_t>(phases["multipart upload"]))
+  // Every kill between claim and commit left its dir (and every kill in a
+  // multipart upload its upload), and the snapshots committed after it (each
+  // runs retention) did not take them away. There can be more: a kill just
+  // after a request was sent (the server may carry it out late), and a kill
+  // after `latest` during retention, which deletes an old snapshot's
+  // manifest first and leaves the rest of it for gc.
+  const size_t late =
+      static_cast<size_t>(phases["before-claim"] + inside() + phases["after-latest"]);
+  EXPECT_GE(before_gc.uncommitted_dirs, static_cast<size_t>(inside())) << JoinCounts(phases);
+  EXPECT_LE(before_gc.uncommitted_dirs, late) << JoinCounts(phases);
+  EXPECT_GE(before_gc.multipart_uploads, static_cast<size_t>(phases["multipart upload"]))
       << JoinCounts(phases);
+  EXPECT_LE(before_gc.multipart_uploads, late) << JoinCounts(phases);
   // Multipart uploads are dated to the second: be sure the last is older.
   std::this_thread::sleep_for(1100ms);
   CommandResult gc = cli_.Run({"gc", "-c", config, "--older-than", "0s"});

@@ -111,11 +111,14 @@ class ResourceFaults : public ::testing::Test {
 };
 
 // Restore failed: the target is exactly the old checkpoint and no temp dir
-// of the restore is left beside it.
-void ExpectUntouched(const std::string& parent, const std::string& target, const Tree& old) {
-  EXPECT_EQ(TreeDigest(ReadTree(target)), TreeDigest(old)) << target << " was changed";
+// of the restore is left beside it. Returns 1 when the old checkpoint was
+// damaged (lost), else 0.
+int ExpectUntouched(const std::string& parent, const std::string& target, const Tree& old) {
+  const bool intact = TreeDigest(ReadTree(target)) == TreeDigest(old);
+  EXPECT_TRUE(intact) << target << " was changed";
   EXPECT_TRUE(EntriesStartingWith(parent, ".ckpt.spotguard-restore-").empty())
       << "a temp dir of the failed restore is left in " << parent;
+  return intact ? 0 : 1;
 }
 
 TEST_F(ResourceFaults, RestoreOntoAFullDiskSaysSoAndLeavesTheTargetUntouched) {
@@ -142,7 +145,7 @@ TEST_F(ResourceFaults, RestoreOntoAFullDiskSaysSoAndLeavesTheTargetUntouched) {
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_NE(r.err.find("not enough free space on the disk holding " + mnt), std::string::npos)
         << r.err;
-    ExpectUntouched(mnt, target, old_);
+    rec.lost += ExpectUntouched(mnt, target, old_);
   }
   // Out of inodes: the free-space check passes, creating the files fails.
   {
@@ -166,12 +169,11 @@ TEST_F(ResourceFaults, RestoreOntoAFullDiskSaysSoAndLeavesTheTargetUntouched) {
     EXPECT_NE(r.err.find("the disk holding " + mnt + " is full"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(target + " was left as it was"), std::string::npos) << r.err;
-    ExpectUntouched(mnt, target, old_);
+    rec.lost += ExpectUntouched(mnt, target, old_);
   }
   rec.detail =
       "exit 1 both times, the message names the disk; target byte-identical to before, "
       "no temp dir left";
-  rec.lost = HasFailure() ? 1 : 0;
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
 
@@ -199,7 +201,7 @@ TEST_F(ResourceFaults, AReadOnlyCheckpointDirIsRefusedClearlyByRestoreAndRun) {
     EXPECT_NE(r.err.find("restore target " + target + " is on a read-only file system"),
               std::string::npos)
         << r.err;
-    ExpectUntouched(mnt, target, old_);
+    rec.lost += ExpectUntouched(mnt, target, old_);
   }
   {
     // run: refused before the lease is taken and before a trainer starts.
@@ -215,7 +217,7 @@ TEST_F(ResourceFaults, AReadOnlyCheckpointDirIsRefusedClearlyByRestoreAndRun) {
     EXPECT_EQ((r.out + r.err).find("TRAINER RAN"), std::string::npos);
     EXPECT_TRUE(store_->Head("job/lease").status().Is(StatusCode::kNotFound))
         << "the lease was taken by an agent that cannot work";
-    ExpectUntouched(mnt, target, old_);
+    rec.lost += ExpectUntouched(mnt, target, old_);
   }
   ASSERT_TRUE(fs.Remount("", 0).ok());
 
@@ -229,12 +231,11 @@ TEST_F(ResourceFaults, AReadOnlyCheckpointDirIsRefusedClearlyByRestoreAndRun) {
     EXPECT_NE(r.err.find("restore target " + target + " is on a read-only file system"),
               std::string::npos)
         << r.err;
-    ExpectUntouched(mnt, target, old_);
+    rec.lost += ExpectUntouched(mnt, target, old_);
   }
   rec.detail =
       "exit 1 with \"... is on a read-only file system\"; no lease taken, no trainer "
       "started, checkpoint dir unchanged";
-  rec.lost = HasFailure() ? 1 : 0;
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
 
@@ -330,15 +331,16 @@ TEST_F(ResourceFaults, TheCheckpointDirDeletedUnderTheWatcherIsWatchedAgainWhenI
   ASSERT_TRUE(m.ok() && m->step && m->files.size() == 1);
   auto got = ReadFileToString(into + "/" + m->files[0].path);
   ASSERT_TRUE(got.ok());
-  EXPECT_TRUE(got->starts_with("spotguard-crash-trainer step=" + std::to_string(*m->step) + "\n"));
-  EXPECT_EQ(got->size(), m->files[0].size);
-  EXPECT_EQ(Sha256Hex(*got), m->files[0].sha256);
-  rec.restored = 1;
+  const bool intact =
+      got->starts_with("spotguard-crash-trainer step=" + std::to_string(*m->step) + "\n") &&
+      got->size() == m->files[0].size && Sha256Hex(*got) == m->files[0].sha256;
+  EXPECT_TRUE(intact) << "the newest snapshot does not restore as the trainer wrote it";
+  rec.restored = intact ? 1 : 0;
+  rec.lost = intact ? 0 : 1;
 
   rec.detail =
       "the agent logs the loss, keeps running, watches the re-created dir and commits "
       "from it again; no empty snapshot; clean exit on SIGTERM";
-  rec.lost = HasFailure() ? 1 : 0;
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
 
