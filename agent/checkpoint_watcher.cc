@@ -104,6 +104,15 @@ Status CheckpointWatcher::TakeInDirectory(const std::string& rel) {
 }
 
 StatusOr<bool> CheckpointWatcher::Poll() {
+  if (inotify_->root_gone()) {
+    SG_ASSIGN_OR_RETURN(const bool back, inotify_->Rewatch());
+    if (!back) return false;
+    // What the new directory holds was not seen being written: judge it by
+    // the mtimes and open files, as at the start.
+    recent_.clear();
+    MarkOpenForWriting("");
+    LogInfo("checkpoint dir {} is back; watching it again", dir_);
+  }
   SG_ASSIGN_OR_RETURN(std::vector<WatchEvent> events, inotify_->ReadEvents());
   const Clock::WallTime wall = clock_.Now();
   const Clock::MonoTime mono = clock_.Monotonic();
@@ -131,6 +140,14 @@ StatusOr<bool> CheckpointWatcher::Poll() {
         recent_.clear();
         MarkOpenForWriting("");
         LogWarn("inotify queue overflowed for {}; rescanning (overflow #{})", dir_, overflows_);
+        break;
+      case WatchEvent::Kind::kRootGone:
+        ++root_losses_;
+        recent_.clear();
+        LogWarn(
+            "checkpoint dir {} was deleted or moved away: no snapshot can be taken until it "
+            "exists again; waiting for it to be re-created",
+            dir_);
         break;
     }
   }
@@ -165,6 +182,8 @@ std::optional<Clock::MonoTime> CheckpointWatcher::NextSettle() {
 StatusOr<std::vector<Checkpoint>> CheckpointWatcher::CompleteCheckpoints(
     const CheckpointDetector& detector) {
   SG_RETURN_IF_ERROR(Poll().status());
+  // Gone (deleted under us): no checkpoint, rather than an error every tick.
+  if (inotify_->root_gone()) return std::vector<Checkpoint>();
   SG_ASSIGN_OR_RETURN(std::vector<ListedFile> files, ListCheckpointDir(dir_));
   // Events for files created while the listing was taken.
   SG_RETURN_IF_ERROR(Poll().status());

@@ -38,6 +38,11 @@ class CheckpointWatcher {
   std::chrono::nanoseconds settle() const { return settle_; }
   // How often the kernel queue overflowed (each time everything is rescanned).
   uint64_t overflows() const { return overflows_; }
+  // How often the checkpoint dir itself was deleted or moved away. Until a
+  // directory is there again, CompleteCheckpoints() finds none; then it is
+  // watched again (Poll() looks each time).
+  uint64_t root_losses() const { return root_losses_; }
+  bool dir_gone() const { return inotify_->root_gone(); }
 
   // Takes in the queued events without blocking; true when there were any.
   // Each change is dated by the file's ctime, so a late Poll() does not
@@ -85,6 +90,7 @@ class CheckpointWatcher {
   std::map<std::string, FileState> recent_;  // only files that may be settling
   std::optional<Clock::MonoTime> listing_next_settle_;
   uint64_t overflows_ = 0;
+  uint64_t root_losses_ = 0;
 };
 
 // Files in `files` whose mtime is within `settle` of `now` (either side, so a

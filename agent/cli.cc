@@ -114,7 +114,7 @@ constexpr Subcommand kSubcommands[] = {
 // Subcommand options that only exist to be passed on; kept in one place so
 // --help shows them before the commands are built.
 struct ExtraOptions {
-  std::string snapshot_seq, to_dir, dir, after, exec;
+  std::string snapshot_seq, to_dir, dir, after, exec, older_than;
   std::vector<std::string> files;
   bool json = false, once = false, use_store = false;
 };
@@ -145,6 +145,11 @@ void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, Extr
                     "Run `/bin/sh -c CMD` on each event (event JSON on stdin and in "
                     "SPOTGUARD_EVENT)")
         ->type_name("CMD");
+  } else if (name == "gc") {
+    sub->add_option("--older-than", x.older_than,
+                    "Unfinished snapshots and uploads older than this are abandoned (default 1h); "
+                    "shorter only when no agent of the job is running")
+        ->type_name("DUR");
   } else if (name == "drill") {
     sub->add_option("--after", x.after, "Inject the interruption after this long (default 20s)")
         ->type_name("DUR");
@@ -258,7 +263,18 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
   if (name == "restore") return RunRestoreCommand(config, env, {seq, extra.to_dir});
   if (name == "ls") return RunLsCommand(config, env, extra.json);
   if (name == "verify") return RunVerifyCommand(config, env, seq);
-  if (name == "gc") return RunGcCommand(config, env);
+  if (name == "gc") {
+    std::optional<std::chrono::seconds> older_than;
+    if (!extra.older_than.empty()) {
+      auto d = ParseDuration(extra.older_than);
+      if (!d.ok()) {
+        std::cerr << "spotguard gc: --older-than " << d.status().message() << "\n";
+        return kExitUsage;
+      }
+      older_than = std::chrono::duration_cast<std::chrono::seconds>(*d);
+    }
+    return RunGcCommand(config, env, older_than);
+  }
   if (name == "status") return RunStatusCommand(config, env, extra.json);
   if (name == "doctor") return RunDoctorCommand(config, env);
   return NotBuiltYet(chosen->name);

@@ -392,7 +392,7 @@ void Agent::RecordCommit(const SnapshotResult& r, const Checkpoint& checkpoint, 
                         {"stored_bytes", r.stored_bytes},
                         {"seconds", secs}});
   (void)c_.notifier.Notify("STATUS=snapshot " + SeqName(r.seq) + " committed");
-  auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{cfg_.keep, {}});
+  auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
   if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
 }
 
@@ -727,6 +727,12 @@ AgentResult Agent::Run() {
     PerformOnComplete();
     result_.exit_code = kExitOk;
     return result_;
+  }
+  // A trainer that cannot write checkpoints, and a restore that cannot
+  // write files, are no use: say so before taking the job's lease.
+  if (Status st = CheckWritableDir(cfg_.checkpoint_dir, "checkpoint_dir " + cfg_.checkpoint_dir);
+      !st.ok()) {
+    return fail(st);
   }
   auto leased = AcquireLease();
   if (!leased.ok()) return fail(leased.status());

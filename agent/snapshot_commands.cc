@@ -206,7 +206,7 @@ int RunSnapshotCommand(const Config& config, const Environment& env,
   LogInfo("snapshot {} of job {} committed: {} files, {} stored as {} in {:.1f}s",
           SeqName(result->seq), config.job, result->manifest.files.size(),
           HumanBytes(result->bytes), HumanBytes(result->stored_bytes), secs);
-  auto gc = CollectGarbage(**store, SystemClock(), config.job, GcOptions{config.keep, {}});
+  auto gc = CollectGarbage(**store, SystemClock(), config.job, GcOptions{.keep = config.keep});
   if (!gc.ok())
     LogWarn("retention after snapshot {} failed: {}", SeqName(result->seq), gc.status().message());
   std::cout << SeqName(result->seq) << "\n";
@@ -310,10 +310,13 @@ int RunVerifyCommand(const Config& config, const Environment& env, std::optional
   return kExitOk;
 }
 
-int RunGcCommand(const Config& config, const Environment& env) {
+int RunGcCommand(const Config& config, const Environment& env,
+                 std::optional<std::chrono::seconds> older_than) {
   auto store = OpenStore(config, env);
   if (!store.ok()) return Fail("gc", store.status());
-  auto r = CollectGarbage(**store, SystemClock(), config.job, GcOptions{config.keep, {}});
+  GcOptions options{.keep = config.keep};
+  if (older_than) options.abandoned_after = *older_than;
+  auto r = CollectGarbage(**store, SystemClock(), config.job, options);
   if (!r.ok()) return Fail("gc", r.status());
   std::cout << "removed " << r->deleted.size() << " old snapshots, " << r->abandoned.size()
             << " abandoned ones and " << r->stale_writes << " unfinished uploads\n";

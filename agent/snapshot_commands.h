@@ -35,7 +35,11 @@ int RunRestoreCommand(const Config& config, const Environment& env, const Restor
 
 int RunLsCommand(const Config& config, const Environment& env, bool json);
 int RunVerifyCommand(const Config& config, const Environment& env, std::optional<uint64_t> seq);
-int RunGcCommand(const Config& config, const Environment& env);
+// `older_than` (gc --older-than) replaces the hour after which unfinished
+// snapshot dirs and multipart uploads count as abandoned; only safe when no
+// agent of the job is writing (e.g. after a crash, or in tests).
+int RunGcCommand(const Config& config, const Environment& env,
+                 std::optional<std::chrono::seconds> older_than = std::nullopt);
 
 // Compression settings of the config, as the snapshot writer takes them.
 SnapshotOptions SnapshotOptionsOf(const Config& config);

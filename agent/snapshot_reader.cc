@@ -1,6 +1,7 @@
 #include "agent/snapshot_reader.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@ namespace {
 // Consecutive frames are fetched together up to about this many stored bytes.
 constexpr uint64_t kReadRange = 8ull << 20;
 constexpr uint64_t kFreeSpaceMargin = 64ull << 20;
+constexpr char kRestoreTempInfix[] = ".spotguard-restore-";
 
 bool FallsBack(const Status& st) {
   // A snapshot that is damaged or incomplete: try the previous one. Anything
@@ -55,8 +57,10 @@ Status CheckFreeSpace(const std::string& dir, uint64_t needed) {
   const uint64_t available = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   // Not needed + margin: that wraps for a hostile manifest's sizes.
   if (available < kFreeSpaceMargin || available - kFreeSpaceMargin < needed) {
-    return Status::NoSpace("restoring needs " + std::to_string(needed >> 20) + " MiB in " + dir +
-                           " but only " + std::to_string(available >> 20) + " MiB are free");
+    return Status::NoSpace("not enough free space on the disk holding " + dir +
+                           ": restoring needs " + std::to_string(needed >> 20) + " MiB (and " +
+                           std::to_string(kFreeSpaceMargin >> 20) + " MiB to spare) but only " +
+                           std::to_string(available >> 20) + " MiB are free; nothing was changed");
   }
   return Status::Ok();
 }
@@ -65,6 +69,29 @@ void RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
   if (ec) LogWarn("could not remove {}: {}", path, ec.message());
+}
+
+// Temporary restore dirs are "<parent>/.<base>.spotguard-restore-<pid>-<hex>".
+// One whose process is gone was left by a restore that was killed: it holds a
+// partial download, or (killed after the exchange) the previous contents.
+// Either way it is nobody's checkpoint any more, and it costs disk space.
+void RemoveAbandonedRestoreDirs(const std::string& parent, const std::string& base) {
+  const std::string prefix = "." + base + kRestoreTempInfix;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string rest = name.substr(prefix.size());
+    const size_t dash = rest.find('-');
+    pid_t pid = 0;
+    if (dash != std::string::npos && dash > 0 && dash <= 9 &&
+        rest.find_first_not_of("0123456789") == dash) {
+      pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+    }
+    if (pid > 0 && (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH)) continue;
+    LogInfo("removing {}, left by a restore that did not finish", entry.path().string());
+    RemoveTree(entry.path().string());
+  }
 }
 
 }  // namespace
@@ -256,17 +283,29 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
   SnapshotCatalog catalog(store_, job);
   SG_ASSIGN_OR_RETURN(Manifest manifest, catalog.ReadManifest(seq));
   const std::string parent = DirName(target_dir);
+  // Refuse before downloading anything when nothing could be written.
+  SG_RETURN_IF_ERROR(CheckWritableDir(parent, "restore target " + target_dir));
+  if (struct stat st{}; ::stat(target_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    SG_RETURN_IF_ERROR(CheckWritableDir(target_dir, "restore target " + target_dir));
+  }
   SG_RETURN_IF_ERROR(MakeDirs(parent));
   SG_RETURN_IF_ERROR(CheckFreeSpace(parent, manifest.TotalSize()));
 
   const std::string base = target_dir.substr(target_dir.rfind('/') + 1);
-  const std::string temp = parent + "/." + base + ".spotguard-restore-" + RandomHex(4);
+  RemoveAbandonedRestoreDirs(parent, base);
+  const std::string temp =
+      parent + "/." + base + kRestoreTempInfix + std::to_string(::getpid()) + "-" + RandomHex(4);
   if (options_.on_start) options_.on_start(manifest);
   if (::mkdir(temp.c_str(), 0755) != 0) return Status::FromErrno(errno, "mkdir " + temp);
   Status st = RestoreInto(job, manifest, temp, progress);
   if (st.ok()) st = FsyncDir(temp);
   if (!st.ok()) {
     RemoveTree(temp);
+    if (st.Is(StatusCode::kNoSpace)) {
+      // Statvfs said it would fit (or could not see the limit, e.g. inodes).
+      st = Status::NoSpace("the disk holding " + parent + " is full (" + st.message() + "); " +
+                           target_dir + " was left as it was");
+    }
     return st.WithContext("snapshot " + SeqName(seq));
   }
 
@@ -321,10 +360,9 @@ StatusOr<RestoreResult> Restorer::Restore(const std::string& job, const std::str
     return std::nullopt;
   };
 
-  SG_ASSIGN_OR_RETURN(std::optional<uint64_t> hint, catalog.LatestHint());
-  if (hint) {
-    if (auto done = attempt(*hint)) return *done;
-  }
+  // The newest manifest by listing, not `latest`: a writer killed between
+  // its manifest and `latest`, above a seq abandoned earlier, leaves
+  // `latest` naming an older snapshot with no manifest right after it.
   SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
   for (uint64_t s : committed) {
     if (std::find(tried.begin(), tried.end(), s) != tried.end()) continue;

@@ -24,7 +24,9 @@ class SnapshotCatalog {
   // Committed snapshots (those with a manifest), newest first, by listing.
   StatusOr<std::vector<uint64_t>> Committed();
   // The seq `latest` names, if it is set and its manifest exists and no newer
-  // manifest follows it; nullopt otherwise (then listing decides).
+  // manifest follows it; nullopt otherwise. Only a hint (for status and
+  // tools): restore goes by Committed(), since `latest` can lag by more than
+  // one seq when an abandoned seq lies between it and the newest manifest.
   StatusOr<std::optional<uint64_t>> LatestHint();
   StatusOr<Manifest> ReadManifest(uint64_t seq);
 

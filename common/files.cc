@@ -150,4 +150,22 @@ std::string RandomHex(size_t bytes) {
   return out;
 }
 
+Status CheckWritableDir(const std::string& dir, std::string_view what) {
+  std::string probe = dir.empty() ? "." : dir;
+  while (::access(probe.c_str(), F_OK) != 0 && probe != "/" && probe != ".") {
+    probe = DirName(probe);
+  }
+  if (::access(probe.c_str(), W_OK) == 0) return Status::Ok();
+  const int err = errno;
+  const std::string where = probe == dir ? "" : " (in " + probe + ")";
+  if (err == EROFS) {
+    return Status::PermissionDenied(std::string(what) + " is on a read-only file system" + where +
+                                    ": nothing can be written there");
+  }
+  if (err == EACCES || err == EPERM) {
+    return Status::PermissionDenied(std::string(what) + " is not writable by this user" + where);
+  }
+  return Status::FromErrno(err, "check " + std::string(what));
+}
+
 }  // namespace sg

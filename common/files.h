@@ -55,4 +55,10 @@ std::string RandomHex(size_t bytes = 8);
 
 std::string DirName(std::string_view path);
 
+// Whether files can be created in `dir`, or (when it does not exist yet) in
+// its nearest existing ancestor, which is where it would be made. A read-only
+// file system (EROFS, also for root) or missing permission gives an error
+// that says which, naming `what` ("checkpoint_dir /x", "restore target /y").
+Status CheckWritableDir(const std::string& dir, std::string_view what);
+
 }  // namespace sg

@@ -48,6 +48,8 @@ std::string_view WatchEventKindName(WatchEvent::Kind kind) {
       return "dir-added";
     case WatchEvent::Kind::kOverflow:
       return "overflow";
+    case WatchEvent::Kind::kRootGone:
+      return "root-gone";
   }
   return "unknown";
 }
@@ -75,7 +77,9 @@ std::string InotifyWatcher::FullPath(const std::string& rel) const {
 
 Status InotifyWatcher::WatchTree(const std::string& rel, std::map<int, std::string>* seen) {
   const std::string full = FullPath(rel);
-  const int wd = ::inotify_add_watch(fd_.get(), full.c_str(), kDirMask);
+  // The root also reports being moved away (below it, the parent does).
+  const int wd = ::inotify_add_watch(fd_.get(), full.c_str(),
+                                     rel.empty() ? kDirMask | IN_MOVE_SELF : kDirMask);
   if (wd < 0) {
     // Gone (or replaced by a file) before we got to it: nothing to watch.
     if (!rel.empty() && (errno == ENOENT || errno == ENOTDIR)) return Status::Ok();
@@ -120,6 +124,23 @@ Status InotifyWatcher::Resync() {
   return Status::Ok();
 }
 
+StatusOr<bool> InotifyWatcher::Rewatch() {
+  if (!root_gone_) return false;
+  struct stat st {};
+  if (::stat(root_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  std::map<int, std::string> seen;
+  Status watched = WatchTree("", &seen);
+  if (!watched.ok()) {
+    for (const auto& entry : seen) ::inotify_rm_watch(fd_.get(), entry.first);
+    // Deleted again while we looked: still gone, try later.
+    if (watched.Is(StatusCode::kNotFound) || watched.Is(StatusCode::kInvalidArgument)) return false;
+    return watched;
+  }
+  dirs_ = std::move(seen);
+  root_gone_ = false;
+  return true;
+}
+
 StatusOr<std::vector<WatchEvent>> InotifyWatcher::ReadEvents() {
   std::vector<WatchEvent> events;
   alignas(struct inotify_event) char buf[64 * 1024];
@@ -141,6 +162,15 @@ StatusOr<std::vector<WatchEvent>> InotifyWatcher::ReadEvents() {
       }
       auto dir_it = dirs_.find(ev->wd);
       if (dir_it == dirs_.end()) continue;  // a watch already dropped
+      if (dir_it->second.empty() && (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))) {
+        // The root itself is gone: whatever is still watched below it (a
+        // moved root keeps its subtree) no longer lies under root_.
+        for (const auto& entry : dirs_) ::inotify_rm_watch(fd_.get(), entry.first);
+        dirs_.clear();
+        root_gone_ = true;
+        events.push_back({WatchEvent::Kind::kRootGone, "", true});
+        continue;
+      }
       if (ev->mask & IN_IGNORED) {
         dirs_.erase(dir_it);
         continue;

@@ -30,6 +30,8 @@ struct WatchEvent {
                    // reported, so the caller should scan it
     kOverflow,     // the kernel queue overflowed and events were lost; every
                    // directory is watched again; the caller should rescan all
+    kRootGone,     // the root itself was deleted or moved away: nothing is
+                   // watched until Rewatch() finds a directory there again
   };
   Kind kind;
   std::string path;  // relative to the root; empty for kOverflow
@@ -67,6 +69,13 @@ class InotifyWatcher {
   // itself after an overflow or a directory move.
   Status Resync();
 
+  // True after kRootGone, until Rewatch() succeeds.
+  bool root_gone() const { return root_gone_; }
+  // When the root is gone and a directory exists at its path again, watches
+  // it (and everything below) and returns true; the caller should rescan,
+  // since what the new directory already holds was not reported.
+  StatusOr<bool> Rewatch();
+
  private:
   InotifyWatcher(UniqueFd fd, std::string root, IgnoreFn ignore);
   // Watches `rel` and the directories below it.
@@ -77,6 +86,7 @@ class InotifyWatcher {
   std::string root_;
   IgnoreFn ignore_;
   std::map<int, std::string> dirs_;  // watch descriptor -> relative dir ("" is the root)
+  bool root_gone_ = false;
 };
 
 }  // namespace sg
