@@ -1,5 +1,5 @@
 // Hostile input at the parser level: one test for each product bug that
-// fuzzing or the hostile-input tests found (docs/reliability/hostile-fuzz.md).
+// fuzzing or the hostile-input tests found (docs/reliability.md, "Hostile input and fuzzing").
 // Each of these crashed, hung, or was undefined behaviour before its fix.
 #include <gtest/gtest.h>
 
