@@ -15,6 +15,8 @@ WHAT = {
     "BM_SigV4SignUploadPart": "SigV4: sign one UploadPart PUT (canonical request, signing key, HMAC)",
     "BM_Sha256Stream8MiB": "SHA-256 of 8 MiB (Sha256Stream, per raw file)",
     "BM_Md5ContentMd5Of8MiBPart": "MD5 + base64 of an 8 MiB part (Content-MD5)",
+    "BM_Crc32c8MiB/0": "candidate: CRC32C of 8 MiB, table-driven (not used by spotguard)",
+    "BM_Crc32c8MiB/1": "candidate: CRC32C of 8 MiB, SSE4.2 crc32 instruction (not used by spotguard)",
     "BM_Shuffle/2": "ShuffleBytes, width 2, 8 MiB",
     "BM_Shuffle/4": "ShuffleBytes, width 4, 8 MiB",
     "BM_Unshuffle/2": "UnshuffleBytes, width 2, 8 MiB",
@@ -86,7 +88,9 @@ def main():
         "(spotguard calls OpenSSL's EVP; openssl speed also counts CPU time), and libzstd's "
         "one-shot `ZSTD_compress` / `ZSTD_decompress` on the same bytes for frames. spotguard has no CRC32C: S3 additional checksums are not "
         "used; what it computes per byte is MD5 (Content-MD5 of every part) and SHA-256 (of "
-        "every raw file), both here."
+        "every raw file), both here. The CRC32C rows measure the candidate that would replace "
+        "Content-MD5 per part (`x-amz-checksum-crc32c`), checked against the published check "
+        "value of \"123456789\" before timing."
         % (ctx.get("num_cpus", "?"), ctx.get("mhz_per_cpu", "?"), label.split(" ", 1)[-1]),
         "",
         "What this shows: the per-byte and per-request costs on the upload and restore paths "
