@@ -271,7 +271,8 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
                       {"stored_size", m->TotalStored()},
                       {"step", m->step ? nlohmann::ordered_json(*m->step) : nullptr},
                       {"resume", m->resume},
-                      {"instance", m->instance}});
+                      {"instance", m->instance},
+                      {"generation", m->generation}});
     } else {
       std::printf("%-10s  %-24s  %5zu  %10s  %10s  %s\n", SeqName(seq).c_str(), m->created.c_str(),
                   m->files.size(), HumanBytes(m->TotalSize()).c_str(),
