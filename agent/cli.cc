@@ -116,7 +116,7 @@ constexpr Subcommand kSubcommands[] = {
 struct ExtraOptions {
   std::string snapshot_seq, to_dir, dir, after, exec, older_than;
   std::vector<std::string> files;
-  bool json = false, once = false, use_store = false;
+  bool json = false, once = false, use_store = false, force = false;
 };
 
 void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, ExtraOptions& x) {
@@ -130,6 +130,9 @@ void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, Extr
         ->type_name("SEQ");
     sub->add_option("--to", x.to_dir, "Restore into DIR instead of the checkpoint dir")
         ->type_name("DIR");
+    sub->add_flag("--force", x.force,
+                  "Let the snapshot replace files of the same name that spotguard did not "
+                  "restore; they are kept in DIR.spotguard-backup-<time>");
   } else if (name == "snapshot") {
     sub->add_option("--dir", x.dir, "Capture this directory")->type_name("DIR");
     sub->add_option("files", x.files, "Capture these files")->type_name("FILE...");
@@ -260,7 +263,7 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
     return RunDrillCommand(config, env, drill);
   }
   if (name == "snapshot") return RunSnapshotCommand(config, env, {extra.dir, extra.files});
-  if (name == "restore") return RunRestoreCommand(config, env, {seq, extra.to_dir});
+  if (name == "restore") return RunRestoreCommand(config, env, {seq, extra.to_dir, extra.force});
   if (name == "ls") return RunLsCommand(config, env, extra.json);
   if (name == "verify") return RunVerifyCommand(config, env, seq);
   if (name == "gc") {

@@ -1,4 +1,4 @@
-// The command line (DESIGN §2): parses argv, builds the config and runs the
+// The command line (docs/design.md §2): parses argv, builds the config and runs the
 // subcommand. Returns the process exit code.
 #pragma once
 

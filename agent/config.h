@@ -1,4 +1,4 @@
-// The job's configuration (DESIGN §3): read from a JSON file with comments,
+// The job's configuration (docs/design.md §3): read from a JSON file with comments,
 // SPOTGUARD_<KEY> environment variables and command-line flags, in that order
 // of increasing precedence over the built-in defaults, then validated as a
 // whole so that every problem is reported at once.

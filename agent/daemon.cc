@@ -16,7 +16,9 @@
 #include "agent/checkpoint_watcher.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
+#include "agent/fencing.h"
 #include "agent/interruption_monitor.h"
+#include "agent/local_checkpoint.h"
 #include "agent/lease.h"
 #include "agent/manifest.h"
 #include "agent/presets.h"
@@ -71,6 +73,8 @@ class Agent {
   StatusOr<bool> AlreadyComplete();
   // Waits for the lease; false when a signal asked us to stop meanwhile.
   StatusOr<bool> AcquireLease();
+  // Records this generation's fence (agent/fencing.h). REQUIRES: the lease.
+  Status DrawFence();
   Status RestoreAtStart();
   Status StartTrainer();
   void Loop();
@@ -120,6 +124,7 @@ class Agent {
   std::optional<uint64_t> last_seq_;  // of the newest snapshot committed or restored
   std::string resume_;                // what the trainer is (re)started from; "" = fresh
   double upload_rate_ = kDefaultUploadBytesPerSecond;
+  bool upload_first_ = false;  // a local checkpoint the store lacks: upload at once
 
   // The periodic upload in flight, on its own thread.
   std::future<StatusOr<SnapshotResult>> upload_;
@@ -273,39 +278,64 @@ StatusOr<bool> Agent::AcquireLease() {
   }
 }
 
+Status Agent::DrawFence() {
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    generation = lease_.generation();
+  }
+  return sg::DrawFence(c_.store, cfg_.job, generation, c_.instance,
+                       FormatUtc(c_.clock.Now(), true))
+      .status();
+}
+
 Status Agent::RestoreAtStart() {
   const auto start = c_.clock.Monotonic();
   SnapshotCatalog catalog(c_.store, cfg_.job);
   SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
-  std::optional<Manifest> newest;
+  std::vector<Manifest> history;  // readable manifests, newest first
   for (uint64_t seq : committed) {
-    auto m = catalog.ReadManifest(seq);
-    if (m.ok()) {
-      newest = std::move(*m);
-      break;
-    }
+    if (auto m = catalog.ReadManifest(seq); m.ok()) history.push_back(std::move(*m));
   }
   std::error_code ec;
   std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
-  // A local checkpoint newer than the store's (the agent restarted on the
-  // same machine) is kept: restoring would throw work away.
+  // A local checkpoint the store does not hold (the agent restarted on the
+  // same machine, the upload never finished) is never thrown away.
   auto local = DetectSettledNow(detector_, SettleTime(cfg_), c_.clock);
   if (local.ok() && !local->empty()) {
     const Checkpoint& l = local->front();
-    const bool newer = !newest || (l.step && newest->step && *l.step > *newest->step);
-    if (newer) {
-      LogInfo("keeping the local checkpoint {} (newer than the store's newest)", l.id);
+    const LocalComparison cmp = CompareLocalCheckpoint(cfg_.checkpoint_dir, l, history);
+    if (cmp.standing != LocalStanding::kOlder) {
       result_.resumed_step = l.step;
-      result_.restore_seconds = 0;
       resume_ = cfg_.checkpoint_dir + "/" + l.resume;
+      if (cmp.standing == LocalStanding::kInStore) {
+        LogInfo("the local checkpoint {} is already in the store ({}); resuming from it", l.id,
+                cmp.why);
+        committed_ = CheckpointMark::Of(l);
+        committed_step_ = l.step;
+        last_seq_ = cmp.seq;
+      } else {
+        LogWarn(
+            "the local checkpoint {} is not in the store ({}); resuming from it and uploading it "
+            "first",
+            l.id, cmp.why);
+        upload_first_ = true;
+      }
+      (void)events_.Record("resume-local", {{"checkpoint", l.id}, {"why", cmp.why}});
       return Status::Ok();
     }
+    LogInfo("the local checkpoint {} is older than the store's ({}); restoring", l.id, cmp.why);
   }
-  if (!newest) {
+  if (committed.empty()) {
     LogInfo("no snapshot of job {} yet: starting fresh", cfg_.job);
     return Status::Ok();
   }
-  Restorer restorer(c_.store, RestoreOptions{});
+  // Files of the same name as the snapshot's that restore did not put there
+  // are older than the snapshot (or local would have won above): they are
+  // kept in a backup dir, never deleted.
+  RestoreOptions options;
+  options.replace_foreign = true;
+  Restorer restorer(c_.store, options);
   SG_ASSIGN_OR_RETURN(RestoreResult restored,
                       restorer.Restore(cfg_.job, cfg_.checkpoint_dir, std::nullopt));
   auto manifest = catalog.ReadManifest(restored.seq);
@@ -318,11 +348,14 @@ Status Agent::RestoreAtStart() {
   committed_ = CheckpointMark{"", committed_step_, c_.clock.Now()};
   resume_ = restored.resume_path;
   last_seq_ = restored.seq;
-  LogInfo("restored snapshot {} ({}) in {:.1f}s; resuming from {}", SeqName(restored.seq),
-          restored.bytes, result_.restore_seconds, resume_);
+  LogInfo("restored snapshot {} ({}) in {:.1f}s, keeping {} entries that were there; resuming "
+          "from {}",
+          SeqName(restored.seq), restored.bytes, result_.restore_seconds, restored.kept_foreign,
+          resume_);
   (void)events_.Record("restore", {{"seq", restored.seq},
                                    {"seconds", result_.restore_seconds},
-                                   {"resume", restored.resume_path}});
+                                   {"resume", restored.resume_path},
+                                   {"backup_dir", restored.backup_dir}});
   return Status::Ok();
 }
 
@@ -618,7 +651,7 @@ std::optional<Checkpoint> Agent::NewestLocal() {
 
 void Agent::Loop() {
   const auto now0 = c_.clock.Monotonic();
-  next_upload_ = now0 + cfg_.upload_interval;
+  next_upload_ = upload_first_ ? now0 : now0 + cfg_.upload_interval;
   next_poll_ = now0;
   if (cfg_.checkpoint_interval) next_checkpoint_signal_ = now0 + *cfg_.checkpoint_interval;
   next_watchdog_ = now0;
@@ -739,6 +772,10 @@ AgentResult Agent::Run() {
   if (!*leased) {
     result_.exit_code = kExitOk;  // asked to stop while waiting
     return result_;
+  }
+  if (Status st = DrawFence(); !st.ok()) {
+    Finish(kExitFailure);
+    return fail(st);
   }
   if (Status st = RestoreAtStart(); !st.ok()) {
     Finish(kExitFailure);

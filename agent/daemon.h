@@ -1,4 +1,4 @@
-// `spotguard run`: the agent (DESIGN §5). One loop supervises the trainer,
+// `spotguard run`: the agent (docs/design.md §9). One loop supervises the trainer,
 // uploads the newest complete checkpoint at most every upload_interval,
 // watches the metadata service for notices, keeps the lease, and ends the
 // job: on a notice with a fresh snapshot and exit 75, on completion with the
@@ -37,7 +37,7 @@ struct AgentResult {
   double restore_seconds = 0;
 };
 
-// Runs the job to its end. Returns the exit code of DESIGN §2 and what
+// Runs the job to its end. Returns the exit code of docs/design.md §2 and what
 // happened (for `drill`).
 AgentResult RunAgent(const AgentContext& context);
 

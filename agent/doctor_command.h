@@ -1,5 +1,5 @@
 // `spotguard doctor`: checks, before a job relies on them, the things spotguard
-// needs from its surroundings (DESIGN §2): credentials, store access, the
+// needs from its surroundings (docs/design.md §2): credentials, store access, the
 // conditional writes that fencing and commits rely on, clock skew against the
 // store, the metadata service, and disk space. Every check runs even when an
 // earlier one failed; each prints one line "ok|FAIL|warn  <check>: <detail>".

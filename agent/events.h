@@ -1,4 +1,4 @@
-// The job's event history (DESIGN §4): <job>/events/<utc-time>-<kind>.json,
+// The job's event history (docs/design.md §4): <job>/events/<utc-time>-<kind>.json,
 // one small object per event (start, restore, notice, snapshot, stop,
 // complete, failed, fenced), read back by `spotguard status`.
 #pragma once

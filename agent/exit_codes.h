@@ -1,4 +1,4 @@
-// Process exit codes (DESIGN §2). Scripts and systemd rely on these numbers.
+// Process exit codes (docs/design.md §2). Scripts and systemd rely on these numbers.
 #pragma once
 
 namespace sg {

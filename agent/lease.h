@@ -1,4 +1,4 @@
-// Fencing (DESIGN §5): one instance trains a job at a time. The lease is the
+// Fencing (docs/design.md §6): one instance trains a job at a time. The lease is the
 // object <job>/lease, {"generation", "instance", "heartbeat", "released"},
 // taken and renewed only with conditional writes:
 //  - absent           -> create-only write, generation 1;

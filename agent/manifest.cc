@@ -132,16 +132,20 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
   try {
     m.job = j.at("job").get<std::string>();
     m.seq = WholeNumber(j.at("seq"), "seq");
-    m.generation = j.contains("generation") ? WholeNumber(j["generation"], "generation") : 0;
-    m.created = j.value("created", "");
-    m.instance = j.value("instance", "");
+    // Every writer since the first release records who committed the
+    // snapshot and when; a manifest without them was not written by one.
+    m.generation = WholeNumber(j.at("generation"), "generation");
+    m.created = j.at("created").get<std::string>();
+    m.instance = j.at("instance").get<std::string>();
     m.preset = j.value("preset", "");
     if (j.contains("step") && !j["step"].is_null()) {
       if (!j["step"].is_number_integer()) throw BadNumber("\"step\" is not a whole number");
       m.step = j["step"].get<int64_t>();
     }
     m.resume = j.value("resume", "");
-    for (const auto& jf : j.at("files")) {
+    const nlohmann::json& files = j.at("files");
+    if (!files.is_array()) throw BadNumber("\"files\" is not a list");
+    for (const auto& jf : files) {
       ManifestFile f;
       f.path = jf.at("path").get<std::string>();
       f.size = WholeNumber(jf.at("size"), "size");
@@ -167,6 +171,10 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
     return corrupt(e.what());
   }
   if (m.job != job) return corrupt("belongs to job \"" + m.job + "\"");
+  // Restoring nothing would swap an empty directory in for the checkpoint.
+  if (m.files.empty()) return corrupt("lists no files");
+  if (m.created.empty()) return corrupt("\"created\" is empty");
+  if (m.instance.empty()) return corrupt("\"instance\" is empty");
   if (m.seq != seq) return corrupt("says it is snapshot " + SeqName(m.seq));
   if (!m.resume.empty()) {
     if (Status st = CheckRelativePath(m.resume); !st.ok()) return corrupt("resume " + st.message());

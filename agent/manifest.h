@@ -1,5 +1,5 @@
 // The snapshot manifest (format "spotguard-snapshot/1") and the store layout
-// of DESIGN §4. docs/format.md is the human description of both.
+// of docs/design.md §4. docs/format.md is the human description of both.
 //
 //   <job>/snapshots/<seq>/claim            seq taken by a writer (create-only)
 //   <job>/snapshots/<seq>/files/<path>.zst the file's frames

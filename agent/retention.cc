@@ -4,6 +4,7 @@
 #include <map>
 
 #include "agent/manifest.h"
+#include "agent/snapshot_reader.h"
 #include "common/log.h"
 
 namespace sg {
@@ -13,6 +14,7 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   if (options.keep < 1) return Status::InvalidArgument("keep must be at least 1");
   struct Dir {
     bool committed = false;
+    bool fenced = false;
     std::chrono::system_clock::time_point newest{};
     std::vector<std::string> keys;
   };
@@ -28,6 +30,14 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
     d.keys.push_back(o.key);
     d.newest = std::max(d.newest, o.modified);
     if (o.key == ManifestKey(job, *seq)) d.committed = true;
+  }
+
+  // A fenced writer's late manifest commits nothing (agent/fencing.h): its
+  // dir is removed like an abandoned one, and it never counts as kept.
+  SnapshotCatalog catalog(store, job);
+  SG_RETURN_IF_ERROR(catalog.Committed().status());
+  for (uint64_t seq : catalog.Fenced()) {
+    if (auto it = dirs.find(seq); it != dirs.end()) it->second.fenced = true;
   }
 
   GcResult result;
@@ -51,6 +61,11 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   int kept = 0, kept_readable = 0;
   const auto cutoff = clock.Now() - options.abandoned_after;
   for (auto& [seq, d] : dirs) {
+    if (d.fenced) {
+      SG_RETURN_IF_ERROR(remove_dir(seq, d));
+      result.abandoned.push_back(seq);
+      continue;
+    }
     if (d.committed) {
       if (kept < options.keep) {
         ++kept;

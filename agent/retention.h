@@ -21,7 +21,7 @@ struct GcOptions {
 
 struct GcResult {
   std::vector<uint64_t> deleted;    // committed snapshots removed by retention
-  std::vector<uint64_t> abandoned;  // uncommitted snapshot dirs removed
+  std::vector<uint64_t> abandoned;  // uncommitted and fenced snapshot dirs removed
   int stale_writes = 0;             // multipart uploads aborted / staged files removed
   uint64_t objects_deleted = 0;
 };

@@ -9,6 +9,7 @@
 #include "agent/capture.h"
 #include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
+#include "agent/fencing.h"
 #include "agent/manifest.h"
 #include "agent/presets.h"
 #include "agent/progress.h"
@@ -124,6 +125,9 @@ int SnapshotNewestCheckpoint(const Config& config, ObjectStore& store) {
   request.step = newest.step;
   request.resume = newest.resume == "." ? "" : newest.resume;
   request.instance = HostName();
+  auto generation = LeaseGenerationNow(store, config.job);
+  if (!generation.ok()) return Fail("snapshot", generation.status());
+  request.generation = *generation;
   request.verify_before_commit = [&] { return capture->Verify(); };
   SnapshotWriter writer(store, SystemClock(), SnapshotOptionsOf(config));
   auto result = [&] {
@@ -192,6 +196,9 @@ int RunSnapshotCommand(const Config& config, const Environment& env,
   request.files = std::move(*sources);
   request.preset = std::string(PresetName(config.preset));
   request.instance = HostName();
+  auto generation = LeaseGenerationNow(**store, config.job);
+  if (!generation.ok()) return Fail("snapshot", generation.status());
+  request.generation = *generation;
   if (request.files.size() == 1) request.resume = request.files[0].path;
 
   SnapshotWriter writer(**store, SystemClock(), options);
@@ -227,6 +234,7 @@ int RunRestoreCommand(const Config& config, const Environment& env,
   if (!store.ok()) return Fail("restore", store.status());
   std::optional<ProgressLine> progress;
   RestoreOptions options;
+  options.replace_foreign = args.force;
   options.on_start = [&](const Manifest& m) {
     progress.reset();
     progress.emplace("restore " + SeqName(m.seq), m.TotalSize());
@@ -238,10 +246,17 @@ int RunRestoreCommand(const Config& config, const Environment& env,
   progress.reset();
   if (!result.ok()) {
     const bool nothing = result.status().Is(StatusCode::kNotFound) && !args.seq;
-    return Fail("restore", result.status(), nothing ? kExitNothingToRestore : kExitFailure);
+    const bool foreign = result.status().reason() == "ForeignFiles";
+    return Fail("restore", result.status(),
+                nothing ? kExitNothingToRestore : foreign ? kExitUsage : kExitFailure);
   }
-  LogInfo("restored snapshot {} of job {} into {} ({})", SeqName(result->seq), config.job,
-          result->dir, HumanBytes(result->bytes));
+  LogInfo("restored snapshot {} of job {} into {} ({}); kept {} entries that were there",
+          SeqName(result->seq), config.job, result->dir, HumanBytes(result->bytes),
+          result->kept_foreign);
+  if (!result->backup_dir.empty()) {
+    std::cerr << "spotguard restore: " << result->replaced.size()
+              << " file(s) that the snapshot replaced are kept in " << result->backup_dir << "\n";
+  }
   std::cout << result->resume_path << "\n";
   return kExitOk;
 }

@@ -30,6 +30,7 @@ int RunSnapshotCommand(const Config& config, const Environment& env,
 struct RestoreCommandArgs {
   std::optional<uint64_t> seq;  // --snapshot
   std::string to;               // --to
+  bool force = false;           // --force: foreign files of the same name go to a backup dir
 };
 int RunRestoreCommand(const Config& config, const Environment& env, const RestoreCommandArgs& args);
 

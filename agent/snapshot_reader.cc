@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <mutex>
 
+#include "agent/fencing.h"
+#include "agent/restore_placement.h"
 #include "common/bounded_executor.h"
 #include "common/crypto.h"
 #include "common/files.h"
@@ -72,10 +74,10 @@ void RemoveTree(const std::string& path) {
 }
 
 // Temporary restore dirs are "<parent>/.<base>.spotguard-restore-<pid>-<hex>".
-// One whose process is gone was left by a restore that was killed: it holds a
-// partial download, or (killed after the exchange) the previous contents.
-// Either way it is nobody's checkpoint any more, and it costs disk space.
-void RemoveAbandonedRestoreDirs(const std::string& parent, const std::string& base) {
+// One whose process is gone was left by a restore that was killed: before
+// its swap it holds a partial download, after it the target's previous
+// contents; RecoverAbandonedRestoreDir tells which and loses nothing.
+void RecoverAbandonedRestoreDirs(const std::string& parent, const std::string& base) {
   const std::string prefix = "." + base + kRestoreTempInfix;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
@@ -89,9 +91,39 @@ void RemoveAbandonedRestoreDirs(const std::string& parent, const std::string& ba
       pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
     }
     if (pid > 0 && (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH)) continue;
-    LogInfo("removing {}, left by a restore that did not finish", entry.path().string());
-    RemoveTree(entry.path().string());
+    LogInfo("cleaning up {}, left by a restore that did not finish", entry.path().string());
+    const std::string target = (parent == "/" ? "" : parent) + "/" + base;
+    if (Status st = RecoverAbandonedRestoreDir(entry.path().string(), rest, target); !st.ok()) {
+      LogWarn("could not clean up {}: {}", entry.path().string(), st.message());
+    }
   }
+}
+
+// The target must be a directory (or absent) that a rename can swap.
+Status CheckRestoreTarget(const std::string& target_dir, const std::string& parent) {
+  struct stat st {}, parent_st {};
+  if (::lstat(target_dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::FromErrno(errno, "stat " + target_dir);
+  }
+  if (S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    const auto real = std::filesystem::canonical(target_dir, ec);
+    return Status::InvalidArgument("restore target " + target_dir + " is a symlink" +
+                                   (ec ? std::string() : " to " + real.string()) +
+                                   "; name the directory itself");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument("restore target " + target_dir +
+                                   " exists and is not a directory");
+  }
+  if (::stat(parent.c_str(), &parent_st) == 0 && parent_st.st_dev != st.st_dev) {
+    return Status::InvalidArgument(
+        "restore target " + target_dir +
+        " is a mount point, which restore cannot swap atomically; restore into a directory "
+        "below it");
+  }
+  return CheckWritableDir(target_dir, "restore target " + target_dir);
 }
 
 }  // namespace
@@ -100,6 +132,7 @@ SnapshotCatalog::SnapshotCatalog(ObjectStore& store, std::string job)
     : store_(store), job_(std::move(job)) {}
 
 StatusOr<std::vector<uint64_t>> SnapshotCatalog::Committed() {
+  SG_ASSIGN_OR_RETURN(FenceTable fences, FenceTable::Read(store_, job_));
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, SnapshotsPrefix(job_)));
   std::vector<uint64_t> seqs;
   const size_t skip = SnapshotsPrefix(job_).size();
@@ -111,37 +144,36 @@ StatusOr<std::vector<uint64_t>> SnapshotCatalog::Committed() {
     }
   }
   std::sort(seqs.rbegin(), seqs.rend());
-  return seqs;
-}
-
-StatusOr<std::optional<uint64_t>> SnapshotCatalog::LatestHint() {
-  auto latest = store_.Get(LatestKey(job_));
-  if (!latest.ok()) {
-    if (latest.status().Is(StatusCode::kNotFound)) return std::optional<uint64_t>();
-    return latest.status();
+  fenced_.clear();
+  const uint64_t admitted_below = fences.AdmitsAnyUpTo();
+  std::vector<uint64_t> admitted;
+  for (uint64_t seq : seqs) {
+    if (seq > admitted_below) {
+      // Only the manifest knows its generation. One that cannot be read is
+      // kept: ReadManifest reports the damage and restore falls back.
+      auto m = ReadManifest(seq);
+      if (m.ok()) {
+        if (auto fence = fences.Excluding(seq, m->generation)) {
+          LogWarn(
+              "snapshot {} was committed by lease generation {} after generation {} took over "
+              "at snapshot {}: a fenced writer's late commit, not part of the job's history",
+              SeqName(seq), m->generation, fence->generation, SeqName(fence->after_seq));
+          fenced_.push_back(seq);
+          continue;
+        }
+      }
+    }
+    admitted.push_back(seq);
   }
-  const auto seq = ParseSeqName(Trim(*latest));
-  if (!seq) {
-    LogWarn("{} holds \"{}\", not a seq; finding snapshots by listing", LatestKey(job_),
-            std::string(Trim(*latest)).substr(0, 40));
-    return std::optional<uint64_t>();
-  }
-  auto head = store_.Head(ManifestKey(job_, *seq));
-  if (!head.ok()) {
-    if (!head.status().Is(StatusCode::kNotFound)) return head.status();
-    LogWarn("latest names snapshot {} but it has no manifest; finding snapshots by listing",
-            SeqName(*seq));
-    return std::optional<uint64_t>();
-  }
-  // A crash between a manifest and `latest` leaves `latest` one behind.
-  auto newer = store_.Head(ManifestKey(job_, *seq + 1));
-  if (newer.ok()) return std::optional<uint64_t>();
-  return std::optional<uint64_t>(*seq);
+  return admitted;
 }
 
 StatusOr<Manifest> SnapshotCatalog::ReadManifest(uint64_t seq) {
+  if (auto it = read_.find(seq); it != read_.end()) return it->second;
   SG_ASSIGN_OR_RETURN(std::string text, store_.Get(ManifestKey(job_, seq)));
-  return ParseManifest(text, job_, seq);
+  SG_ASSIGN_OR_RETURN(Manifest m, ParseManifest(text, job_, seq));
+  read_.emplace(seq, m);
+  return m;
 }
 
 Restorer::Restorer(ObjectStore& store, RestoreOptions options) : store_(store), options_(options) {}
@@ -257,7 +289,8 @@ Status Restorer::RestoreInto(const std::string& job, const Manifest& manifest,
             progress(total);
           }
         }));
-    if (::fchmod(out.get(), f.mode) != 0) return Status::FromErrno(errno, "chmod " + f.path);
+    // Permission bits only: a manifest never makes a setuid, setgid or sticky file.
+    if (::fchmod(out.get(), f.mode & 0777) != 0) return Status::FromErrno(errno, "chmod " + f.path);
     if (::fsync(out.get()) != 0) return Status::FromErrno(errno, "fsync " + f.path);
     if (::fsync(parent_fd.get()) != 0) return Status::FromErrno(errno, "fsync " + parent);
     return Status::Ok();
@@ -285,19 +318,35 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
   const std::string parent = DirName(target_dir);
   // Refuse before downloading anything when nothing could be written.
   SG_RETURN_IF_ERROR(CheckWritableDir(parent, "restore target " + target_dir));
-  if (struct stat st{}; ::stat(target_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    SG_RETURN_IF_ERROR(CheckWritableDir(target_dir, "restore target " + target_dir));
+  SG_RETURN_IF_ERROR(CheckRestoreTarget(target_dir, parent));
+  std::vector<std::string> paths;
+  for (const ManifestFile& f : manifest.files) paths.push_back(f.path);
+  if (!options_.replace_foreign) {
+    if (auto conflicts = ForeignConflicts(target_dir, paths); !conflicts.empty()) {
+      const size_t shown = std::min<size_t>(conflicts.size(), 5);
+      std::vector<std::string> names(conflicts.begin(), conflicts.begin() + shown);
+      return Status::AlreadyExists(
+                 target_dir + " holds " + std::to_string(conflicts.size()) +
+                 " file(s) that spotguard did not restore and that snapshot " + SeqName(seq) +
+                 " would replace: " + Join(names, ", ") + (shown < conflicts.size() ? ", ..." : "") +
+                 "; nothing was changed. Restore into another directory, or pass --force to "
+                 "keep them in a backup directory beside it")
+          .WithReason("ForeignFiles");
+    }
   }
   SG_RETURN_IF_ERROR(MakeDirs(parent));
   SG_RETURN_IF_ERROR(CheckFreeSpace(parent, manifest.TotalSize()));
 
   const std::string base = target_dir.substr(target_dir.rfind('/') + 1);
-  RemoveAbandonedRestoreDirs(parent, base);
-  const std::string temp =
-      parent + "/." + base + kRestoreTempInfix + std::to_string(::getpid()) + "-" + RandomHex(4);
+  RecoverAbandonedRestoreDirs(parent, base);
+  const std::string id = std::to_string(::getpid()) + "-" + RandomHex(4);
+  const std::string temp = parent + "/." + base + kRestoreTempInfix + id;
   if (options_.on_start) options_.on_start(manifest);
   if (::mkdir(temp.c_str(), 0755) != 0) return Status::FromErrno(errno, "mkdir " + temp);
-  Status st = RestoreInto(job, manifest, temp, progress);
+  // The marker first: it tells a later cleanup that this dir was never swapped.
+  Status st = WriteRestoreMarker(temp, id, seq, {});
+  if (st.ok()) st = RestoreInto(job, manifest, temp, progress);
+  if (st.ok()) st = WriteRestoreMarker(temp, id, seq, paths);
   if (st.ok()) st = FsyncDir(temp);
   if (!st.ok()) {
     RemoveTree(temp);
@@ -308,26 +357,10 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
     }
     return st.WithContext("snapshot " + SeqName(seq));
   }
-
-  // Into place: swap atomically with what is there, or rename into the void.
-  struct stat existing {};
-  if (::lstat(target_dir.c_str(), &existing) == 0) {
-    if (!S_ISDIR(existing.st_mode)) {
-      RemoveTree(temp);
-      return Status::InvalidArgument(target_dir + " exists and is not a directory");
-    }
-    if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, target_dir.c_str(), RENAME_EXCHANGE) != 0) {
-      Status err = Status::FromErrno(errno, "swap " + temp + " with " + target_dir +
-                                                " (is the target a mount point? restore into a "
-                                                "directory below it)");
-      RemoveTree(temp);
-      return err;
-    }
-    RemoveTree(temp);  // now the previous contents
-  } else if (::rename(temp.c_str(), target_dir.c_str()) != 0) {
-    Status err = Status::FromErrno(errno, "rename " + temp + " to " + target_dir);
-    RemoveTree(temp);
-    return err;
+  auto placed = PlaceRestoredDir(temp, target_dir);
+  if (!placed.ok()) {
+    RemoveTree(temp);  // not swapped: the download and links to the target's files
+    return placed.status();
   }
   SG_RETURN_IF_ERROR(FsyncDir(parent));
 
@@ -336,6 +369,9 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
   result.dir = target_dir;
   result.resume_path = manifest.resume.empty() ? target_dir : target_dir + "/" + manifest.resume;
   result.bytes = manifest.TotalSize();
+  result.kept_foreign = placed->carried;
+  result.replaced = placed->replaced;
+  result.backup_dir = placed->backup_dir;
   return result;
 }
 

@@ -1,4 +1,4 @@
-// Reading snapshots back (DESIGN §5 "atomic restore"): find the newest
+// Reading snapshots back (docs/design.md §7): find the newest
 // committed snapshot, fetch its frames with parallel ranged reads, decode them
 // in parallel, check every SHA-256, and move the result into place only when
 // all of it is good. A snapshot that fails its checks is reported by name and
@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,26 +18,36 @@
 
 namespace sg {
 
+// The job's history: committed snapshots that the fences admit
+// (agent/fencing.h). A manifest that a fenced writer landed late is not part
+// of it, whatever its seq.
 class SnapshotCatalog {
  public:
   SnapshotCatalog(ObjectStore& store, std::string job);
 
-  // Committed snapshots (those with a manifest), newest first, by listing.
+  // Committed snapshots (those with a manifest) that the fences admit, newest
+  // first, by listing. Reads the manifests it needs to judge (only those
+  // above the lowest fence), and keeps them for ReadManifest.
   StatusOr<std::vector<uint64_t>> Committed();
-  // The seq `latest` names, if it is set and its manifest exists and no newer
-  // manifest follows it; nullopt otherwise. Only a hint (for status and
-  // tools): restore goes by Committed(), since `latest` can lag by more than
-  // one seq when an abandoned seq lies between it and the newest manifest.
-  StatusOr<std::optional<uint64_t>> LatestHint();
+  // Seqs with a manifest that the last Committed() left out as fenced.
+  const std::vector<uint64_t>& Fenced() const { return fenced_; }
   StatusOr<Manifest> ReadManifest(uint64_t seq);
 
  private:
   ObjectStore& store_;
   const std::string job_;
+  std::map<uint64_t, Manifest> read_;
+  std::vector<uint64_t> fenced_;
 };
 
 struct RestoreOptions {
   int parallel_reads = 8;  // ranged reads (each decoded by its own task) in flight
+  // Whether a file of the target that restore did not put there may be
+  // replaced by the snapshot's file of the same path (it is then kept in a
+  // backup dir beside the target). Without, such a restore fails before
+  // downloading anything, with reason "ForeignFiles". Other foreign files
+  // are always kept in place.
+  bool replace_foreign = false;
   // Called when a snapshot's download starts (again for each fallback).
   std::function<void(const Manifest&)> on_start;
 };
@@ -47,14 +58,18 @@ struct RestoreResult {
   std::string resume_path;  // dir + "/" + manifest.resume (or dir)
   uint64_t bytes = 0;
   std::vector<std::string> rejected;  // "0000000007: <why>" for snapshots that failed
+  uint64_t kept_foreign = 0;          // entries restore did not own, kept in place
+  std::vector<std::string> replaced;  // foreign paths the snapshot replaced
+  std::string backup_dir;             // where those are now; "" when none
 };
 
 class Restorer {
  public:
   Restorer(ObjectStore& store, RestoreOptions options);
 
-  // Restores into `target_dir`, replacing what is there only once the whole
-  // snapshot is downloaded and verified. With `seq`, exactly that snapshot;
+  // Restores into `target_dir` once the whole snapshot is downloaded and
+  // verified, keeping every file there that restore did not put there
+  // (agent/restore_placement.h). With `seq`, exactly that snapshot;
   // without, the newest good one. NotFound (exit 3) when there is none.
   StatusOr<RestoreResult> Restore(const std::string& job, const std::string& target_dir,
                                   std::optional<uint64_t> seq, const ProgressFn& progress = {});

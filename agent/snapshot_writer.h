@@ -1,5 +1,5 @@
-// Turns a set of files into a committed snapshot (DESIGN §4, §5 "atomic
-// commit"): claim a seq that no other writer can take, upload every file as
+// Turns a set of files into a committed snapshot (docs/design.md §4,
+// §5): claim a seq that no other writer can take, upload every file as
 // independent zstd frames (read, compress and upload overlap), then the
 // manifest with a create-only write, then `latest`. A crash at any point
 // leaves the previous snapshot restorable; gc removes the leftovers.

@@ -1,4 +1,4 @@
-// The trainer as a child process (DESIGN §3, §5): started from an argv vector
+// The trainer as a child process (docs/design.md §11): started from an argv vector
 // (never a shell) in its own process group, stdin from /dev/null, its output
 // forwarded line by line to the agent's log, placeholders expanded,
 // resume_args appended only when resuming, and the SPOTGUARD_* environment.

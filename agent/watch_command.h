@@ -1,4 +1,4 @@
-// `spotguard watch`: prints interruption events as they arrive (DESIGN §2),
+// `spotguard watch`: prints interruption events as they arrive (docs/design.md §2),
 // for user-data scripts and for people testing their hooks.
 #pragma once
 

@@ -21,106 +21,10 @@
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/e2e/agent_e2e_fixture.h"
 
 namespace sg::testing {
 namespace {
-
-using namespace std::chrono_literals;
-
-class AgentE2E : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(LoadS3TestEnv(&s3_));
-    prefix_ = "agent-tests/" + RandomHex(6);
-    store_ = OpenTestS3Store(s3_, prefix_);
-    ASSERT_NE(store_, nullptr);
-    ASSERT_FALSE(imds_.endpoint().empty());
-  }
-
-  // A config for the example trainer; `trainer_args` are appended to its command.
-  std::string WriteConfig(const std::string& name, const std::vector<std::string>& trainer_args,
-                          nlohmann::json overrides = nlohmann::json::object()) {
-    nlohmann::json command = {SPOTGUARD_PYTHON,
-                              SPOTGUARD_SOURCE_DIR "/examples/simple_trainer.py",
-                              "--out",
-                              "{checkpoint_dir}",
-                              "--step-seconds",
-                              "0.02",
-                              "--checkpoint-every",
-                              "20"};
-    for (const auto& a : trainer_args) command.push_back(a);
-    nlohmann::json c = {{"job", "job"},
-                        {"store", "s3://" + s3_.bucket + "/" + prefix_},
-                        {"endpoint", s3_.endpoint},
-                        {"preset", "generic"},
-                        {"patterns", {"step_*.ckpt"}},
-                        {"checkpoint_signal", "SIGUSR1"},
-                        {"settle_time", "300ms"},
-                        {"upload_interval", "1s"},
-                        {"stop_grace", "5s"},
-                        {"imds", {{"poll_interval", "200ms"}}},
-                        {"restart", {{"max", 2}, {"backoff", "200ms"}, {"max_backoff", "1s"}}},
-                        {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
-                        {"command", command},
-                        {"resume_args", {"--resume", "{resume}"}}};
-    for (auto& [k, v] : overrides.items()) c[k] = v;
-    return dir_.WriteFile(name + ".json", c.dump(2));
-  }
-
-  std::unique_ptr<AgentProcess> StartAgent(const std::string& name, const std::string& config,
-                                           const std::string& ckpt, const ImdsSimulator& imds,
-                                           std::map<std::string, std::string> env = {}) {
-    env["AWS_ACCESS_KEY_ID"] = s3_.access_key;
-    env["AWS_SECRET_ACCESS_KEY"] = s3_.secret_key;
-    env["SPOTGUARD_CONFIG"] = "";
-    env["SPOTGUARD_LOG_LEVEL"] = "debug";
-    return std::make_unique<AgentProcess>(
-        std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", dir_.Join(ckpt),
-                                 "--imds-endpoint", imds.endpoint()},
-        env, dir_.Join(name + ".log"));
-  }
-
-  std::vector<uint64_t> Committed() {
-    auto c = SnapshotCatalog(*store_, "job").Committed();
-    return c.ok() ? *c : std::vector<uint64_t>{};
-  }
-  Manifest ManifestOf(uint64_t seq) { return *SnapshotCatalog(*store_, "job").ReadManifest(seq); }
-  std::vector<std::string> EventKinds() {
-    EventLog log(*store_, SystemClock(), "job", "");
-    std::vector<std::string> kinds;
-    auto recent = log.Recent(100);
-    EXPECT_TRUE(recent.ok()) << recent.status().ToString();
-    if (!recent.ok()) return kinds;
-    for (const auto& e : *recent) kinds.insert(kinds.begin(), e["kind"].get<std::string>());
-    return kinds;
-  }
-  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (done()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return done();
-  }
-  static int64_t NewestStepOnDisk(const std::string& dir) {
-    int64_t best = -1;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-      std::smatch m;
-      const std::string name = e.path().filename().string();
-      if (std::regex_match(name, m, std::regex(R"(step_(\d+)\.ckpt)"))) {
-        best = std::max<int64_t>(best, std::stoll(m[1]));
-      }
-    }
-    return best;
-  }
-
-  S3TestEnv s3_;
-  std::string prefix_;
-  std::unique_ptr<S3Store> store_;
-  ImdsSimulator imds_;
-  TempDir dir_;
-};
 
 TEST_F(AgentE2E, ANoticeCommitsAFreshSnapshotAndAReplacementResumesFromIt) {
   const std::string config = WriteConfig("a", {"--steps", "100000"});

@@ -32,6 +32,8 @@ inline Tree ReadTree(const std::string& root) {
   if (!std::filesystem::exists(root)) return tree;
   for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
     if (!e.is_regular_file()) continue;
+    // The agent's own files (the restore marker) are not part of a tree.
+    if (e.path().filename().string().starts_with(".spotguard")) continue;
     std::ifstream in(e.path(), std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();

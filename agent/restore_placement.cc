@@ -1,0 +1,347 @@
+#include "agent/restore_placement.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/files.h"
+#include "common/log.h"
+
+namespace sg {
+namespace {
+
+namespace fs = std::filesystem;
+
+int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+std::string Join(const std::string& dir, const std::string& rel) {
+  return rel.empty() ? dir : dir + "/" + rel;
+}
+
+bool Lstat(const std::string& path, struct stat* st) { return ::lstat(path.c_str(), st) == 0; }
+
+// Names in `dir`, or an error when it cannot be read.
+StatusOr<std::vector<std::string>> Names(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (ec) return Status::IOError("list " + dir + ": " + ec.message());
+  return names;
+}
+
+// Creates `rel`'s directories below `root` that are missing, with the modes
+// of the same directories below `like` when those exist.
+Status MakeParents(const std::string& root, const std::string& like, const std::string& rel) {
+  size_t slash = 0;
+  while ((slash = rel.find('/', slash)) != std::string::npos) {
+    const std::string dir = rel.substr(0, slash++);
+    struct stat st {};
+    mode_t mode = 0755;
+    if (Lstat(Join(like, dir), &st) && S_ISDIR(st.st_mode)) mode = st.st_mode & 07777;
+    if (::mkdir(Join(root, dir).c_str(), mode) != 0 && errno != EEXIST) {
+      return Status::FromErrno(errno, "mkdir " + Join(root, dir));
+    }
+  }
+  return Status::Ok();
+}
+
+// A copy of a regular file with its mode and times, where a hard link is not
+// possible (another filesystem below the target, or one without links).
+Status CopyRegularFile(const std::string& from, const std::string& to, const struct stat& st) {
+  SG_ASSIGN_OR_RETURN(UniqueFd in, OpenFile(from, O_RDONLY));
+  SG_ASSIGN_OR_RETURN(UniqueFd out, OpenFile(to, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 07777));
+  for (uint64_t at = 0;;) {
+    SG_ASSIGN_OR_RETURN(std::string chunk, PreadUpTo(in.get(), at, 1 << 20, from));
+    if (chunk.empty()) break;
+    SG_RETURN_IF_ERROR(WriteAll(out.get(), chunk, to));
+    at += chunk.size();
+  }
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  if (::futimens(out.get(), times) != 0) return Status::FromErrno(errno, "set times of " + to);
+  if (::fsync(out.get()) != 0) return Status::FromErrno(errno, "fsync " + to);
+  return Status::Ok();
+}
+
+// Puts another name for the entry `from` at `to` (which does not exist).
+Status CarryEntry(const std::string& from, const std::string& to, const struct stat& st) {
+  if (::linkat(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), 0) == 0) return Status::Ok();
+  const int err = errno;
+  if (S_ISREG(st.st_mode)) return CopyRegularFile(from, to, st);
+  if (S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    const fs::path dest = fs::read_symlink(from, ec);
+    if (!ec) fs::create_symlink(dest, to, ec);
+    if (ec) return Status::IOError("copy the symlink " + from + ": " + ec.message());
+    return Status::Ok();
+  }
+  return Status::FromErrno(err, "link " + from);
+}
+
+struct Carrier {
+  const std::string& target;
+  const std::string& staged;
+  const std::optional<RestoreMarker>& marker;  // of the target
+  uint64_t carried = 0;
+
+  // Carries the foreign entries of target/rel into staged/rel.
+  Status Dir(const std::string& rel) {
+    SG_ASSIGN_OR_RETURN(std::vector<std::string> names, Names(Join(target, rel)));
+    for (const std::string& name : names) {
+      if (rel.empty() && name == kRestoreMarkerName) continue;
+      const std::string child = rel.empty() ? name : rel + "/" + name;
+      struct stat st {}, dst {};
+      if (!Lstat(Join(target, child), &st)) continue;  // gone meanwhile
+      const bool taken = Lstat(Join(staged, child), &dst);
+      if (S_ISDIR(st.st_mode)) {
+        if (taken && !S_ISDIR(dst.st_mode)) continue;  // replaced; settling keeps it
+        if (taken) {
+          SG_RETURN_IF_ERROR(Dir(child));
+          continue;
+        }
+        if (::mkdir(Join(staged, child).c_str(), st.st_mode & 07777) != 0) {
+          return Status::FromErrno(errno, "mkdir " + Join(staged, child));
+        }
+        SG_RETURN_IF_ERROR(Dir(child));
+        // A directory that held only restore's own files was restore's too;
+        // an empty one is somebody's and stays.
+        auto kept = Names(Join(staged, child));
+        auto had = Names(Join(target, child));
+        if (kept.ok() && kept->empty() && had.ok() && !had->empty()) {
+          ::rmdir(Join(staged, child).c_str());
+        } else {
+          ++carried;
+        }
+        continue;
+      }
+      if (marker && marker->Owns(child, st)) continue;
+      if (taken) continue;  // replaced by the snapshot; settling keeps it
+      SG_RETURN_IF_ERROR(CarryEntry(Join(target, child), Join(staged, child), st));
+      ++carried;
+    }
+    return Status::Ok();
+  }
+};
+
+struct Settler {
+  const std::string& old_root;
+  const std::string& target;
+  const std::optional<RestoreMarker>& marker;  // of the old contents
+  Placement& placement;
+
+  // Removes from old/rel what is restore's or already in the target, and
+  // moves into the target what is missing there; leaves what conflicts.
+  Status Dir(const std::string& rel) {
+    SG_ASSIGN_OR_RETURN(std::vector<std::string> names, Names(Join(old_root, rel)));
+    for (const std::string& name : names) {
+      const std::string child = rel.empty() ? name : rel + "/" + name;
+      const std::string from = Join(old_root, child);
+      if (rel.empty() && name == kRestoreMarkerName) {
+        ::unlink(from.c_str());
+        continue;
+      }
+      struct stat st {}, tst {};
+      if (!Lstat(from, &st)) continue;
+      const bool there = Lstat(Join(target, child), &tst);
+      if (S_ISDIR(st.st_mode)) {
+        if (there && !S_ISDIR(tst.st_mode)) {
+          placement.replaced.push_back(child + "/");
+          continue;
+        }
+        SG_RETURN_IF_ERROR(Dir(child));
+        ::rmdir(from.c_str());  // fails, as it should, when something was kept
+        continue;
+      }
+      if (marker && marker->Owns(child, st)) {
+        ::unlink(from.c_str());
+        continue;
+      }
+      if (!there) {
+        // Created while the restore ran, or not linkable: it moves over.
+        SG_RETURN_IF_ERROR(MakeParents(target, old_root, child));
+        if (::rename(from.c_str(), Join(target, child).c_str()) != 0) {
+          return Status::FromErrno(errno, "move " + from + " into " + target);
+        }
+        ++placement.carried;
+        continue;
+      }
+      const bool same_inode = st.st_ino == tst.st_ino && st.st_dev == tst.st_dev;
+      const bool copied = S_ISREG(st.st_mode) && S_ISREG(tst.st_mode) &&
+                          st.st_size == tst.st_size && MtimeNs(st) == MtimeNs(tst);
+      bool same_link = false;
+      if (S_ISLNK(st.st_mode) && S_ISLNK(tst.st_mode)) {
+        std::error_code e1, e2;
+        same_link = fs::read_symlink(from, e1) == fs::read_symlink(Join(target, child), e2) &&
+                    !e1 && !e2;
+      }
+      if (same_inode || copied || same_link) {
+        ::unlink(from.c_str());
+        continue;
+      }
+      placement.replaced.push_back(child);  // the snapshot's file took its place: keep it
+    }
+    return Status::Ok();
+  }
+};
+
+std::string BackupName(const std::string& target) {
+  std::string stamp = FormatUtc(SystemClock().Now());
+  std::erase(stamp, '-');
+  std::erase(stamp, ':');
+  std::string name = target + ".spotguard-backup-" + stamp;
+  struct stat st {};
+  if (Lstat(name, &st)) name += "-" + RandomHex(3);
+  return name;
+}
+
+// After the swap, `old_dir` holds the target's previous contents.
+Status Settle(const std::string& old_dir, const std::string& target,
+              const std::optional<RestoreMarker>& marker, Placement& placement) {
+  Settler settler{old_dir, target, marker, placement};
+  SG_RETURN_IF_ERROR(settler.Dir(""));
+  if (::rmdir(old_dir.c_str()) == 0) return Status::Ok();
+  if (errno != ENOTEMPTY && errno != EEXIST) return Status::FromErrno(errno, "rmdir " + old_dir);
+  placement.backup_dir = BackupName(target);
+  if (::rename(old_dir.c_str(), placement.backup_dir.c_str()) != 0) {
+    return Status::FromErrno(errno, "rename " + old_dir + " to " + placement.backup_dir);
+  }
+  LogWarn("kept {} file(s) of {} that the snapshot replaced in {} (e.g. {})",
+          placement.replaced.size(), target, placement.backup_dir,
+          placement.replaced.empty() ? std::string("?") : placement.replaced.front());
+  return Status::Ok();
+}
+
+}  // namespace
+
+const RestoreMarker::File* RestoreMarker::Find(const std::string& relpath) const {
+  for (const File& f : files) {
+    if (f.path == relpath) return &f;
+  }
+  return nullptr;
+}
+
+bool RestoreMarker::Owns(const std::string& relpath, const struct stat& st) const {
+  const File* f = Find(relpath);
+  return f && S_ISREG(st.st_mode) && f->inode == static_cast<uint64_t>(st.st_ino) &&
+         f->size == static_cast<uint64_t>(st.st_size) && f->mtime_ns == MtimeNs(st);
+}
+
+std::optional<RestoreMarker> ReadRestoreMarker(const std::string& dir) {
+  auto text = ReadFileToString(Join(dir, kRestoreMarkerName));
+  if (!text.ok()) return std::nullopt;
+  auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  RestoreMarker m;
+  try {
+    m.id = j.at("id").get<std::string>();
+    m.seq = j.at("seq").get<uint64_t>();
+    for (const auto& f : j.at("files")) {
+      m.files.push_back({f.at("path").get<std::string>(), f.at("inode").get<uint64_t>(),
+                         f.at("size").get<uint64_t>(), f.at("mtime_ns").get<int64_t>()});
+    }
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // not ours to trust: nothing counts as restore's
+  }
+  return m;
+}
+
+Status WriteRestoreMarker(const std::string& dir, const std::string& id, uint64_t seq,
+                          const std::vector<std::string>& paths) {
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const std::string& p : paths) {
+    struct stat st {};
+    if (!Lstat(Join(dir, p), &st)) return Status::FromErrno(errno, "stat " + Join(dir, p));
+    files.push_back({{"path", p},
+                     {"inode", static_cast<uint64_t>(st.st_ino)},
+                     {"size", static_cast<uint64_t>(st.st_size)},
+                     {"mtime_ns", MtimeNs(st)}});
+  }
+  const nlohmann::ordered_json j = {{"id", id}, {"seq", seq}, {"files", std::move(files)}};
+  return WriteFileAtomic(Join(dir, kRestoreMarkerName), j.dump() + "\n");
+}
+
+std::vector<std::string> ForeignConflicts(const std::string& target,
+                                          const std::vector<std::string>& paths) {
+  std::vector<std::string> conflicts;
+  struct stat st {};
+  if (!Lstat(target, &st) || !S_ISDIR(st.st_mode)) return conflicts;
+  const std::optional<RestoreMarker> marker = ReadRestoreMarker(target);
+  for (const std::string& p : paths) {
+    // A foreign non-directory where the path needs a directory.
+    for (size_t slash = p.find('/'); slash != std::string::npos; slash = p.find('/', slash + 1)) {
+      const std::string dir = p.substr(0, slash);
+      if (Lstat(Join(target, dir), &st) && !S_ISDIR(st.st_mode) &&
+          !(marker && marker->Owns(dir, st))) {
+        conflicts.push_back(dir);
+      }
+    }
+    if (!Lstat(Join(target, p), &st)) continue;
+    if (S_ISDIR(st.st_mode) || !(marker && marker->Owns(p, st))) conflicts.push_back(p);
+  }
+  std::sort(conflicts.begin(), conflicts.end());
+  conflicts.erase(std::unique(conflicts.begin(), conflicts.end()), conflicts.end());
+  return conflicts;
+}
+
+StatusOr<Placement> PlaceRestoredDir(const std::string& staged, const std::string& target) {
+  Placement placement;
+  struct stat st {};
+  if (!Lstat(target, &st)) {
+    if (errno != ENOENT) return Status::FromErrno(errno, "stat " + target);
+    if (::rename(staged.c_str(), target.c_str()) != 0) {
+      return Status::FromErrno(errno, "rename " + staged + " to " + target);
+    }
+    return placement;
+  }
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(target + " is not a directory");
+  const std::optional<RestoreMarker> marker = ReadRestoreMarker(target);
+  Carrier carrier{target, staged, marker};
+  SG_RETURN_IF_ERROR(carrier.Dir(""));
+  placement.carried = carrier.carried;
+  if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
+    return Status::FromErrno(errno, "swap " + staged + " with " + target +
+                                        " (is the target a mount point? restore into a "
+                                        "directory below it)");
+  }
+  // From here the target is the new checkpoint and `staged` the old one,
+  // which must not be removed wholesale: it may hold what was not carried.
+  if (Status st = Settle(staged, target, marker, placement); !st.ok()) {
+    LogWarn("the previous contents of {} are left in {} ({}); the next restore settles them",
+            target, staged, st.message());
+  }
+  return placement;
+}
+
+Status RecoverAbandonedRestoreDir(const std::string& dir, const std::string& id,
+                                  const std::string& target) {
+  const std::optional<RestoreMarker> marker = ReadRestoreMarker(dir);
+  std::error_code ec;
+  if (marker && marker->id == id) {
+    // Never swapped: its files are the download and links to the target's.
+    fs::remove_all(dir, ec);
+    if (ec) return Status::IOError("remove " + dir + ": " + ec.message());
+    return Status::Ok();
+  }
+  Placement placement;
+  struct stat st {};
+  if (!Lstat(target, &st) || !S_ISDIR(st.st_mode)) {
+    // Nothing to settle against: keep it all where a person can find it.
+    placement.backup_dir = BackupName(target);
+    if (::rename(dir.c_str(), placement.backup_dir.c_str()) != 0) {
+      return Status::FromErrno(errno, "rename " + dir);
+    }
+    LogWarn("kept the contents of an unfinished restore of {} in {}", target,
+            placement.backup_dir);
+    return Status::Ok();
+  }
+  return Settle(dir, target, marker, placement);
+}
+
+}  // namespace sg

@@ -1,0 +1,134 @@
+// Restore never loses what is not its own (docs/design.md): `spotguard
+// restore` and `run`'s restore at start keep unrelated files, dotfiles and a
+// trainer's logs; a local checkpoint the store does not hold is resumed from
+// and uploaded, never overwritten by an older snapshot. The real binary
+// against the Ceph gateway.
+#include <gtest/gtest.h>
+
+#include "agent/snapshot_writer.h"
+#include "common/crypto.h"
+#include "tests/e2e/agent_e2e_fixture.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/tree.h"
+
+namespace sg::testing {
+namespace {
+
+class RestoreSafetyE2E : public AgentE2E {
+ protected:
+  // Commits `tree` (written under a scratch dir) as the job's next snapshot.
+  uint64_t Commit(const Tree& tree, std::optional<int64_t> step = std::nullopt) {
+    const std::string src = dir_.Join("commit-" + std::to_string(++commits_));
+    WriteTree(src, tree);
+    SnapshotRequest req;
+    req.job = "job";
+    for (const auto& [rel, f] : tree) req.files.push_back({rel, src + "/" + rel});
+    req.step = step;
+    req.instance = "i-earlier";
+    SnapshotWriter writer(*store_, SystemClock(), SnapshotOptions{});
+    auto r = writer.Write(req);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->seq : 0;
+  }
+
+  std::unique_ptr<AgentProcess> Cli(const std::string& name, std::vector<std::string> args) {
+    std::map<std::string, std::string> env = s3_.AwsEnv();
+    env["SPOTGUARD_CONFIG"] = "";
+    args.insert(args.end(), {"--job", "job", "--store", "s3://" + s3_.bucket + "/" + prefix_,
+                             "--endpoint", s3_.endpoint});
+    return std::make_unique<AgentProcess>(args, env, dir_.Join(name + ".log"));
+  }
+
+  int commits_ = 0;
+};
+
+// The reproduction of the defect, through the command line.
+TEST_F(RestoreSafetyE2E, RestoreToADirectoryKeepsKeysCodeAndDotfiles) {
+  Commit({{"step_200.pt", {"weights", 0644}}}, 200);
+  const Tree mine = {{".ssh/id_rsa", {"key", 0600}},
+                     {"code/main.py", {"print()", 0644}},
+                     {".env", {"X=1", 0644}}};
+  WriteTree(dir_.Join("d"), mine);
+  auto r = Cli("restore", {"restore", "--to", dir_.Join("d")});
+  ASSERT_EQ(r->Wait(60s), std::optional<int>(0)) << r->Output();
+  Tree want = mine;
+  want["step_200.pt"] = {"weights", 0644};
+  EXPECT_EQ(ReadTree(dir_.Join("d")), want);
+}
+
+TEST_F(RestoreSafetyE2E, RestoreRefusesToReplaceAFileItDidNotWriteUnlessForced) {
+  Commit({{"last.pt", {"from the store", 0644}}});
+  WriteTree(dir_.Join("d"), {{"last.pt", {"my own", 0644}}});
+  auto refused = Cli("refused", {"restore", "--to", dir_.Join("d")});
+  ASSERT_EQ(refused->Wait(60s), std::optional<int>(2)) << refused->Output();
+  EXPECT_NE(refused->Output().find("last.pt"), std::string::npos) << refused->Output();
+  EXPECT_NE(refused->Output().find("--force"), std::string::npos) << refused->Output();
+  EXPECT_EQ(ReadTree(dir_.Join("d")), (Tree{{"last.pt", {"my own", 0644}}}));
+
+  auto forced = Cli("forced", {"restore", "--to", dir_.Join("d"), "--force"});
+  ASSERT_EQ(forced->Wait(60s), std::optional<int>(0)) << forced->Output();
+  EXPECT_EQ(ReadTree(dir_.Join("d")), (Tree{{"last.pt", {"from the store", 0644}}}));
+  std::smatch m;
+  const std::string out = forced->Output();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(are kept in (\S+))"))) << out;
+  EXPECT_EQ(ReadTree(m[1].str()), (Tree{{"last.pt", {"my own", 0644}}}));
+}
+
+// `run` on a machine whose checkpoint dir holds the trainer's other files and
+// an older checkpoint: the newer snapshot is restored beside them.
+TEST_F(RestoreSafetyE2E, RunsRestoreAtStartKeepsTheTrainersOtherFiles) {
+  // A real checkpoint of the example trainer at step 40, committed.
+  const std::string src = dir_.Join("trained");
+  auto trained = RunCommand({SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/examples/simple_trainer.py",
+                             "--out", src, "--steps", "40", "--step-seconds", "0",
+                             "--checkpoint-every", "20"});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  auto step40 = ReadFileToString(src + "/step_40.ckpt");
+  auto step20 = ReadFileToString(src + "/step_20.ckpt");
+  ASSERT_TRUE(step40.ok() && step20.ok());
+  Commit({{"step_40.ckpt", {*step40, 0644}}}, 40);
+  const Tree theirs = {{"runs/events.out.tfevents", {"events", 0644}},
+                       {"tokenizer.json", {"{\"v\": 1}", 0644}},
+                       {".hidden/state", {"s", 0600}},
+                       {"step_20.ckpt", {*step20, 0644}}};
+  WriteTree(dir_.Join("ckpt"), theirs);
+
+  auto a = StartAgent("a", WriteConfig("a", {"--steps", "60"}), "ckpt", imds_);
+  ASSERT_EQ(a->Wait(90s), std::optional<int>(0)) << a->Output();
+  EXPECT_NE(a->Output().find("at step 40"), std::string::npos) << a->Output();
+  const Tree after = ReadTree(dir_.Join("ckpt"));
+  for (const auto& [rel, f] : theirs) {
+    auto it = after.find(rel);
+    ASSERT_NE(it, after.end()) << rel << " was lost\n" << a->Output();
+    EXPECT_EQ(it->second, f) << rel;
+  }
+  EXPECT_TRUE(after.contains("step_40.ckpt"));
+  EXPECT_TRUE(after.contains("step_60.ckpt"));
+}
+
+// The reproduction of the second defect: local last.pt at "version 8", the
+// store's at "version 6"; names without a step used to lose to the store.
+TEST_F(RestoreSafetyE2E, ALocalCheckpointTheStoreLacksIsResumedAndUploadedFirst) {
+  Commit({{"last.pt", {"version 6", 0644}}});
+  WriteTree(dir_.Join("ckpt"), {{"last.pt", {"version 8", 0644}}});
+  const std::string trainer =
+      "import os\n"
+      "r = os.environ.get('SPOTGUARD_RESUME_FROM', '')\n"
+      "print('resuming from:', open(r).read() if os.path.isfile(r) else 'nothing', flush=True)\n";
+  const std::string config =
+      WriteConfig("a", {}, {{"patterns", {"last.pt"}}, {"command", {SPOTGUARD_PYTHON, "-c", trainer}}});
+  auto a = StartAgent("a", config, "ckpt", imds_);
+  ASSERT_EQ(a->Wait(60s), std::optional<int>(0)) << a->Output();
+  EXPECT_NE(a->Output().find("resuming from: version 8"), std::string::npos) << a->Output();
+  EXPECT_NE(a->Output().find("is not in the store"), std::string::npos) << a->Output();
+  EXPECT_EQ(ReadTree(dir_.Join("ckpt")), (Tree{{"last.pt", {"version 8", 0644}}}));
+  // The store's newest snapshot now holds it.
+  const Manifest newest = ManifestOf(Committed().front());
+  ASSERT_EQ(newest.files.size(), 1u);
+  Sha256Stream sha;
+  sha.Update("version 8");
+  EXPECT_EQ(newest.files[0].sha256, sha.FinishHex());
+}
+
+}  // namespace
+}  // namespace sg::testing

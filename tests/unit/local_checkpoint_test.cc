@@ -1,0 +1,147 @@
+// A local checkpoint found at start is compared with the store's history by
+// step when both have one, by bytes otherwise (agent/local_checkpoint.h).
+// Each preset's naming is covered: names without a step (last.pt, model.pt,
+// last.ckpt, a DCP dir called "latest") must never lose to the store just
+// because there is no number to compare.
+#include "agent/local_checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/presets.h"
+#include "agent/snapshot_reader.h"
+#include "agent/snapshot_writer.h"
+#include "common/file_store.h"
+#include "common/files.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tree.h"
+
+namespace sg::testing {
+namespace {
+
+class LocalCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clock_.SetNow(std::chrono::system_clock::now());
+    auto opened = FileStore::Open(dir_.Join("store"));
+    ASSERT_TRUE(opened.ok());
+    store_ = std::move(*opened);
+  }
+
+  std::string Ckpt() { return dir_.Join("ckpt"); }
+
+  Checkpoint Newest(Preset preset, std::vector<std::string> patterns = {}) {
+    CheckpointDetector detector(Ckpt(), preset, std::move(patterns));
+    auto listed = ListCheckpointDir(Ckpt());
+    EXPECT_TRUE(listed.ok());
+    auto found = detector.Detect(*listed, {});
+    EXPECT_FALSE(found.empty());
+    return found.empty() ? Checkpoint{} : found.front();
+  }
+
+  // Commits the checkpoint as it is on disk now; the history gains it first.
+  void Commit(const Checkpoint& c) {
+    SnapshotRequest req;
+    req.job = "job";
+    for (const std::string& rel : c.relpaths) req.files.push_back({rel, Ckpt() + "/" + rel});
+    req.step = c.step;
+    req.instance = "i";
+    SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
+    auto r = writer.Write(req);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    history_.insert(history_.begin(), r->manifest);
+  }
+
+  LocalStanding Compare(const Checkpoint& c) {
+    return CompareLocalCheckpoint(Ckpt(), c, history_).standing;
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  std::unique_ptr<FileStore> store_;
+  std::vector<Manifest> history_;
+};
+
+TEST_F(LocalCheckpointTest, AnEmptyStoreMakesAnyLocalCheckpointNewer) {
+  WriteTree(Ckpt(), {{"last.pt", {"v1", 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kNewer);
+}
+
+// The reproduction: local version 8, store version 6, both called last.pt.
+TEST_F(LocalCheckpointTest, ALastPtTheStoreDoesNotHoldIsNotLost) {
+  WriteTree(Ckpt(), {{"last.pt", {"version 6", 0644}}});
+  Commit(Newest(Preset::kPytorch, {"*.pt"}));
+  WriteTree(Ckpt(), {{"last.pt", {"version 8", 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kUnknown);
+}
+
+TEST_F(LocalCheckpointTest, AModelPtWithTheStoresBytesIsInTheStore) {
+  WriteTree(Ckpt(), {{"model.pt", {"weights", 0644}}});
+  Commit(Newest(Preset::kPytorch, {"*.pt"}));
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kInStore);
+}
+
+TEST_F(LocalCheckpointTest, TheBytesOfAnOlderSnapshotAreOlder) {
+  WriteTree(Ckpt(), {{"model.pt", {"old", 0644}}});
+  Commit(Newest(Preset::kPytorch, {"*.pt"}));
+  WriteTree(Ckpt(), {{"model.pt", {"new", 0644}}});
+  Commit(Newest(Preset::kPytorch, {"*.pt"}));
+  WriteTree(Ckpt(), {{"model.pt", {"old", 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kOlder);
+}
+
+TEST_F(LocalCheckpointTest, ALightningLastCkptIsJudgedByItsBytes) {
+  WriteTree(Ckpt(), {{"last.ckpt", {"epoch 3", 0644}}});
+  Commit(Newest(Preset::kLightning, {"*.ckpt"}));
+  EXPECT_EQ(Compare(Newest(Preset::kLightning, {"*.ckpt"})), LocalStanding::kInStore);
+  WriteTree(Ckpt(), {{"last.ckpt", {"epoch 4", 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kLightning, {"*.ckpt"})), LocalStanding::kUnknown);
+}
+
+TEST_F(LocalCheckpointTest, HuggingfaceCheckpointsAreOrderedByStep) {
+  WriteTree(Ckpt(), {{"checkpoint-200/trainer_state.json", {"{}", 0644}},
+                     {"checkpoint-200/model.safetensors", {"w200", 0644}}});
+  Commit(Newest(Preset::kHuggingface));
+  WriteTree(Ckpt(), {{"checkpoint-300/trainer_state.json", {"{}", 0644}},
+                     {"checkpoint-300/model.safetensors", {"w300", 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kHuggingface)), LocalStanding::kNewer);
+  std::filesystem::remove_all(Ckpt());
+  WriteTree(Ckpt(), {{"checkpoint-100/trainer_state.json", {"{}", 0644}},
+                     {"checkpoint-100/model.safetensors", {"w100", 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kHuggingface)), LocalStanding::kOlder);
+  // The same step with other bytes (a rerun of the step): the same training state.
+  std::filesystem::remove_all(Ckpt());
+  WriteTree(Ckpt(), {{"checkpoint-200/trainer_state.json", {"{}", 0644}},
+                     {"checkpoint-200/model.safetensors", {"other", 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kHuggingface)), LocalStanding::kInStore);
+}
+
+TEST_F(LocalCheckpointTest, ADcpDirWithoutAStepIsJudgedByItsBytes) {
+  WriteTree(Ckpt(), {{"latest/__0_0.distcp", {"shard0", 0644}},
+                     {"latest/__1_0.distcp", {"shard1", 0644}},
+                     {"latest/.metadata", {"meta", 0644}}});
+  Commit(Newest(Preset::kDcp));
+  EXPECT_EQ(Compare(Newest(Preset::kDcp)), LocalStanding::kInStore);
+  WriteTree(Ckpt(), {{"latest/__1_0.distcp", {"shard1 later", 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kDcp)), LocalStanding::kUnknown);
+}
+
+TEST_F(LocalCheckpointTest, ADcpDirWithAStepIsOrderedByIt) {
+  WriteTree(Ckpt(), {{"step_200/__0_0.distcp", {"s", 0644}}, {"step_200/.metadata", {"m", 0644}}});
+  Commit(Newest(Preset::kDcp));
+  WriteTree(Ckpt(), {{"step_300/__0_0.distcp", {"s", 0644}}, {"step_300/.metadata", {"m", 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kDcp)), LocalStanding::kNewer);
+}
+
+TEST_F(LocalCheckpointTest, AFileMissingFromTheLocalCopyMakesItDifferent) {
+  WriteTree(Ckpt(), {{"run/step_5/model.pt", {"m", 0644}}, {"run/step_5/optim.pt", {"o", 0644}}});
+  Commit(Newest(Preset::kPytorch, {"*.pt"}));
+  history_.front().step.reset();  // judge by bytes
+  std::filesystem::remove(Ckpt() + "/run/step_5/optim.pt");
+  Checkpoint c = Newest(Preset::kPytorch, {"*.pt"});
+  c.step.reset();
+  EXPECT_EQ(Compare(c), LocalStanding::kUnknown);
+}
+
+}  // namespace
+}  // namespace sg::testing
