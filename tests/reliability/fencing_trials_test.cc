@@ -404,6 +404,42 @@ Trial FencingTrials::RunTrial(Mode mode, int index, std::mt19937_64& rng) {
   if (!t.b_exit) return fail("agent B did not exit within 60 s of SIGTERM");
   const std::string a_log = a.Output(), b_log = b->Output();
 
+  // Opt-in (SPOTGUARD_FENCE_INJECT_ABOVE=1): the store state of the reported
+  // incident, where the fenced writer's late manifest sits ABOVE the new
+  // holder's newest seq. The agent itself does not reach it here (its late
+  // manifest always lands below B's seqs: B claims after its takeover, which
+  // follows A's claim and renewal), so the test writes a copy of A's late
+  // generation-1 snapshot at the next free seq. This shows what the reader
+  // check does with such a state (today: readers take it), not what the
+  // agent does; it is off in the suite.
+  if (const char* v = std::getenv("SPOTGUARD_FENCE_INJECT_ABOVE");
+      v != nullptr && std::string(v) == "1" && held_seq != 0) {
+    uint64_t top = 0;
+    if (auto all = ListAll(*store, SnapshotsPrefix("job")); all.ok()) {
+      for (const ObjectInfo& o : *all)
+        if (auto q = ParseSeqName(std::string_view(o.key).substr(SnapshotsPrefix("job").size(), 10)))
+          top = std::max(top, *q);
+    }
+    const uint64_t to = top + 1;
+    auto text = store->Get(ManifestKey("job", held_seq), std::nullopt, nullptr);
+    auto j = text.ok() ? nlohmann::ordered_json::parse(*text, nullptr, false)
+                       : nlohmann::ordered_json();
+    if (j.is_object()) {
+      j["seq"] = to;
+      for (auto& f : j["files"]) {
+        std::string key = f["key"].template get<std::string>();
+        const std::string from_key = JobPrefix("job") + key;
+        const size_t at = key.find(SeqName(held_seq));
+        if (at != std::string::npos) key.replace(at, 10, SeqName(to));
+        if (auto body = store->Get(from_key, std::nullopt, nullptr); body.ok())
+          (void)store->Put(JobPrefix("job") + key, *body, PutCondition::None());
+        f["key"] = key;
+      }
+      (void)store->Put(ManifestKey("job", to), j.dump(1), PutCondition::CreateOnly());
+      t.late_what += "; injected a copy at " + SeqName(to);
+    }
+  }
+
   // 6. The readers.
   CommandResult ls = cli_.Run({"ls", "--json", "-c", cfg_b});
   auto rows_json = nlohmann::json::parse(ls.out, nullptr, false);
@@ -481,6 +517,13 @@ Trial FencingTrials::RunTrial(Mode mode, int index, std::mt19937_64& rng) {
     ADD_FAILURE() << "trial " << tag << ": agent B ended with " << *t.b_exit
                   << " after SIGTERM:\n"
                   << Tail(b_log);
+  }
+  if (std::getenv("SPOTGUARD_FENCE_DEBUG") != nullptr) {
+    const nlohmann::json st = Stats();
+    std::cout << "A's log:\n" << Tail(a_log, 2500) << "\nproxy log:\n";
+    const auto& log = st["log"];
+    for (size_t i = log.size() > 25 ? log.size() - 25 : 0; i < log.size(); ++i)
+      std::cout << "  " << log[i].get<std::string>() << "\n";
   }
   if (t.violations > 0) {
     std::cout << "trial " << tag << " (" << t.moment << "): " << t.violations
