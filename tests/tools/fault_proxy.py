@@ -67,6 +67,7 @@ with "_"):
                         "key_bytes": {access key id: request body bytes}, "events": [...],
                         "hangs_ended_by_client"/"_by_proxy": n,
                         "frozen": bool, "held": requests held now,
+                        "held_requests": ["M /p", ...] in arrival order,
                         "freeze_log": [{"method", "path", "status"}] of
                         released requests (status 0: upstream did not answer),
                         "paused": bool (an answer is held now), "paused_request": "M /p",
@@ -535,6 +536,7 @@ class Proxy:
                        "events": list(self.events), "config": dict(self.config)}
                 out.update(self.hang_ends)
                 out.update({"frozen": self.frozen, "held": len(self.held),
+                            "held_requests": [h.method + " " + h.target for h in self.held],
                             "freeze_log": list(self.freeze_log),
                             "paused": self.paused is not None,
                             "paused_request": self.paused or "", "pauses": self.pauses,
