@@ -16,7 +16,7 @@ import sys
 
 BEGIN = "<!-- reliability-table:begin -->"
 END = "<!-- reliability-table:end -->"
-AREAS = ["network", "crash", "resources", "time", "hostile", "fuzz", "secrets"]
+AREAS = ["network", "crash", "fencing", "resources", "time", "hostile", "fuzz", "secrets"]
 
 
 def load(directory):

@@ -34,18 +34,54 @@ together) slows request and response bodies; `match` (a regular expression
 searched in "METHOD /path?query") limits faults to the requests it matches;
 `max_faults` (>= 0) stops injecting after that many faults.
 
+Freeze (a network partition whose writes land late): `freeze_match` (a
+regular expression searched in "METHOD /path?query").  The first request that
+matches freezes the proxy: it, and every request after it on any connection,
+is read in full from the client and held, neither forwarded nor answered,
+until POST /_proxy/release.  The release forwards every held request to
+upstream, one at a time in arrival order, each on a fresh connection, and
+relays each answer to its client (a client that gave up meanwhile gets
+nothing, but its request still reaches the server).  So the held writes land
+late: after the release, after whatever other clients did meanwhile.  A release
+disarms the freeze (`freeze_match` is cleared); set it again to freeze again.
+Fencing trials use `{"freeze_match": "PUT .*/manifest\\.json"}`: spotguard
+renews its lease right before the manifest PUT, so traffic freezes right after
+that renewal.
+
+Pause (a process stopped right after a request): `pause_match` (a regular
+expression, as above).  The first matching request (after one matching
+`pause_arm_match`, when that is set) is forwarded and carried out as usual,
+but its answer is held until POST /_proxy/continue (or `pause_seconds`,
+default 60, have passed).  Other requests pass meanwhile.  One-shot: the pause
+disarms itself (both expressions are cleared).  The test stops the client
+(SIGSTOP) while the answer is held, then lets the answer go into the stopped
+client's socket.  E.g. `{"pause_arm_match": "PUT .*/files/", "pause_match":
+"PUT .*/lease$"}` holds the answer to the lease renewal that precedes a
+snapshot's commit.
+
 Control (not counted, never faulted), under /_proxy/ (no S3 bucket name starts
 with "_"):
 
 * GET  /_proxy/stats   {"requests", "faults": {kind: n}, "injected",
                         "keys": {access key id: requests},
                         "key_bytes": {access key id: request body bytes}, "events": [...],
-                        "hangs_ended_by_client"/"_by_proxy": n}
+                        "hangs_ended_by_client"/"_by_proxy": n,
+                        "frozen": bool, "held": requests held now,
+                        "held_requests": ["M /p", ...] in arrival order,
+                        "freeze_log": [{"method", "path", "status"}] of
+                        released requests (status 0: upstream did not answer),
+                        "paused": bool (an answer is held now), "paused_request": "M /p",
+                        "pauses": n, "log": the last 200 requests ["M /p", ...]}
 * POST /_proxy/config  JSON merged into the configuration (rate, schedule,
                        seed, kinds, stall_seconds, hang_seconds, delay_ms,
-                       bandwidth, match, max_faults); restarts the schedule's
-                       window (the turn of kinds carries on unless `kinds` changes)
-* POST /_proxy/reset   zeroes the statistics
+                       bandwidth, match, max_faults, freeze_match,
+                       pause_match, pause_arm_match, pause_seconds); restarts
+                       the schedule's window (the turn of kinds carries on
+                       unless `kinds` changes)
+* POST /_proxy/release forwards the held requests in arrival order, answers
+                       {"released": n, "requests": [...as in freeze_log]}
+* POST /_proxy/continue lets a paused answer go, {"continued": bool}
+* POST /_proxy/reset   zeroes the statistics (not the freeze or the pause)
 
 Authorization headers are read only for the access key id; secrets never pass
 through this proxy (SigV4 sends none) and nothing is logged.
@@ -131,6 +167,28 @@ def s3_error(status, reason, code, message):
     return head + body
 
 
+class Sink:
+    """Collects bytes that pipe_body would send to a socket."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def sendall(self, data):
+        self.data += data
+
+
+class Held:
+    """A request held by the freeze: its bytes, and later its answer."""
+
+    def __init__(self, method, target, data):
+        self.method = method
+        self.target = target
+        self.data = data
+        self.answer = None  # bytes, or None when upstream did not answer
+        self.close = True
+        self.done = threading.Event()
+
+
 class Proxy:
     def __init__(self, upstream, config):
         host, port = upstream.rsplit(":", 1)
@@ -138,8 +196,17 @@ class Proxy:
         self.lock = threading.Lock()
         self.config = {"rate": 0.0, "schedule": "spread", "seed": 1, "kinds": list(KINDS),
                        "stall_seconds": 3.0, "hang_seconds": 300.0, "delay_ms": 0,
-                       "bandwidth": 0, "match": "", "max_faults": -1}
+                       "bandwidth": 0, "match": "", "max_faults": -1,
+                       "freeze_match": "", "pause_match": "", "pause_arm_match": "",
+                       "pause_seconds": 60.0}
         self.bw_next = 0.0
+        self.frozen = False
+        self.held = []  # [Held] in arrival order
+        self.freeze_log = []
+        self.pause_armed = False  # pause_arm_match was seen
+        self.paused = None  # "METHOD /path" whose answer is held
+        self.pause_event = threading.Event()
+        self.pauses = 0
         self.apply_config(config)
         self.reset_stats()
 
@@ -150,12 +217,15 @@ class Proxy:
         self.key_bytes = {}
         self.events = []
         self.hang_ends = {}
+        self.log = []
 
     def apply_config(self, update):
         for k in update:
             if k not in self.config:
                 raise ValueError("unknown config key " + k)
         self.config.update(update)
+        if "pause_match" in update or "pause_arm_match" in update:
+            self.pause_armed = False
         for k in self.config["kinds"]:
             if k not in KINDS:
                 raise ValueError("unknown fault kind " + k)
@@ -281,6 +351,42 @@ class Proxy:
                 m = re.search(r"Credential=([^/,\s]+)/", headers.get("authorization", ""))
                 has_body = int(headers.get("content-length", "0") or 0) >= 2 or \
                     "chunked" in headers.get("transfer-encoding", "").lower()
+                line = method + " " + target
+                with self.lock:
+                    self.log = (self.log + [line])[-200:]
+                    fm = self.config["freeze_match"]
+                    if not self.frozen and fm and re.search(fm, line):
+                        self.frozen = True
+                    frozen = self.frozen
+                    pause = False
+                    if not self.frozen and self.config["pause_match"] and self.paused is None:
+                        am = self.config["pause_arm_match"]
+                        if not am or self.pause_armed:
+                            pause = bool(re.search(self.config["pause_match"], line))
+                        elif re.search(am, line):
+                            self.pause_armed = True
+                        if pause:
+                            self.paused = line
+                            self.pauses += 1
+                            self.pause_event.clear()
+                            self.config["pause_match"] = ""
+                            self.config["pause_arm_match"] = ""
+                            self.pause_armed = False
+                if frozen:
+                    sink = Sink()
+                    self.pipe_body(client, sink, headers, None)
+                    held = Held(method, target, head + bytes(sink.data))
+                    with self.lock:
+                        self.held.append(held)
+                    held.done.wait()
+                    if held.answer is None:
+                        reset(client_sock)
+                        return
+                    client_sock.sendall(held.answer)
+                    if held.close:
+                        client_sock.close()
+                        return
+                    continue
                 with self.lock:
                     self.requests += 1
                     seq = self.requests
@@ -341,6 +447,11 @@ class Proxy:
                     return
                 if kind == "stall":
                     time.sleep(float(self.config["stall_seconds"]))
+                if pause:
+                    # Carried out upstream; the answer waits for /_proxy/continue.
+                    self.pause_event.wait(float(self.config["pause_seconds"]))
+                    with self.lock:
+                        self.paused = None
                 if kind == "cut_response":
                     length = int(rheaders.get("content-length", "0") or 0)
                     client_sock.sendall(rhead)
@@ -368,6 +479,49 @@ class Proxy:
                     except OSError:
                         pass
 
+    def forward_held(self, held):
+        """Sends one held request upstream on a fresh connection; returns the
+        status (0 when there was no answer) and sets held.answer."""
+        status = 0
+        try:
+            up = Conn(socket.create_connection(self.upstream, timeout=120))
+            try:
+                up.sock.sendall(held.data)
+                rhead = up.read_head()
+                rfirst, rheaders = parse_head(rhead)
+                status = int(rfirst.split(" ")[1])
+                sink = Sink()
+                self.pipe_body(up, sink, rheaders, held.method, status)
+                held.answer = rhead + bytes(sink.data)
+                held.close = "close" in rheaders.get("connection", "").lower() or (
+                    rheaders.get("content-length") is None and
+                    "chunked" not in rheaders.get("transfer-encoding", "").lower() and
+                    held.method != "HEAD" and status not in (204, 304))
+            finally:
+                up.sock.close()
+        except (Closed, OSError, ValueError, IndexError):
+            pass
+        return status
+
+    def release(self):
+        """Ends the freeze: forwards the held requests in arrival order.  New
+        requests are held behind them until the last one has been answered."""
+        released = []
+        while True:
+            with self.lock:
+                if not self.held:
+                    self.frozen = False
+                    self.config["freeze_match"] = ""
+                    break
+                held = self.held.pop(0)
+            status = self.forward_held(held)
+            entry = {"method": held.method, "path": held.target, "status": status}
+            held.done.set()
+            released.append(entry)
+            with self.lock:
+                self.freeze_log.append(entry)
+        return {"released": len(released), "requests": released}
+
     def control(self, client, sock, method, target, headers):
         body = b""
         n = int(headers.get("content-length", "0") or 0)
@@ -381,6 +535,12 @@ class Proxy:
                        "key_bytes": dict(self.key_bytes),
                        "events": list(self.events), "config": dict(self.config)}
                 out.update(self.hang_ends)
+                out.update({"frozen": self.frozen, "held": len(self.held),
+                            "held_requests": [h.method + " " + h.target for h in self.held],
+                            "freeze_log": list(self.freeze_log),
+                            "paused": self.paused is not None,
+                            "paused_request": self.paused or "", "pauses": self.pauses,
+                            "log": list(self.log)})
         elif method == "POST" and target == "/_proxy/config":
             try:
                 with self.lock:
@@ -388,6 +548,13 @@ class Proxy:
                     out = {"config": dict(self.config)}
             except (ValueError, TypeError) as e:
                 status, out = 400, {"error": str(e)}
+        elif method == "POST" and target == "/_proxy/release":
+            out = self.release()
+        elif method == "POST" and target == "/_proxy/continue":
+            with self.lock:
+                was = self.paused is not None
+            self.pause_event.set()
+            out = {"continued": was}
         elif method == "POST" and target == "/_proxy/reset":
             with self.lock:
                 self.reset_stats()
