@@ -174,7 +174,6 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
   // Restoring nothing would swap an empty directory in for the checkpoint.
   if (m.files.empty()) return corrupt("lists no files");
   if (m.created.empty()) return corrupt("\"created\" is empty");
-  if (m.instance.empty()) return corrupt("\"instance\" is empty");
   if (m.seq != seq) return corrupt("says it is snapshot " + SeqName(m.seq));
   if (!m.resume.empty()) {
     if (Status st = CheckRelativePath(m.resume); !st.ok()) return corrupt("resume " + st.message());

@@ -116,8 +116,6 @@ struct Carrier {
         auto had = Names(Join(target, child));
         if (kept.ok() && kept->empty() && had.ok() && !had->empty()) {
           ::rmdir(Join(staged, child).c_str());
-        } else {
-          ++carried;
         }
         continue;
       }

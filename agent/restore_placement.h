@@ -62,7 +62,7 @@ std::vector<std::string> ForeignConflicts(const std::string& target,
                                           const std::vector<std::string>& paths);
 
 struct Placement {
-  uint64_t carried = 0;               // foreign entries kept in the target
+  uint64_t carried = 0;               // foreign files (not directories) kept in the target
   std::vector<std::string> replaced;  // foreign paths the snapshot replaced
   std::string backup_dir;             // where those are now; "" when none
 };

@@ -158,8 +158,14 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const SnapshotRequest& request,
     // Take back what this attempt uploaded (best effort; what a crash leaves
     // behind, gc removes once it is an hour old). The manifest was never
     // written, so nothing here was ever visible as a snapshot.
+    // The claim goes last: while it stands no other writer can take this
+    // seq and write objects of the same names that this cleanup would delete.
     if (auto leftovers = ListAll(store_, SnapshotPrefix(request.job, seq)); leftovers.ok()) {
-      for (const ObjectInfo& o : *leftovers) (void)store_.Delete(o.key);
+      const std::string claim = ClaimKey(request.job, seq);
+      for (const ObjectInfo& o : *leftovers) {
+        if (o.key != claim) (void)store_.Delete(o.key);
+      }
+      (void)store_.Delete(claim);
     }
   }
   return result;

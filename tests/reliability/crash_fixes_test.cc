@@ -10,6 +10,7 @@
 
 #include "agent/cli.h"
 #include "agent/manifest.h"
+#include "agent/restore_placement.h"
 #include "agent/snapshot_reader.h"
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
@@ -71,11 +72,16 @@ TEST_F(CrashFixes, RestoreRemovesTheTempDirsOfKilledRestoresOnly) {
   const std::string dead = ".out.spotguard-restore-" + std::to_string(child) + "-0a0b0c0d";
   const std::string live = ".out.spotguard-restore-1-0a0b0c0d";  // pid 1 runs
   dir_.WriteFile(dead + "/m", "partial");
+  // A restore writes its marker (naming itself) first: killed before its
+  // swap, its temp dir holds only its own download.
+  ASSERT_TRUE(WriteRestoreMarker(dir_.Join(dead), dead.substr(dead.rfind("restore-") + 8), 1, {})
+                  .ok());
   dir_.WriteFile(live + "/m", "in progress elsewhere");
-  dir_.WriteFile("out/m", "old");
+  dir_.WriteFile("out/notes", "old");
   auto r = Restore("out");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*ReadFileToString(dir_.Join("out/m")), "new");
+  EXPECT_EQ(*ReadFileToString(dir_.Join("out/notes")), "old");
   EXPECT_FALSE(std::filesystem::exists(dir_.Join(dead))) << "left by a killed restore";
   EXPECT_TRUE(std::filesystem::exists(dir_.Join(live))) << "a running restore's";
   for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {

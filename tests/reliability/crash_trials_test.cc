@@ -299,17 +299,22 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
   old["model.bin"] = {RandomBytes(2 << 20, static_cast<unsigned>(seed) + 5u), 0644};
   old["old-only.txt"] = {"from the previous run\n", 0600};
   old["meta/trial.json"] = {"{\"trial\": \"old\"}\n", 0644};
-  const std::string old_digest = TreeDigest(old), new_digest = TreeDigest(fresh);
+  // The restore keeps what it did not write (docs/design.md §7): the files
+  // the snapshot replaces go to a backup dir, the others stay in place.
+  Tree merged = fresh;
+  for (const auto& [rel, f] : old) merged.emplace(rel, f);
+  const std::string old_digest = TreeDigest(old), new_digest = TreeDigest(merged);
 
   const std::string parent = dir_.Join("disk");
   const std::string target = parent + "/ckpt";
   const std::string temp_prefix = ".ckpt.spotguard-restore-";
+  const std::string backup_prefix = "ckpt.spotguard-backup-";
   std::filesystem::create_directories(parent);
   const auto t0 = Clock::now();
   CommandResult measured = cli_.Run({"restore", "-c", config, "--to", dir_.Join("measure")});
   const auto duration = Clock::now() - t0;
   ASSERT_EQ(measured.exit_code, 0) << measured.out << measured.err;
-  ASSERT_EQ(TreeDigest(ReadTree(dir_.Join("measure"))), new_digest);
+  ASSERT_EQ(TreeDigest(ReadTree(dir_.Join("measure"))), TreeDigest(fresh));
   const auto window = std::chrono::duration_cast<std::chrono::microseconds>(duration * 1.2);
   std::cout << "uncrashed restore took "
             << std::chrono::duration_cast<std::chrono::milliseconds>(duration).count()
@@ -336,7 +341,7 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
     const auto delay =
         std::chrono::microseconds(std::uniform_int_distribution<int64_t>(0, window.count())(rng));
     const std::string log = dir_.Join("restore-" + std::to_string(trial) + ".log");
-    AgentProcess restore({"restore", "-c", config, "--to", target}, cli_.env, log);
+    AgentProcess restore({"restore", "-c", config, "--to", target, "--force"}, cli_.env, log);
     std::this_thread::sleep_for(delay);
     const bool killed = KillLikeALostInstance(restore);
     const auto code = restore.Wait(60s);
@@ -349,14 +354,15 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
 
     const std::string got = TreeDigest(ReadTree(target));
     const std::vector<std::string> temps = EntriesStartingWith(parent, temp_prefix);
-    // The parent holds the target, the temp dirs of killed restores, and
-    // nothing else: no stray file that could be taken for a checkpoint.
+    const std::vector<std::string> backups = EntriesStartingWith(parent, backup_prefix);
+    // The parent holds the target, the temp dirs of killed restores, the
+    // backups of replaced files, and nothing else.
     size_t entries = 0;
     for (const auto& e : std::filesystem::directory_iterator(parent)) {
       (void)e;
       ++entries;
     }
-    EXPECT_EQ(entries, 1 + temps.size());
+    EXPECT_EQ(entries, 1 + temps.size() + backups.size());
     size_t new_temps = 0;
     for (const std::string& t : temps) new_temps += known_temps.insert(t).second;
     temps_left_by_kills += new_temps;
@@ -365,7 +371,7 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
       outcome = new_temps == 0 ? "old, no temp dir left" : "old, partial download left aside";
     } else if (got == new_digest) {
       outcome = finished ? "new, finished"
-                         : (new_temps == 0 ? "new, old removed" : "new, old left aside");
+                         : (new_temps == 0 ? "new, replaced files kept" : "new, old left aside");
       ++restored;
     } else {
       outcome = "MIXED";
@@ -378,12 +384,26 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
     std::filesystem::remove(log);
   }
   // One more restore, uncrashed: every leftover of the killed ones is gone.
-  CommandResult last = cli_.Run({"restore", "-c", config, "--to", target});
+  CommandResult last = cli_.Run({"restore", "-c", config, "--to", target, "--force"});
   ASSERT_EQ(last.exit_code, 0) << last.out << last.err;
   EXPECT_EQ(TreeDigest(ReadTree(target)), new_digest);
   if (TreeDigest(ReadTree(target)) == new_digest) ++restored;
   EXPECT_TRUE(EntriesStartingWith(parent, temp_prefix).empty())
-      << "the next restore must remove the temp dirs of killed restores";
+      << "the next restore must settle the temp dirs of killed restores";
+  // Every file the snapshots replaced was kept, byte for byte, and nothing
+  // but such files: each swap left one backup (at once, or when a later
+  // restore settled the temp dir of a killed one).
+  const std::vector<std::string> backups = EntriesStartingWith(parent, backup_prefix);
+  for (const std::string& b : backups) {
+    for (const auto& [rel, f] : ReadTree(parent + "/" + b)) {
+      auto it = old.find(rel);
+      EXPECT_TRUE(it != old.end() && it->second.content == f.content)
+          << b << "/" << rel << " is not a file of the old checkpoint";
+    }
+  }
+  const long swapped = restored - 1;  // the trials that ended with the new checkpoint
+  EXPECT_GE(static_cast<long>(backups.size()), swapped)
+      << "a swap lost the files it replaced: " << JoinCounts(outcomes);
 
   EXPECT_EQ(lost, 0);
   EXPECT_GT(outcomes["old, partial download left aside"], 0)

@@ -5,7 +5,9 @@
 // for newer than B's state:
 //
 //  - violation: `ls --json` lists a generation-1 snapshot whose seq is above
-//    the newest generation-2 seq;
+//    the snapshot B restored when it took over: A committed it after it had
+//    lost the lease (a reader that lists it would also fall back to it, and
+//    retention would keep it in place of a good one);
 //  - violation: `restore --to <fresh dir>` restores anything but B's newest
 //    generation-2 snapshot (a generation-1 one, or an older one; the restored
 //    trainer file's step is checked against the ls row).
@@ -463,13 +465,22 @@ Trial FencingTrials::RunTrial(Mode mode, int index, std::mt19937_64& rng) {
   }
   if (newest_gen2 == 0) return fail("ls lists no generation-2 snapshot:\n" + ls.out);
   auto step_text = [](const LsRow& r) { return r.step ? std::to_string(*r.step) : "-"; };
+  // B's state descends from the snapshot it restored when it took over; a
+  // generation-1 snapshot above that one was committed by a writer that had
+  // already lost the lease.
+  std::smatch restored_match;
+  if (!std::regex_search(b_log, restored_match, std::regex("restored snapshot ([0-9]{10})"))) {
+    return fail("B's log names no restored snapshot:\n" + Tail(b_log));
+  }
+  const uint64_t b_restored = std::stoull(restored_match[1]);
   for (const auto& [seq, row] : rows) {
-    if (row.generation < 2 && seq > newest_gen2) {
+    if (row.generation < 2 && seq > b_restored) {
       ++t.violations;
       t.what.push_back("ls lists generation-" + std::to_string(row.generation) + " snapshot " +
                        SeqName(seq) + " (step " + step_text(row) + ", " + row.instance +
-                       ") above the newest generation-2 snapshot " + SeqName(newest_gen2) +
-                       " (step " + step_text(rows[newest_gen2]) + ")");
+                       "), committed after generation 2 took over from snapshot " +
+                       SeqName(b_restored) + "; the newest generation-2 snapshot is " +
+                       SeqName(newest_gen2) + " (step " + step_text(rows[newest_gen2]) + ")");
     }
   }
   const std::string into = dir_.Join(tag + "-restored");

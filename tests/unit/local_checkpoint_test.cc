@@ -117,19 +117,23 @@ TEST_F(LocalCheckpointTest, HuggingfaceCheckpointsAreOrderedByStep) {
 }
 
 TEST_F(LocalCheckpointTest, ADcpDirWithoutAStepIsJudgedByItsBytes) {
+  // DCP writes the shards first and .metadata last.
   WriteTree(Ckpt(), {{"latest/__0_0.distcp", {"shard0", 0644}},
-                     {"latest/__1_0.distcp", {"shard1", 0644}},
-                     {"latest/.metadata", {"meta", 0644}}});
+                     {"latest/__1_0.distcp", {"shard1", 0644}}});
+  WriteTree(Ckpt(), {{"latest/.metadata", {"meta", 0644}}});
   Commit(Newest(Preset::kDcp));
   EXPECT_EQ(Compare(Newest(Preset::kDcp)), LocalStanding::kInStore);
   WriteTree(Ckpt(), {{"latest/__1_0.distcp", {"shard1 later", 0644}}});
+  WriteTree(Ckpt(), {{"latest/.metadata", {"meta 2", 0644}}});
   EXPECT_EQ(Compare(Newest(Preset::kDcp)), LocalStanding::kUnknown);
 }
 
 TEST_F(LocalCheckpointTest, ADcpDirWithAStepIsOrderedByIt) {
-  WriteTree(Ckpt(), {{"step_200/__0_0.distcp", {"s", 0644}}, {"step_200/.metadata", {"m", 0644}}});
+  WriteTree(Ckpt(), {{"step_200/__0_0.distcp", {"s", 0644}}});
+  WriteTree(Ckpt(), {{"step_200/.metadata", {"m", 0644}}});
   Commit(Newest(Preset::kDcp));
-  WriteTree(Ckpt(), {{"step_300/__0_0.distcp", {"s", 0644}}, {"step_300/.metadata", {"m", 0644}}});
+  WriteTree(Ckpt(), {{"step_300/__0_0.distcp", {"s", 0644}}});
+  WriteTree(Ckpt(), {{"step_300/.metadata", {"m", 0644}}});
   EXPECT_EQ(Compare(Newest(Preset::kDcp)), LocalStanding::kNewer);
 }
 
