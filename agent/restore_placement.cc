@@ -106,10 +106,13 @@ struct Carrier {
           SG_RETURN_IF_ERROR(Dir(child));
           continue;
         }
-        if (::mkdir(Join(staged, child).c_str(), st.st_mode & 07777) != 0) {
+        // Writable while it is filled (a read-only directory of the user's
+        // would refuse the links), then given its own mode.
+        if (::mkdir(Join(staged, child).c_str(), 0700) != 0) {
           return Status::FromErrno(errno, "mkdir " + Join(staged, child));
         }
         SG_RETURN_IF_ERROR(Dir(child));
+        ::chmod(Join(staged, child).c_str(), st.st_mode & 07777);
         // A directory that held only restore's own files was restore's too;
         // an empty one is somebody's and stays.
         auto kept = Names(Join(staged, child));

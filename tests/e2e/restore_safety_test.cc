@@ -83,14 +83,14 @@ TEST_F(RestoreSafetyE2E, RunsRestoreAtStartKeepsTheTrainersOtherFiles) {
                              "--out", src, "--steps", "40", "--step-seconds", "0",
                              "--checkpoint-every", "20"});
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
-  auto step40 = ReadFileToString(src + "/step_40.ckpt");
-  auto step20 = ReadFileToString(src + "/step_20.ckpt");
+  auto step40 = ReadFileToString(src + "/step_000040.ckpt");
+  auto step20 = ReadFileToString(src + "/step_000020.ckpt");
   ASSERT_TRUE(step40.ok() && step20.ok());
-  Commit({{"step_40.ckpt", {*step40, 0644}}}, 40);
+  Commit({{"step_000040.ckpt", {*step40, 0644}}}, 40);
   const Tree theirs = {{"runs/events.out.tfevents", {"events", 0644}},
                        {"tokenizer.json", {"{\"v\": 1}", 0644}},
                        {".hidden/state", {"s", 0600}},
-                       {"step_20.ckpt", {*step20, 0644}}};
+                       {"step_000020.ckpt", {*step20, 0644}}};
   WriteTree(dir_.Join("ckpt"), theirs);
 
   auto a = StartAgent("a", WriteConfig("a", {"--steps", "60"}), "ckpt", imds_);
@@ -102,8 +102,8 @@ TEST_F(RestoreSafetyE2E, RunsRestoreAtStartKeepsTheTrainersOtherFiles) {
     ASSERT_NE(it, after.end()) << rel << " was lost\n" << a->Output();
     EXPECT_EQ(it->second, f) << rel;
   }
-  EXPECT_TRUE(after.contains("step_40.ckpt"));
-  EXPECT_TRUE(after.contains("step_60.ckpt"));
+  EXPECT_TRUE(after.contains("step_000040.ckpt"));
+  EXPECT_TRUE(after.contains("step_000060.ckpt"));
 }
 
 // The reproduction of the second defect: local last.pt at "version 8", the
