@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -178,6 +180,86 @@ TEST(ChildProcess, ACommandThatCannotStartIsAnError) {
   EXPECT_FALSE(ChildProcess::Spawn(o).ok());
   o.argv = {};
   EXPECT_TRUE(ChildProcess::Spawn(o).status().Is(StatusCode::kInvalidArgument));
+}
+
+// The trainer's spawn path (fork + execve with PR_SET_PDEATHSIG and a guard).
+SpawnOptions DyingWithParent(std::vector<std::string> argv) {
+  SpawnOptions o;
+  o.argv = std::move(argv);
+  o.env = {{"PATH", "/usr/bin:/bin"}};
+  o.die_with_parent = true;
+  return o;
+}
+
+TEST(ChildProcessDyingWithParent, RunsLikeAnyChildInItsOwnGroup) {
+  testing::TempDir dir;
+  SpawnOptions o =
+      DyingWithParent({"/bin/sh", "-c", "cat > \"$OUT\"; echo \"$FOO\" >> \"$OUT\"; exit 3"});
+  o.env["OUT"] = dir.Join("out");
+  o.env["FOO"] = "bar";
+  o.stdin_data = "hello\n";
+  EXPECT_EQ(RunToEnd(o).code, 3);
+  EXPECT_EQ(Slurp(dir.Join("out")), "hello\nbar\n");
+
+  auto child = ChildProcess::Spawn(DyingWithParent({"/bin/sleep", "30"}));
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  EXPECT_EQ(::getpgid(child->pid()), child->pid());
+  auto ended = child->Stop(milliseconds(5000));
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ(ended->signal, SIGTERM);
+}
+
+TEST(ChildProcessDyingWithParent, AnExecFailureIsAnErrorNotASilentExit127) {
+  testing::TempDir dir;
+  // Found and executable, but execve fails: not a binary or script (ENOEXEC
+  // from the kernel, which execve does not retry through a shell), a directory.
+  const std::string garbage = dir.WriteFile("garbage", std::string("\x7f\x01\x02\x03", 4));
+  ASSERT_EQ(::chmod(garbage.c_str(), 0755), 0);
+  auto r = ChildProcess::Spawn(DyingWithParent({garbage}));
+  EXPECT_FALSE(r.ok()) << "exec of a non-executable file must fail Spawn";
+  EXPECT_NE(r.status().message().find(garbage), std::string::npos) << r.status().ToString();
+  r = ChildProcess::Spawn(DyingWithParent({dir.path()}));
+  EXPECT_FALSE(r.ok()) << "exec of a directory must fail Spawn";
+  r = ChildProcess::Spawn(DyingWithParent({"/nonexistent/dir/cmd"}));
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(ChildProcessDyingWithParent, TheChildAndItsGroupDieWhenTheParentIsKilled) {
+  testing::TempDir dir;
+  const std::string pids = dir.Join("pids");
+  // A parent of our own to kill -9: it spawns a shell that starts a
+  // grandchild in the shell's group, then writes both pids and waits.
+  const pid_t parent = ::fork();
+  ASSERT_GE(parent, 0);
+  if (parent == 0) {
+    SpawnOptions o = DyingWithParent(
+        {"/bin/sh", "-c", "sleep 600 & echo $$ $! > \"$OUT.tmp\"; mv \"$OUT.tmp\" \"$OUT\"; wait"});
+    o.env["OUT"] = pids;
+    auto child = ChildProcess::Spawn(o);
+    if (!child.ok()) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  std::string text;
+  for (int i = 0; i < 1000 && text.empty(); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    text = Slurp(pids);
+  }
+  ASSERT_FALSE(text.empty()) << "the shell did not start";
+  std::istringstream in(text);
+  pid_t shell = 0, grandchild = 0;
+  in >> shell >> grandchild;
+  ASSERT_TRUE(Alive(shell));
+  ASSERT_TRUE(Alive(grandchild));
+  ASSERT_EQ(::kill(parent, SIGKILL), 0);
+  int status;
+  ASSERT_EQ(::waitpid(parent, &status, 0), parent);
+  for (int i = 0; i < 1000 && (Alive(shell) || Alive(grandchild)); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_FALSE(Alive(shell)) << "the child outlived the parent";
+  EXPECT_FALSE(Alive(grandchild)) << "a process in the child's group outlived the parent";
+  ::kill(-shell, SIGKILL);
 }
 
 }  // namespace
