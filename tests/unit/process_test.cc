@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -224,22 +225,34 @@ TEST(ChildProcessDyingWithParent, AnExecFailureIsAnErrorNotASilentExit127) {
   EXPECT_FALSE(r.ok());
 }
 
+// The parent to kill -9 in the test below is this test binary re-executed
+// (fork alone would leave a copy of a threaded process that may not allocate):
+// with SPOTGUARD_TEST_SPAWN_AND_WAIT=FILE set it spawns, before main, a shell
+// that starts a grandchild in the shell's group, and once Spawn has returned
+// puts both pids in FILE.
+[[maybe_unused]] const bool kSpawnAndWaitHelper = [] {
+  const char* out = std::getenv("SPOTGUARD_TEST_SPAWN_AND_WAIT");
+  if (out == nullptr) return false;
+  SpawnOptions o =
+      DyingWithParent({"/bin/sh", "-c", "sleep 600 & echo $$ $! > \"$OUT.tmp\"; wait"});
+  o.env["OUT"] = out;
+  auto child = ChildProcess::Spawn(o);
+  if (!child.ok()) ::_exit(1);
+  // Published only now that Spawn has returned, i.e. the guard is in place.
+  const std::string tmp = std::string(out) + ".tmp";
+  while (::rename(tmp.c_str(), out) != 0) ::usleep(10'000);
+  while (true) ::pause();
+}();
+
 TEST(ChildProcessDyingWithParent, TheChildAndItsGroupDieWhenTheParentIsKilled) {
   testing::TempDir dir;
   const std::string pids = dir.Join("pids");
-  // A parent of our own to kill -9: it spawns a shell that starts a
-  // grandchild in the shell's group, then writes both pids and waits.
-  const pid_t parent = ::fork();
-  ASSERT_GE(parent, 0);
-  if (parent == 0) {
-    SpawnOptions o = DyingWithParent(
-        {"/bin/sh", "-c", "sleep 600 & echo $$ $! > \"$OUT.tmp\"; mv \"$OUT.tmp\" \"$OUT\"; wait"});
-    o.env["OUT"] = pids;
-    auto child = ChildProcess::Spawn(o);
-    if (!child.ok()) ::_exit(1);
-    ::pause();
-    ::_exit(0);
-  }
+  SpawnOptions helper;
+  helper.argv = {"/proc/self/exe"};
+  helper.env = {{"SPOTGUARD_TEST_SPAWN_AND_WAIT", pids}, {"ASAN_OPTIONS", "detect_leaks=0"}};
+  auto parent_process = ChildProcess::Spawn(helper);
+  ASSERT_TRUE(parent_process.ok()) << parent_process.status().ToString();
+  const pid_t parent = parent_process->pid();
   std::string text;
   for (int i = 0; i < 1000 && text.empty(); ++i) {
     std::this_thread::sleep_for(milliseconds(10));
@@ -252,8 +265,8 @@ TEST(ChildProcessDyingWithParent, TheChildAndItsGroupDieWhenTheParentIsKilled) {
   ASSERT_TRUE(Alive(shell));
   ASSERT_TRUE(Alive(grandchild));
   ASSERT_EQ(::kill(parent, SIGKILL), 0);
-  int status;
-  ASSERT_EQ(::waitpid(parent, &status, 0), parent);
+  auto ended = parent_process->Wait();
+  ASSERT_TRUE(ended.ok() && ended->has_value());
   for (int i = 0; i < 1000 && (Alive(shell) || Alive(grandchild)); ++i) {
     std::this_thread::sleep_for(milliseconds(10));
   }
