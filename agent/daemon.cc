@@ -17,6 +17,7 @@
 #include "agent/events.h"
 #include "agent/exit_codes.h"
 #include "agent/fencing.h"
+#include "agent/host_lock.h"
 #include "agent/interruption_monitor.h"
 #include "agent/local_checkpoint.h"
 #include "agent/lease.h"
@@ -27,6 +28,7 @@
 #include "agent/snapshot_reader.h"
 #include "agent/snapshot_writer.h"
 #include "agent/supervisor.h"
+#include "agent/trainer_record.h"
 #include "common/autoscaling_client.h"
 #include "common/aws_credentials.h"
 #include "common/files.h"
@@ -111,6 +113,7 @@ class Agent {
   LeaseKeeper lease_;
   CheckpointDetector detector_;
   const std::string notice_file_;
+  std::optional<HostLock> host_lock_;  // held for the whole run
   std::string staging_root_;
   UniqueFd signal_fd_;
   std::unique_ptr<CheckpointWatcher> watcher_;
@@ -260,12 +263,16 @@ StatusOr<bool> Agent::AcquireLease() {
     if (!attempt.ok()) return attempt.status();
     if (attempt->outcome == LeaseKeeper::Outcome::kAcquired) return true;
     if (!said) {
+      const LeaseState& holder = attempt->current;
+      const std::string who =
+          holder.instance +
+          (holder.agent ? " (agent pid " + std::to_string(holder.agent->pid) + ")" : "");
       LogInfo(
-          "job {} is held by {} (lease generation {}); waiting for it to be released or "
+          "job {} is held by {}{} (lease generation {}); waiting for it to be released or "
           "go stale ({}s without renewal)",
-          cfg_.job, attempt->current.instance, attempt->current.generation,
-          duration_cast<seconds>(cfg_.lease.timeout).count());
-      (void)c_.notifier.Notify("STATUS=waiting for the lease held by " + attempt->current.instance);
+          cfg_.job, who, holder.instance == c_.instance ? ", another agent of this instance" : "",
+          holder.generation, duration_cast<seconds>(cfg_.lease.timeout).count());
+      (void)c_.notifier.Notify("STATUS=waiting for the lease held by " + who);
       said = true;
     }
     // Wait a heartbeat (a tenth of the timeout at most), awake for signals.
@@ -361,8 +368,9 @@ Status Agent::RestoreAtStart() {
 
 Status Agent::StartTrainer() {
   ++attempt_;
-  SG_ASSIGN_OR_RETURN(trainer_, TrainerProcess::Start(
-                                    cfg_, c_.env, TrainerLaunch{resume_, attempt_}, notice_file_));
+  SG_ASSIGN_OR_RETURN(
+      trainer_, TrainerProcess::Start(cfg_, c_.env, TrainerLaunch{resume_, attempt_}, notice_file_,
+                                      TrainerRecordPath(cfg_.checkpoint_dir)));
   return Status::Ok();
 }
 
@@ -747,11 +755,37 @@ AgentResult Agent::Run() {
     result_.exit_code = kExitFailure;
     return result_;
   }
-  auto fail = [&](const Status& st) {
+  // Every failure once the lease is held releases it (Finish), so the next
+  // agent need not wait lease.timeout for an agent that never worked.
+  auto fail = [&](const Status& st, int exit_code = kExitFailure) {
     LogError("{}", st.message());
-    result_.exit_code = kExitFailure;
+    if (lease_.held()) Finish(exit_code);
+    result_.exit_code = exit_code;
     return result_;
   };
+  // Before anything else: one agent per checkpoint dir on this host
+  // (docs/agent.md, "One agent per checkpoint directory, and no orphans").
+  auto lock = HostLock::Acquire(cfg_.checkpoint_dir);
+  if (!lock.ok()) {
+    if (lock.status().reason() == "Locked") return fail(lock.status(), kExitFenced);
+    // The lock file goes beside the dir: a read-only parent is reported the
+    // way the writable check below reports it.
+    if (Status st = CheckWritableDir(cfg_.checkpoint_dir, "checkpoint_dir " + cfg_.checkpoint_dir);
+        !st.ok()) {
+      return fail(st);
+    }
+    return fail(lock.status());
+  }
+  host_lock_.emplace(std::move(*lock));
+  if (Status st = ValidateCheckpointDir(cfg_.checkpoint_dir); !st.ok()) {
+    return fail(st, st.Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure);
+  }
+  // We hold the lock, so the agent that recorded a trainer is gone: what is
+  // left of its trainer is an orphan still writing into the dir.
+  auto leftover =
+      StopLeftoverTrainer(cfg_.checkpoint_dir, cfg_.stop_signal,
+                          std::min<milliseconds>(cfg_.stop_grace, milliseconds(30'000)));
+  if (!leftover.ok()) return fail(leftover.status());
   auto complete = AlreadyComplete();
   if (!complete.ok()) return fail(complete.status());
   if (*complete) {
@@ -773,14 +807,8 @@ AgentResult Agent::Run() {
     result_.exit_code = kExitOk;  // asked to stop while waiting
     return result_;
   }
-  if (Status st = DrawFence(); !st.ok()) {
-    Finish(kExitFailure);
-    return fail(st);
-  }
-  if (Status st = RestoreAtStart(); !st.ok()) {
-    Finish(kExitFailure);
-    return fail(st);
-  }
+  if (Status st = DrawFence(); !st.ok()) return fail(st);
+  if (Status st = RestoreAtStart(); !st.ok()) return fail(st);
   auto staging = PrepareStagingRoot(cfg_.checkpoint_dir, cfg_.job);
   if (!staging.ok()) return fail(staging.status());
   staging_root_ = *staging;
@@ -796,10 +824,7 @@ AgentResult Agent::Run() {
   (void)c_.notifier.Notify("READY=1");
   (void)c_.notifier.Notify("STATUS=training");
   (void)events_.Record("start", {{"resume", resume_}});
-  if (Status st = StartTrainer(); !st.ok()) {
-    Finish(kExitFailure);
-    return fail(st);
-  }
+  if (Status st = StartTrainer(); !st.ok()) return fail(st);
   Loop();
   trainer_.reset();
   return result_;

@@ -8,7 +8,8 @@ enum ExitCode : int {
   kExitFailure = 1,           // runtime failure
   kExitUsage = 2,             // usage or config error
   kExitNothingToRestore = 3,  // the store has no snapshot of the job
-  kExitFenced = 4,            // another instance holds the job
+  kExitFenced = 4,            // another instance holds the job, or another agent on this
+                              // host holds the checkpoint dir (agent/host_lock.h)
   kExitInterrupted = 75,      // interrupted after the final snapshot was committed
 };
 

@@ -1,8 +1,11 @@
 #include "agent/lease.h"
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/proc_stat.h"
 
 namespace sg {
 
@@ -15,6 +18,23 @@ LeaseKeeper::LeaseKeeper(ObjectStore& store, Clock& clock, std::string job, std:
       key_(job_ + "/lease"),
       options_(options) {}
 
+AgentIdentity ThisAgent() {
+  AgentIdentity me;
+  me.pid = ::getpid();
+  if (auto st = ReadProcStat(::getpid()); st.ok()) me.start_ticks = st->start_ticks;
+  me.boot_id = BootId();
+  return me;
+}
+
+bool AgentProcessAlive(const AgentIdentity& agent) {
+  const std::string boot = BootId();
+  if (!agent.boot_id.empty() && !boot.empty() && agent.boot_id != boot) return false;
+  if (agent.pid <= 0) return false;
+  auto st = ReadProcStat(static_cast<pid_t>(agent.pid));
+  if (!st.ok()) return false;  // no such process
+  return st->state != 'Z' && st->start_ticks == agent.start_ticks;
+}
+
 StatusOr<LeaseState> LeaseKeeper::Parse(const std::string& body) {
   auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("generation") || !j["generation"].is_number_unsigned()) {
@@ -25,6 +45,17 @@ StatusOr<LeaseState> LeaseKeeper::Parse(const std::string& body) {
   s.instance = j.value("instance", "");
   s.heartbeat = j.value("heartbeat", "");
   s.released = j.value("released", false);
+  if (auto a = j.find("agent"); a != j.end() && a->is_object()) {
+    const auto& o = *a;
+    if (o.contains("pid") && o["pid"].is_number_integer() && o.contains("start_ticks") &&
+        o["start_ticks"].is_number_unsigned()) {
+      AgentIdentity id;
+      id.pid = o["pid"].get<int64_t>();
+      id.start_ticks = o["start_ticks"].get<uint64_t>();
+      if (o.contains("boot_id") && o["boot_id"].is_string()) id.boot_id = o["boot_id"];
+      s.agent = id;
+    }
+  }
   return s;
 }
 
@@ -32,7 +63,11 @@ std::string LeaseKeeper::Body(uint64_t generation, bool released) const {
   nlohmann::ordered_json j = {{"generation", generation},
                               {"instance", instance_},
                               {"heartbeat", FormatUtc(clock_.Now(), true)},
-                              {"released", released}};
+                              {"released", released},
+                              {"agent",
+                               {{"pid", options_.agent.pid},
+                                {"start_ticks", options_.agent.start_ticks},
+                                {"boot_id", options_.agent.boot_id}}}};
   return j.dump();
 }
 
@@ -55,13 +90,15 @@ StatusOr<LeaseKeeper::Attempt> LeaseKeeper::Take(const std::string& condition_et
   last_write_ = clock_.Monotonic();
   LogInfo("took the lease of job {} (generation {}{})", job_, generation,
           create ? "" : ", after " + (from.instance.empty() ? std::string("?") : from.instance));
-  return Attempt{Outcome::kAcquired, LeaseState{generation, instance_, "", false}, {}};
+  return Attempt{
+      Outcome::kAcquired, LeaseState{generation, instance_, "", false, options_.agent}, {}};
 }
 
 StatusOr<LeaseKeeper::Attempt> LeaseKeeper::TryAcquire() {
   if (held()) {
     SG_RETURN_IF_ERROR(Renew());
-    return Attempt{Outcome::kAcquired, LeaseState{generation_, instance_, "", false}, {}};
+    return Attempt{
+        Outcome::kAcquired, LeaseState{generation_, instance_, "", false, options_.agent}, {}};
   }
   ObjectInfo info;
   auto body = store_.Get(key_, std::nullopt, &info);
@@ -76,7 +113,16 @@ StatusOr<LeaseKeeper::Attempt> LeaseKeeper::TryAcquire() {
             state.status().message());
     return Take(info.etag, false, LeaseState{});
   }
-  if (state->released || state->instance == instance_) return Take(info.etag, false, *state);
+  if (state->released) return Take(info.etag, false, *state);
+  if (state->instance == instance_ && state->agent) {
+    // An agent restarted in place may take its instance's lease back at once,
+    // but only when the agent that wrote it is certainly gone: a second live
+    // agent of the same instance (or this one's own write whose answer was
+    // lost) must not be fenced by a newcomer. docs/agent.md, "Fencing".
+    if (*state->agent == options_.agent || !options_.agent_alive(*state->agent)) {
+      return Take(info.etag, false, *state);
+    }
+  }
   const auto now = clock_.Monotonic();
   if (info.etag != observed_etag_) {
     observed_etag_ = info.etag;

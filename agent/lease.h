@@ -4,14 +4,21 @@
 //  - absent           -> create-only write, generation 1;
 //  - held by us       -> If-Match on our last etag (a renewal);
 //  - released         -> If-Match on its etag, generation + 1;
+//  - written by our instance, by an agent process that is provably gone from
+//    this host (its "agent" pid and start time name no live process)
+//                     -> If-Match on its etag at once, generation + 1;
 //  - held by another  -> wait; it is stale once its etag has not changed for
 //                        `timeout` of OUR monotonic clock (no trust in other
 //                        clocks), then If-Match on that etag, generation + 1.
+//                        This includes another live agent of our own
+//                        instance, and a lease without "agent" (written by
+//                        spotguard before 0.1.1): nothing proves its writer gone.
 // Of several takers only one If-Match can win. A holder whose renewal fails
 // with PreconditionFailed has been fenced and must commit nothing more.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -20,9 +27,29 @@
 
 namespace sg {
 
+// The agent process that wrote a lease, as "agent" in its body. pid and
+// start time (in the agent's pid namespace) name one process incarnation;
+// the boot id tells a pid of an earlier boot from a live one.
+struct AgentIdentity {
+  int64_t pid = 0;
+  uint64_t start_ticks = 0;
+  std::string boot_id;
+  bool operator==(const AgentIdentity&) const = default;
+};
+
+// This process.
+AgentIdentity ThisAgent();
+// Whether the process `agent` names still runs on this host. False only when
+// that is certain: another boot, no such pid, a zombie, another start time.
+bool AgentProcessAlive(const AgentIdentity& agent);
+
 struct LeaseOptions {
   std::chrono::milliseconds heartbeat{30'000};
   std::chrono::milliseconds timeout{150'000};
+  // Written into the lease; tests give fake ones.
+  AgentIdentity agent = ThisAgent();
+  // Asked about a lease written by our own instance; tests give fakes.
+  std::function<bool(const AgentIdentity&)> agent_alive = AgentProcessAlive;
 };
 
 struct LeaseState {
@@ -30,6 +57,7 @@ struct LeaseState {
   std::string instance;
   std::string heartbeat;  // UTC, as the holder wrote it
   bool released = false;
+  std::optional<AgentIdentity> agent;  // absent in leases written before 0.1.1
 };
 
 class LeaseKeeper {

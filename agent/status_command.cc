@@ -176,6 +176,8 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
                     {"heartbeat", s.lease->heartbeat},
                     {"heartbeat_age_seconds", OrNull(AgeOf(s.lease->heartbeat, now))},
                     {"released", s.lease->released},
+                    {"agent_pid", s.lease->agent ? nlohmann::ordered_json(s.lease->agent->pid)
+                                                 : nlohmann::ordered_json(nullptr)},
                     {"stale", LeaseIsStale(*s.lease, now, lease_timeout)}};
   } else {
     out["lease"] = nullptr;
@@ -235,8 +237,10 @@ std::string JobStatusToText(const JobStatus& s, Clock::WallTime now, Duration le
       line("lease", "released by " + l.instance + " (generation " + std::to_string(l.generation) +
                         "), " + heartbeat);
     } else {
-      std::string text = "held by " + l.instance + " (generation " + std::to_string(l.generation) +
-                         "), " + heartbeat;
+      std::string text = "held by " + l.instance +
+                         (l.agent ? " (agent pid " + std::to_string(l.agent->pid) + ", generation "
+                                  : " (generation ") +
+                         std::to_string(l.generation) + "), " + heartbeat;
       if (LeaseIsStale(l, now, lease_timeout)) {
         text += "; STALE: older than lease.timeout " + FormatDuration(lease_timeout) +
                 ", so the next instance may take over";

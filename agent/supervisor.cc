@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "agent/trainer_record.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -72,7 +73,8 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
   return out;
 }
 
-TrainerProcess::TrainerProcess(ChildProcess child, int output_fd) : child_(std::move(child)) {
+TrainerProcess::TrainerProcess(ChildProcess child, int output_fd, std::string record_path)
+    : child_(std::move(child)), record_path_(std::move(record_path)) {
   forwarder_ = std::thread(Forward, output_fd, child_.pid());
 }
 
@@ -81,9 +83,16 @@ TrainerProcess::~TrainerProcess() {
   if (forwarder_.joinable()) forwarder_.join();
 }
 
+void TrainerProcess::Ended(const ExitStatus& status) {
+  exit_ = status;
+  // Reaped, and its group's leftovers killed with it (die_with_parent):
+  // nothing of it remains for the next agent to stop.
+  if (!record_path_.empty()) RemoveTrainerRecord(record_path_);
+}
+
 StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
     const Config& config, const std::map<std::string, std::string>& env,
-    const TrainerLaunch& launch, const std::string& notice_file) {
+    const TrainerLaunch& launch, const std::string& notice_file, const std::string& record_path) {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
   UniqueFd read_end(pipefd[0]), write_end(pipefd[1]);
@@ -92,17 +101,25 @@ StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
   spawn.env = TrainerEnvironment(env, config, launch, notice_file);
   spawn.stdout_fd = write_end.get();
   spawn.stderr_fd = write_end.get();
+  spawn.die_with_parent = true;
   SG_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(spawn));
   write_end.reset();  // the child holds the only write end now
   LogInfo("started the trainer (pid {}, attempt {}){}", child.pid(), launch.attempt,
           launch.resume.empty() ? "" : ", resuming from " + launch.resume);
-  return std::unique_ptr<TrainerProcess>(new TrainerProcess(std::move(child), read_end.release()));
+  if (!record_path.empty()) {
+    // The trainer leads its own group (pgid == pid).
+    auto record = RecordOf(child.pid(), child.pid());
+    Status st = record.ok() ? WriteTrainerRecord(record_path, *record) : record.status();
+    if (!st.ok()) LogWarn("recording the trainer in {} failed: {}", record_path, st.message());
+  }
+  return std::unique_ptr<TrainerProcess>(
+      new TrainerProcess(std::move(child), read_end.release(), record_path));
 }
 
 std::optional<ExitStatus> TrainerProcess::Poll() {
   if (exit_) return exit_;
   auto r = child_.Wait(std::chrono::milliseconds(0));
-  if (r.ok() && r->has_value()) exit_ = **r;
+  if (r.ok() && r->has_value()) Ended(**r);
   return exit_;
 }
 
@@ -121,7 +138,7 @@ StatusOr<ExitStatus> TrainerProcess::Stop(int signo, std::chrono::milliseconds g
     (void)child_.SignalGroup(SIGKILL);
     SG_ASSIGN_OR_RETURN(ended, child_.Wait(std::nullopt));
   }
-  exit_ = *ended;
+  Ended(*ended);
   return *exit_;
 }
 

@@ -35,9 +35,14 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
 
 class TrainerProcess {
  public:
+  // The trainer dies with the agent (SpawnOptions::die_with_parent).
+  // REQUIRES: called from the thread that outlives the trainer (the agent's
+  // main thread). `record_path` (when not empty) receives the trainer's
+  // TrainerRecord until it has been reaped.
   static StatusOr<std::unique_ptr<TrainerProcess>> Start(
       const Config& config, const std::map<std::string, std::string>& env,
-      const TrainerLaunch& launch, const std::string& notice_file);
+      const TrainerLaunch& launch, const std::string& notice_file,
+      const std::string& record_path = "");
   ~TrainerProcess();  // kills the group if still running; joins the log thread
 
   pid_t pid() const { return child_.pid(); }
@@ -49,8 +54,10 @@ class TrainerProcess {
   StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace);
 
  private:
-  TrainerProcess(ChildProcess child, int output_fd);
+  TrainerProcess(ChildProcess child, int output_fd, std::string record_path);
+  void Ended(const ExitStatus& status);
   ChildProcess child_;
+  std::string record_path_;
   std::thread forwarder_;
   std::optional<ExitStatus> exit_;
 };

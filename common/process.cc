@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +63,92 @@ Status SpawnError(int err, const std::string& what) {
   return err == 0 ? Status::Ok() : Status::FromErrno(err, what);
 }
 
+// What follows runs in a forked child of a possibly multi-threaded process:
+// only async-signal-safe calls until execve or _exit.
+
+// Closes every descriptor from `from` on except `keep` (-1: none).
+void CloseFromExcept(int from, int keep) {
+  auto close_range_or_loop = [](unsigned lo, unsigned hi) {
+    if (lo > hi) return;
+    if (::close_range(lo, hi, 0) == 0) return;
+    // Kernels before 5.9 have no close_range: close one by one up to a
+    // bound beyond any descriptor the agent opens.
+    for (unsigned fd = lo; fd <= hi && fd < 65536; ++fd) ::close(static_cast<int>(fd));
+  };
+  if (keep < from) {
+    close_range_or_loop(static_cast<unsigned>(from), ~0U);
+    return;
+  }
+  if (keep > from)
+    close_range_or_loop(static_cast<unsigned>(from), static_cast<unsigned>(keep - 1));
+  close_range_or_loop(static_cast<unsigned>(keep + 1), ~0U);
+}
+
+// Reports errno `err` through `report_fd` and ends the child.
+[[noreturn]] void ChildFail(int report_fd, int err) {
+  ssize_t n;
+  do {
+    n = ::write(report_fd, &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  ::_exit(127);
+}
+
+// The child of a die_with_parent spawn, up to execve.
+[[noreturn]] void ExecChild(pid_t parent, int report_fd, int stdin_fd, int stdout_fd, int stderr_fd,
+                            const char* exe, char* const* argv, char* const* envp) {
+  ::setpgid(0, 0);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFail(report_fd, errno);
+  // The parent may have died before prctl took effect: then no signal will
+  // ever come, and nobody wants this child.
+  if (::getppid() != parent) ::_exit(127);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);  // EINVAL for KILL, STOP
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (::dup2(stdin_fd, 0) < 0) ChildFail(report_fd, errno);
+  if (stdout_fd >= 0 && ::dup2(stdout_fd, 1) < 0) ChildFail(report_fd, errno);
+  if (stderr_fd >= 0 && ::dup2(stderr_fd, 2) < 0) ChildFail(report_fd, errno);
+  // The report pipe is O_CLOEXEC: execve closes it, which tells the parent
+  // that the exec worked.
+  CloseFromExcept(3, report_fd);
+  ::execve(exe, argv, envp);
+  ChildFail(report_fd, errno);
+}
+
+// The guard of a die_with_parent child: joins the child's group and waits
+// for end of file on `pipe_fd`, i.e. for the spawning process to be gone
+// (or to close it), then kills the whole group, itself included.
+[[noreturn]] void GuardChild(pid_t group, int pipe_fd) {
+  ::setpgid(0, group);
+  // A copy of the parent without exec: tell it apart in ps and top.
+  ::prctl(PR_SET_NAME, "spotguard-guard");
+  // Signals meant for the trainer's group (checkpoint_signal, stop_signal)
+  // must not end the guard; SIGKILL still does.
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_BLOCK, &all, nullptr);
+  // It must hold no copy of anything: not the write end of its own pipe, not
+  // the trainer's output pipe (its reader waits for end of file).
+  CloseFromExcept(0, pipe_fd);
+  if (::getpgrp() != group) ::_exit(1);
+  char c;
+  while (true) {
+    const ssize_t n = ::read(pipe_fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  ::kill(0, SIGKILL);
+  ::_exit(0);
+}
+
+void ReapBlocking(pid_t pid) {
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
 ExitStatus Decode(int wait_status) {
   ExitStatus s;
   if (WIFSIGNALED(wait_status)) {
@@ -82,6 +169,7 @@ std::string ExitStatus::ToString() const {
 StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   if (options.argv.empty()) return Status::InvalidArgument("cannot run an empty command");
   SG_ASSIGN_OR_RETURN(const std::string exe, FindExecutable(options.argv[0], options.env));
+  if (options.die_with_parent) return SpawnDyingWithParent(options, exe);
 
   SpawnSetup setup;
   sigset_t none, all;
@@ -134,13 +222,84 @@ StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   return ChildProcess(pid);
 }
 
-ChildProcess::ChildProcess(ChildProcess&& other) noexcept : pid_(other.pid_) { other.pid_ = -1; }
+StatusOr<ChildProcess> ChildProcess::SpawnDyingWithParent(const SpawnOptions& options,
+                                                          const std::string& exe) {
+  // Everything the child needs is prepared here: after fork it may only
+  // make async-signal-safe calls (no allocation, no locks).
+  UniqueFd stdin_fd;
+  if (options.stdin_data) {
+    SG_ASSIGN_OR_RETURN(stdin_fd, MemoryFileWith(*options.stdin_data));
+  } else {
+    SG_ASSIGN_OR_RETURN(stdin_fd, OpenFile("/dev/null", O_RDONLY));
+  }
+  std::vector<std::string> args = options.argv;
+  std::vector<char*> c_args;
+  for (std::string& a : args) c_args.push_back(a.data());
+  c_args.push_back(nullptr);
+  std::vector<std::string> env_entries;
+  for (const auto& [k, v] : options.env) env_entries.push_back(k + "=" + v);
+  std::vector<char*> c_env;
+  for (std::string& e : env_entries) c_env.push_back(e.data());
+  c_env.push_back(nullptr);
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
+  UniqueFd report_read(report[0]), report_write(report[1]);
+  const pid_t parent = ::getpid();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) return Status::FromErrno(errno, "fork to start " + exe);
+  if (pid == 0) {
+    ExecChild(parent, report_write.get(), stdin_fd.get(), options.stdout_fd, options.stderr_fd,
+              exe.c_str(), c_args.data(), c_env.data());
+  }
+  // Also here, so that no signal to the group can precede the child's own setpgid.
+  ::setpgid(pid, pid);
+  ChildProcess child(pid);
+  child.group_ = pid;
+  report_write.reset();
+  int err = 0;
+  ssize_t n;
+  do {
+    n = ::read(report_read.get(), &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    ReapBlocking(pid);
+    child.pid_ = -1;
+    return Status::FromErrno(err, "start " + exe);
+  }
+
+  int guard[2];
+  if (::pipe2(guard, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
+  UniqueFd guard_read(guard[0]), guard_write(guard[1]);
+  const pid_t guard_pid = ::fork();
+  if (guard_pid < 0) return Status::FromErrno(errno, "fork the guard of " + exe);
+  if (guard_pid == 0) GuardChild(pid, guard_read.get());
+  guard_read.reset();
+  child.guard_pid_ = guard_pid;
+  child.guard_fd_ = guard_write.release();
+  // The child is unreaped, so its group still exists even if it has exited.
+  if (::setpgid(guard_pid, pid) != 0) {
+    return Status::FromErrno(errno, "put the guard of " + exe + " into its process group");
+  }
+  return child;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(other.pid_),
+      guard_pid_(other.guard_pid_),
+      group_(other.group_),
+      guard_fd_(other.guard_fd_) {
+  other.pid_ = other.guard_pid_ = other.group_ = other.guard_fd_ = -1;
+}
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   if (this != &other) {
     KillAndReap();
     pid_ = other.pid_;
-    other.pid_ = -1;
+    guard_pid_ = other.guard_pid_;
+    group_ = other.group_;
+    guard_fd_ = other.guard_fd_;
+    other.pid_ = other.guard_pid_ = other.group_ = other.guard_fd_ = -1;
   }
   return *this;
 }
@@ -148,12 +307,26 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
 ChildProcess::~ChildProcess() { KillAndReap(); }
 
 void ChildProcess::KillAndReap() {
-  if (pid_ <= 0) return;
-  ::kill(-pid_, SIGKILL);
-  int status;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);
+    ReapBlocking(pid_);
+    pid_ = -1;
   }
-  pid_ = -1;
+  EndGuard();
+}
+
+void ChildProcess::EndGuard() {
+  if (guard_fd_ >= 0) {
+    ::close(guard_fd_);
+    guard_fd_ = -1;
+  }
+  if (guard_pid_ <= 0) return;
+  // The unreaped guard keeps the group alive, so this reaches only the
+  // child's own leftovers (and the guard), never a reused group id.
+  ::kill(-group_, SIGKILL);
+  ::kill(guard_pid_, SIGKILL);  // in case it never joined the group
+  ReapBlocking(guard_pid_);
+  guard_pid_ = -1;
 }
 
 StatusOr<std::optional<ExitStatus>> ChildProcess::Wait(
@@ -167,6 +340,7 @@ StatusOr<std::optional<ExitStatus>> ChildProcess::Wait(
     const pid_t r = ::waitpid(pid_, &status, timeout ? WNOHANG : 0);
     if (r == pid_) {
       pid_ = -1;
+      EndGuard();
       return std::optional<ExitStatus>(Decode(status));
     }
     if (r < 0) {

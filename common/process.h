@@ -28,6 +28,22 @@ struct SpawnOptions {
   // descriptor (pass 2 to send the child's stdout to our stderr).
   int stdout_fd = -1;
   int stderr_fd = -1;
+  // The child and every process left in its group die with the process
+  // that spawned it, however that ends (kill -9 included), so nothing keeps
+  // running unsupervised. Two mechanisms (docs/agent.md, "One agent per
+  // checkpoint directory, and no orphans"):
+  //  - the child gets PR_SET_PDEATHSIG SIGKILL. The kernel sends it when the
+  //    THREAD that spawned it exits, not the process: REQUIRES that the
+  //    calling thread lives as long as the child should (the agent spawns its
+  //    trainer from its main thread);
+  //  - a guard process, forked without exec into the child's group, blocks
+  //    on a pipe whose write end only the spawning process holds; at end of
+  //    file (that process is gone) it SIGKILLs the group, which reaches
+  //    descendants that kept the group (torchrun workers, say) too.
+  // Descendants that leave the group (setsid, setpgid) are not covered.
+  // Uses fork + execve (posix_spawn has no hook for prctl); an exec failure
+  // is still reported by Spawn as an error.
+  bool die_with_parent = false;
 };
 
 struct ExitStatus {
@@ -71,9 +87,17 @@ class ChildProcess {
 
  private:
   explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  static StatusOr<ChildProcess> SpawnDyingWithParent(const SpawnOptions& options,
+                                                     const std::string& exe);
   void KillAndReap();
+  // After the child was reaped: kills what is left of its group and reaps
+  // the guard (die_with_parent only).
+  void EndGuard();
 
   pid_t pid_ = -1;
+  pid_t guard_pid_ = -1;  // die_with_parent: the guard process, a member of the group
+  pid_t group_ = -1;      // die_with_parent: the child's process group
+  int guard_fd_ = -1;     // die_with_parent: write end of the guard's pipe
 };
 
 }  // namespace sg

@@ -2,6 +2,7 @@
 // writers prepared (SnapshotWriter, LeaseKeeper, EventLog), as people and
 // scripts read it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,7 @@ TEST_F(StatusCli, ShowsTheLeaseHolderNewestSnapshotAndInterruptions) {
   EXPECT_EQ(j["lease"]["instance"], "i-0abc");
   EXPECT_EQ(j["lease"]["generation"], 1);
   EXPECT_EQ(j["lease"]["released"], false);
+  EXPECT_EQ(j["lease"]["agent_pid"], ::getpid()) << "the lease names the agent process";
   EXPECT_EQ(j["lease"]["stale"], false);
   EXPECT_LT(j["lease"]["heartbeat_age_seconds"].get<int>(), 60);
   EXPECT_EQ(j["snapshots"]["committed"], 2);
@@ -116,7 +118,10 @@ TEST_F(StatusCli, ShowsTheLeaseHolderNewestSnapshotAndInterruptions) {
 
   auto text = Run({});
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("held by i-0abc (generation 1)"), std::string::npos) << text.out;
+  EXPECT_NE(
+      text.out.find("held by i-0abc (agent pid " + std::to_string(::getpid()) + ", generation 1)"),
+      std::string::npos)
+      << text.out;
   EXPECT_NE(text.out.find("0000000002, created"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("step 1200"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("2 committed snapshots"), std::string::npos) << text.out;

@@ -5,8 +5,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -178,6 +181,98 @@ TEST(ChildProcess, ACommandThatCannotStartIsAnError) {
   EXPECT_FALSE(ChildProcess::Spawn(o).ok());
   o.argv = {};
   EXPECT_TRUE(ChildProcess::Spawn(o).status().Is(StatusCode::kInvalidArgument));
+}
+
+// The trainer's spawn path (fork + execve with PR_SET_PDEATHSIG and a guard).
+SpawnOptions DyingWithParent(std::vector<std::string> argv) {
+  SpawnOptions o;
+  o.argv = std::move(argv);
+  o.env = {{"PATH", "/usr/bin:/bin"}};
+  o.die_with_parent = true;
+  return o;
+}
+
+TEST(ChildProcessDyingWithParent, RunsLikeAnyChildInItsOwnGroup) {
+  testing::TempDir dir;
+  SpawnOptions o =
+      DyingWithParent({"/bin/sh", "-c", "cat > \"$OUT\"; echo \"$FOO\" >> \"$OUT\"; exit 3"});
+  o.env["OUT"] = dir.Join("out");
+  o.env["FOO"] = "bar";
+  o.stdin_data = "hello\n";
+  EXPECT_EQ(RunToEnd(o).code, 3);
+  EXPECT_EQ(Slurp(dir.Join("out")), "hello\nbar\n");
+
+  auto child = ChildProcess::Spawn(DyingWithParent({"/bin/sleep", "30"}));
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  EXPECT_EQ(::getpgid(child->pid()), child->pid());
+  auto ended = child->Stop(milliseconds(5000));
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ(ended->signal, SIGTERM);
+}
+
+TEST(ChildProcessDyingWithParent, AnExecFailureIsAnErrorNotASilentExit127) {
+  testing::TempDir dir;
+  // Found and executable, but execve fails: not a binary or script (ENOEXEC
+  // from the kernel, which execve does not retry through a shell), a directory.
+  const std::string garbage = dir.WriteFile("garbage", std::string("\x7f\x01\x02\x03", 4));
+  ASSERT_EQ(::chmod(garbage.c_str(), 0755), 0);
+  auto r = ChildProcess::Spawn(DyingWithParent({garbage}));
+  EXPECT_FALSE(r.ok()) << "exec of a non-executable file must fail Spawn";
+  EXPECT_NE(r.status().message().find(garbage), std::string::npos) << r.status().ToString();
+  r = ChildProcess::Spawn(DyingWithParent({dir.path()}));
+  EXPECT_FALSE(r.ok()) << "exec of a directory must fail Spawn";
+  r = ChildProcess::Spawn(DyingWithParent({"/nonexistent/dir/cmd"}));
+  EXPECT_FALSE(r.ok());
+}
+
+// The parent to kill -9 in the test below is this test binary re-executed
+// (fork alone would leave a copy of a threaded process that may not allocate):
+// with SPOTGUARD_TEST_SPAWN_AND_WAIT=FILE set it spawns, before main, a shell
+// that starts a grandchild in the shell's group, and once Spawn has returned
+// puts both pids in FILE.
+[[maybe_unused]] const bool kSpawnAndWaitHelper = [] {
+  const char* out = std::getenv("SPOTGUARD_TEST_SPAWN_AND_WAIT");
+  if (out == nullptr) return false;
+  SpawnOptions o =
+      DyingWithParent({"/bin/sh", "-c", "sleep 600 & echo $$ $! > \"$OUT.tmp\"; wait"});
+  o.env["OUT"] = out;
+  auto child = ChildProcess::Spawn(o);
+  if (!child.ok()) ::_exit(1);
+  // Published only now that Spawn has returned, i.e. the guard is in place.
+  const std::string tmp = std::string(out) + ".tmp";
+  while (::rename(tmp.c_str(), out) != 0) ::usleep(10'000);
+  while (true) ::pause();
+}();
+
+TEST(ChildProcessDyingWithParent, TheChildAndItsGroupDieWhenTheParentIsKilled) {
+  testing::TempDir dir;
+  const std::string pids = dir.Join("pids");
+  SpawnOptions helper;
+  helper.argv = {"/proc/self/exe"};
+  helper.env = {{"SPOTGUARD_TEST_SPAWN_AND_WAIT", pids}, {"ASAN_OPTIONS", "detect_leaks=0"}};
+  auto parent_process = ChildProcess::Spawn(helper);
+  ASSERT_TRUE(parent_process.ok()) << parent_process.status().ToString();
+  const pid_t parent = parent_process->pid();
+  std::string text;
+  for (int i = 0; i < 1000 && text.empty(); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    text = Slurp(pids);
+  }
+  ASSERT_FALSE(text.empty()) << "the shell did not start";
+  std::istringstream in(text);
+  pid_t shell = 0, grandchild = 0;
+  in >> shell >> grandchild;
+  ASSERT_TRUE(Alive(shell));
+  ASSERT_TRUE(Alive(grandchild));
+  ASSERT_EQ(::kill(parent, SIGKILL), 0);
+  auto ended = parent_process->Wait();
+  ASSERT_TRUE(ended.ok() && ended->has_value());
+  for (int i = 0; i < 1000 && (Alive(shell) || Alive(grandchild)); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_FALSE(Alive(shell)) << "the child outlived the parent";
+  EXPECT_FALSE(Alive(grandchild)) << "a process in the child's group outlived the parent";
+  ::kill(-shell, SIGKILL);
 }
 
 }  // namespace
