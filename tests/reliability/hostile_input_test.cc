@@ -325,18 +325,27 @@ TEST_F(HostileSnapshot, AHostileNewestSnapshotFallsBackToTheGoodOne) {
   ASSERT_EQ(restore.exit_code, 0) << restore.err;
   EXPECT_NE(restore.err.find("SNAPSHOT 0000000002 IS DAMAGED"), std::string::npos) << restore.err;
   EXPECT_NE(restore.err.find("climbs out"), std::string::npos) << restore.err;
-  EXPECT_EQ(ReadTree(dir_.Join("work/ckpt")), source_);
+  // The good snapshot, beside the previous checkpoint restore did not write.
+  Tree want = source_;
+  want.insert(previous_.begin(), previous_.end());
+  EXPECT_EQ(ReadTree(dir_.Join("work/ckpt")), want);
   EXPECT_EQ(ReadTree(dir_.Join("work/sentinel")), sentinel_);
 }
 
 // Symlinks planted in the target (a directory and a file pointing at the
-// sentinel) are replaced, never followed.
+// sentinel) are never followed: restore refuses to replace them (they are
+// not its own), and with --force moves them aside, still unfollowed.
 TEST_F(HostileSnapshot, SymlinksPlantedInTheTargetAreNotFollowed) {
   WriteTree(dir_.Join("src"), {{"sub/inner.txt", {"restored", 0644}}});
   TakeSnapshot();
   fs::create_directory_symlink(dir_.Join("work/sentinel"), dir_.Join("work/ckpt/sub"));
   fs::create_symlink(dir_.Join("work/sentinel/keep.txt"), dir_.Join("work/ckpt/small.txt"));
-  auto restore = Run({"restore", "--to", dir_.Join("work/ckpt")});
+  auto refused = Run({"restore", "--to", dir_.Join("work/ckpt")});
+  ASSERT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("small.txt"), std::string::npos) << refused.err;
+  EXPECT_EQ(ReadTree(dir_.Join("work/sentinel")), sentinel_);
+  EXPECT_TRUE(fs::is_symlink(dir_.Join("work/ckpt/sub")));
+  auto restore = Run({"restore", "--to", dir_.Join("work/ckpt"), "--force"});
   ASSERT_EQ(restore.exit_code, 0) << restore.err;
   EXPECT_EQ(ReadTree(dir_.Join("work/sentinel")), sentinel_);
   EXPECT_FALSE(fs::is_symlink(dir_.Join("work/ckpt/sub")));
