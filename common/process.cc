@@ -43,6 +43,25 @@ StatusOr<UniqueFd> MemoryFileWith(const std::string& data) {
   return fd;
 }
 
+// argv and envp as execve wants them, built before any fork (the child may
+// not allocate). The strings live as long as this object.
+class ExecVectors {
+ public:
+  explicit ExecVectors(const SpawnOptions& options) : args_(options.argv) {
+    for (const auto& [k, v] : options.env) env_.push_back(k + "=" + v);
+    for (std::string& a : args_) c_args_.push_back(a.data());
+    c_args_.push_back(nullptr);
+    for (std::string& e : env_) c_env_.push_back(e.data());
+    c_env_.push_back(nullptr);
+  }
+  char* const* argv() { return c_args_.data(); }
+  char* const* envp() { return c_env_.data(); }
+
+ private:
+  std::vector<std::string> args_, env_;
+  std::vector<char*> c_args_, c_env_;
+};
+
 // Owns the posix_spawn attribute and file-action objects.
 struct SpawnSetup {
   posix_spawnattr_t attr;
@@ -205,19 +224,11 @@ StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   SG_RETURN_IF_ERROR(
       SpawnError(posix_spawn_file_actions_addclosefrom_np(&setup.actions, 3), "addclosefrom"));
 
-  std::vector<std::string> args = options.argv;
-  std::vector<char*> c_args;
-  for (std::string& a : args) c_args.push_back(a.data());
-  c_args.push_back(nullptr);
-  std::vector<std::string> env_entries;
-  for (const auto& [k, v] : options.env) env_entries.push_back(k + "=" + v);
-  std::vector<char*> c_env;
-  for (std::string& e : env_entries) c_env.push_back(e.data());
-  c_env.push_back(nullptr);
+  ExecVectors exec(options);
 
   pid_t pid = -1;
   const int err =
-      posix_spawn(&pid, exe.c_str(), &setup.actions, &setup.attr, c_args.data(), c_env.data());
+      posix_spawn(&pid, exe.c_str(), &setup.actions, &setup.attr, exec.argv(), exec.envp());
   if (err != 0) return Status::FromErrno(err, "start " + exe);
   return ChildProcess(pid);
 }
@@ -232,15 +243,7 @@ StatusOr<ChildProcess> ChildProcess::SpawnDyingWithParent(const SpawnOptions& op
   } else {
     SG_ASSIGN_OR_RETURN(stdin_fd, OpenFile("/dev/null", O_RDONLY));
   }
-  std::vector<std::string> args = options.argv;
-  std::vector<char*> c_args;
-  for (std::string& a : args) c_args.push_back(a.data());
-  c_args.push_back(nullptr);
-  std::vector<std::string> env_entries;
-  for (const auto& [k, v] : options.env) env_entries.push_back(k + "=" + v);
-  std::vector<char*> c_env;
-  for (std::string& e : env_entries) c_env.push_back(e.data());
-  c_env.push_back(nullptr);
+  ExecVectors exec(options);
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
   UniqueFd report_read(report[0]), report_write(report[1]);
@@ -250,7 +253,7 @@ StatusOr<ChildProcess> ChildProcess::SpawnDyingWithParent(const SpawnOptions& op
   if (pid < 0) return Status::FromErrno(errno, "fork to start " + exe);
   if (pid == 0) {
     ExecChild(parent, report_write.get(), stdin_fd.get(), options.stdout_fd, options.stderr_fd,
-              exe.c_str(), c_args.data(), c_env.data());
+              exe.c_str(), exec.argv(), exec.envp());
   }
   // Also here, so that no signal to the group can precede the child's own setpgid.
   ::setpgid(pid, pid);

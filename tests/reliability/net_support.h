@@ -49,7 +49,8 @@ inline std::map<std::string, FileDigest> DigestTree(const std::string& dir) {
   std::map<std::string, FileDigest> out;
   if (!std::filesystem::exists(dir)) return out;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) {
+    // The restore marker is spotguard's own file, not part of the tree.
+    if (e.is_regular_file() && !e.path().filename().string().starts_with(".spotguard")) {
       out[std::filesystem::relative(e.path(), dir).string()] = DigestOf(e.path().string());
     }
   }

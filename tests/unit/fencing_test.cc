@@ -16,9 +16,7 @@
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"
-#include "tests/support/fake_clock.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/tree.h"
+#include "tests/support/file_store_fixture.h"
 
 namespace sg::testing {
 namespace {
@@ -50,15 +48,8 @@ TEST(FenceTable, KeysCarryTheLineAndRejectStrangers) {
   EXPECT_FALSE(ParseFenceKey("j", "other/fences/0000000007-0000000042"));
 }
 
-class FencingTest : public ::testing::Test {
+class FencingTest : public FileStoreTest {
  protected:
-  void SetUp() override {
-    clock_.SetNow(std::chrono::system_clock::now());
-    auto opened = FileStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(*opened);
-  }
-
   // A holder: takes the lease and draws its fence, as the agent does.
   std::unique_ptr<LeaseKeeper> TakeOver(const std::string& instance) {
     auto keeper = std::make_unique<LeaseKeeper>(*store_, clock_, "job", instance,
@@ -78,22 +69,16 @@ class FencingTest : public ::testing::Test {
   // after the renewal that precedes the commit, before the manifest PUT.
   StatusOr<SnapshotResult> Commit(LeaseKeeper& holder, const std::string& content, int64_t step,
                                   const std::function<void()>& before_manifest = {}) {
-    const std::string src = dir_.Join("src-" + std::to_string(++sources_));
-    WriteTree(src, {{"model.pt", {content, 0644}}});
     SnapshotRequest req;
-    req.job = "job";
-    req.files = {{"model.pt", src + "/model.pt"}};
     req.preset = "pytorch";
     req.step = step;
-    req.instance = "i";
     req.generation = holder.generation();
     req.verify_before_commit = [&]() -> Status {
       SG_RETURN_IF_ERROR(holder.Renew());
       if (before_manifest) before_manifest();
       return Status::Ok();
     };
-    SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
-    return writer.Write(req);
+    return CommitTree({{"model.pt", {content, 0644}}}, req);
   }
 
   std::vector<uint64_t> History() {
@@ -103,10 +88,6 @@ class FencingTest : public ::testing::Test {
     return seqs.ok() ? *seqs : std::vector<uint64_t>{};
   }
 
-  TempDir dir_;
-  FakeClock clock_;
-  std::unique_ptr<FileStore> store_;
-  int sources_ = 0;
 };
 
 // The reproduction: a partition right after the holder's pre-commit renewal.

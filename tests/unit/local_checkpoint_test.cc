@@ -12,22 +12,13 @@
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"
-#include "tests/support/fake_clock.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/tree.h"
+#include "tests/support/file_store_fixture.h"
 
 namespace sg::testing {
 namespace {
 
-class LocalCheckpointTest : public ::testing::Test {
+class LocalCheckpointTest : public FileStoreTest {
  protected:
-  void SetUp() override {
-    clock_.SetNow(std::chrono::system_clock::now());
-    auto opened = FileStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(*opened);
-  }
-
   std::string Ckpt() { return dir_.Join("ckpt"); }
 
   Checkpoint Newest(Preset preset, std::vector<std::string> patterns = {}) {
@@ -56,9 +47,6 @@ class LocalCheckpointTest : public ::testing::Test {
     return CompareLocalCheckpoint(Ckpt(), c, history_).standing;
   }
 
-  TempDir dir_;
-  FakeClock clock_;
-  std::unique_ptr<FileStore> store_;
   std::vector<Manifest> history_;
 };
 

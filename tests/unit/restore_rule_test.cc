@@ -15,34 +15,19 @@
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"
-#include "tests/support/fake_clock.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/tree.h"
+#include "tests/support/file_store_fixture.h"
 
 namespace sg::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-class RestoreRuleTest : public ::testing::Test {
+class RestoreRuleTest : public FileStoreTest {
  protected:
-  void SetUp() override {
-    clock_.SetNow(std::chrono::system_clock::now());
-    auto opened = FileStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(*opened);
-  }
-
   uint64_t Snapshot(const Tree& tree) {
-    const std::string src = dir_.Join("src-" + std::to_string(++sources_));
-    WriteTree(src, tree);
     SnapshotRequest req;
-    req.job = "job";
-    for (const auto& [rel, f] : tree) req.files.push_back({rel, src + "/" + rel});
     req.preset = "generic";
-    req.instance = "i-test";
-    SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
-    auto r = writer.Write(req);
+    auto r = CommitTree(tree, req);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? r->seq : 0;
   }
@@ -64,10 +49,6 @@ class RestoreRuleTest : public ::testing::Test {
     return out;
   }
 
-  TempDir dir_;
-  FakeClock clock_;
-  std::unique_ptr<FileStore> store_;
-  int sources_ = 0;
 };
 
 // The reproduction of the defect: dotfiles, code and keys in the target.

@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/faulty_store.h"
+#include "tests/support/file_store_fixture.h"
 #include "tests/support/random_bytes.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree.h"
@@ -35,16 +36,8 @@ std::string Float32Weights(size_t count, unsigned seed) {
   return s;
 }
 
-class SnapshotTest : public ::testing::Test {
+class SnapshotTest : public FileStoreTest {
  protected:
-  void SetUp() override {
-    // The file store dates objects by real mtimes; gc compares them with this clock.
-    clock_.SetNow(std::chrono::system_clock::now());
-    auto opened = FileStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(*opened);
-  }
-
   std::vector<SnapshotSource> SourcesOf(const std::string& root) {
     std::vector<SnapshotSource> out;
     for (const auto& [rel, f] : ReadTree(root)) out.push_back({rel, root + "/" + rel});
@@ -71,10 +64,6 @@ class SnapshotTest : public ::testing::Test {
     return restorer.Restore("job", dir_.Join(to), seq);
   }
 
-  TempDir dir_;
-  FakeClock clock_;
-  std::unique_ptr<FileStore> store_;
-  int sources_ = 0;
 };
 
 TEST_F(SnapshotTest, ManySmallFilesAndABigOneRoundTripByteIdentical) {
