@@ -22,9 +22,9 @@ packages=(
   # the PyTorch example trainer and its end-to-end test
   python3-torch
   # packaging and deployment checks: man page, Debian package, unit, scripts;
-  # the RPM package (rpmbuild, rpm2cpio), the Debian 12 chroot for the
+  # the RPM package (rpmbuild; rpm2cpio and cpio unpack it), the Debian 12 root for the
   # portability check (debootstrap), startup timing (hyperfine)
-  help2man dpkg-dev systemd shellcheck rpm rpm2cpio debootstrap hyperfine
+  help2man dpkg-dev systemd shellcheck rpm rpm2cpio cpio debootstrap hyperfine
 )
 
 # The CloudFormation check runs on Node.js; the machine image may bring its own.
