@@ -6,6 +6,8 @@
 #      (and the sanitizer test build's binary, which breaks both rules, is
 #      reported: the check can fail);
 #   2. the .deb's Depends and the .rpm's Requires, exactly, and their files;
+#      the .rpm against stand-ins for Amazon Linux 2023's glibc, libcurl-minimal
+#      and openssl-libs, with rpm's own dependency check;
 #   3. a minimal Debian 12 root (debootstrap --variant=minbase, plus libcurl4
 #      and libssl3 from apt inside it, nothing else), cached under the build
 #      dir keyed by suite, mirror and package list: `dpkg -i` of the .deb,
@@ -70,7 +72,7 @@ echo "ok: $(stat -c %s "$bin") bytes; NEEDED: $needed; highest symbol version: $
 if bad=$(inspect_binary "$test_bin"); then
   fail "the sanitizer test build's binary passed the inspection: the check cannot fail"
 fi
-echo "ok: the sanitizer test build's binary is reported: $(grep -c '' <<< "$bad") problems, e.g.$(head -n 1 <<< "$bad")"
+echo "ok: the sanitizer test build's binary is reported: $(grep -c '' <<< "$bad") problems, e.g. $(head -n 1 <<< "$bad" | sed "s/^ *//")"
 
 echo "== package metadata"
 depends=$(dpkg-deb -f "$deb" Depends)
@@ -101,6 +103,37 @@ $report"
 [ "$("$work/usr/bin/spotguard" --version)" = "$("$bin" --version)" ] || fail "the .deb and the .rpm carry different versions"
 echo "ok: .deb Depends: $depends"
 echo "ok: .rpm Requires: $(grep -v '^rpmlib' <<< "$requires" | paste -sd, | sed 's/,/, /g') (and rpmlib features)"
+
+echo "== the .rpm's Requires against Amazon Linux 2023's packages"
+# rpm's own resolver, with empty stand-ins carrying the names, epochs and
+# versions AL2023 ships: glibc 2.34, libcurl-minimal 8.5.0 (which provides
+# libcurl), openssl-libs 1:3.0.8 (an epoch the Requires do not name). The
+# same without glibc must fail.
+stub() {  # stub NAME EPOCH VERSION [PROVIDES]
+  {
+    echo "Name: $1"
+    [ -z "$2" ] || echo "Epoch: $2"
+    printf '%s\n' "Version: $3" "Release: 1.amzn2023" "Summary: stand-in" "License: none" "BuildArch: x86_64"
+    [ -z "${4:-}" ] || echo "Provides: $4"
+    printf '%s\n' "%description" "stand-in" "%files"
+  } > "$work/$1.spec"
+  rpmbuild -bb --define "_topdir $work/rpmbuild" --define "_build_id_links none" "$work/$1.spec" \
+    > "$work/rpmbuild.log" 2>&1 || { cat "$work/rpmbuild.log"; fail "rpmbuild of the $1 stand-in"; }
+}
+stub glibc "" 2.34
+stub libcurl-minimal "" 8.5.0 "libcurl = 8.5.0-1.amzn2023"
+stub openssl-libs 1 3.0.8
+stubs=("$work"/rpmbuild/RPMS/x86_64/*.rpm)
+rpm --dbpath "$work/al2023-db" --initdb
+rpm --dbpath "$work/al2023-db" --justdb --nodeps -i "${stubs[@]}" 2> /dev/null
+rpm --dbpath "$work/al2023-db" --test -i "$rpm" > "$work/rpm-test.log" 2>&1 ||
+  fail "the .rpm's Requires are not met by AL2023's packages: $(cat "$work/rpm-test.log")"
+rpm --dbpath "$work/al2023-db" --justdb --nodeps -e glibc
+if rpm --dbpath "$work/al2023-db" --test -i "$rpm" > "$work/rpm-test.log" 2>&1; then
+  fail "the .rpm installs without glibc: its Requires are not checked"
+fi
+grep -q "glibc >= 2.34 is needed" "$work/rpm-test.log" || fail "unexpected: $(cat "$work/rpm-test.log")"
+echo "ok: rpm --test -i resolves them against glibc 2.34, libcurl-minimal 8.5.0, openssl-libs 1:3.0.8; without glibc it fails"
 
 echo "== Debian 12 root (debootstrap minbase + libcurl4 libssl3)"
 # The mirror apt uses on this machine (or SPOTGUARD_DEBIAN_MIRROR).
@@ -201,4 +234,4 @@ fi
 diff -r "$bare/tmp/data" "$bare/tmp/restored" > /dev/null || fail "the bare root's restore differs from the original"
 echo "ok: runs with $(find "$bare/usr/lib" -type f | wc -l) libraries (no libstdc++, libgcc_s, fmt, spdlog, pugixml): $bare_version; snapshot and restore identical"
 
-echo "portability_checks: 4 passed, 0 failed ($(( $(date +%s) - started )) s)"
+echo "portability_checks: 5 passed, 0 failed ($(( $(date +%s) - started )) s)"
