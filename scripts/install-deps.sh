@@ -21,8 +21,10 @@ packages=(
   clang libclang-rt-14-dev libfaketime faketime iproute2 iptables
   # the PyTorch example trainer and its end-to-end test
   python3-torch
-  # packaging and deployment checks: man page, Debian package, unit, scripts
-  help2man dpkg-dev systemd shellcheck
+  # packaging and deployment checks: man page, Debian package, unit, scripts;
+  # the RPM package (rpmbuild; rpm2cpio and cpio unpack it), the Debian 12 root for the
+  # portability check (debootstrap), startup timing (hyperfine)
+  help2man dpkg-dev systemd shellcheck rpm rpm2cpio cpio debootstrap hyperfine
 )
 
 # The CloudFormation check runs on Node.js; the machine image may bring its own.

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Boot rehearsal: scripts/user-data.sh bootstraps two "instances" (sandbox
 # roots) against the IMDS simulator and the Ceph gateway, with systemctl
-# replaced by running the unit's ExecStart directly. The first is interrupted
-# by a spot notice; the second restores its snapshot, resumes and finishes.
-#   boot_rehearsal.sh SOURCE_DIR BUILD_DIR
+# replaced by running the unit's ExecStart directly. The first is a Debian 12
+# machine that installs the .deb with apt-get, the second an Amazon Linux
+# 2023 one (its /etc/os-release) that installs the .rpm with dnf; apt-get and
+# dnf are stubs that record their arguments and unpack the package into the
+# sandbox (dpkg-deb -x, rpm2cpio). Both get the packages the way a stack
+# does: scripts/publish.sh uploads them to the gateway and PACKAGE_URL is the
+# s3:// directory it prints. The first is interrupted by a spot notice; the
+# second restores its snapshot, resumes and finishes. A third gets a .deb
+# URL on Amazon Linux and must refuse it.
+#   boot_rehearsal.sh SOURCE_DIR PACKAGE_DIR
 set -euo pipefail
-src=$1 build=$2
+src=$1 pkgdir=$2
 : "${SPOTGUARD_TEST_S3_ENDPOINT:?start the gateway: eval \"\$(scripts/s3-server.sh start)\"}"
 work=$(mktemp -d)
 sim_pid=
@@ -20,9 +27,51 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "boot_rehearsal: FAIL: $*" >&2; for l in "$work"/*/var/log/*.log; do echo "--- $l" >&2; tail -n 30 "$l" >&2; done; exit 1; }
 
-# The package under test.
-(cd "$build" && cpack -G DEB -B "$work/pkg" > "$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; fail cpack; }
-deb=$(find "$work/pkg" -maxdepth 1 -name 'spotguard_*.deb' | head -n 1)
+# The packages under test (scripts/package.sh), published as a stack's are:
+# `aws` reaches the gateway through a wrapper first on PATH.
+[ -n "$(find "$pkgdir" -maxdepth 1 -name 'spotguard_*.deb')" ] || fail "no .deb in $pkgdir"
+mkdir -p "$work/bin"
+cat > "$work/bin/aws" << AWS
+#!/usr/bin/env bash
+exec $(command -v aws) --endpoint-url "$SPOTGUARD_TEST_S3_ENDPOINT" --region "$SPOTGUARD_TEST_S3_REGION" "\$@"
+AWS
+chmod +x "$work/bin/aws"
+export PATH=$work/bin:$PATH
+export AWS_ACCESS_KEY_ID=$SPOTGUARD_TEST_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$SPOTGUARD_TEST_S3_SECRET_KEY
+bash "$src/scripts/publish.sh" "s3://$SPOTGUARD_TEST_S3_BUCKET" "$pkgdir" > "$work/publish.out" 2> "$work/publish.log" ||
+  { cat "$work/publish.log"; fail "publish.sh"; }
+package_url=$(sed -n 's/^PackageUrl=//p' "$work/publish.out")
+[[ $package_url == "s3://$SPOTGUARD_TEST_S3_BUCKET/spotguard-packages/"*/ ]] || fail "publish.sh printed: $(cat "$work/publish.out")"
+echo "ok: published; PackageUrl=$package_url"
+
+# The package managers, as far as user-data uses them: record the arguments,
+# unpack the package into the sandbox.
+cat > "$work/bin/apt-get" << 'FAKE'
+#!/usr/bin/env bash
+set -euo pipefail
+echo "apt-get $*" >> "$SPOTGUARD_ROOT/var/log/package-manager.log"
+[ "$1 $2 $3" = "install -y -q" ] && [[ $4 == *.deb ]] || { echo "fake apt-get: unexpected $*" >&2; exit 100; }
+dpkg-deb -x "$4" "$SPOTGUARD_ROOT"
+FAKE
+cat > "$work/bin/dnf" << 'FAKE'
+#!/usr/bin/env bash
+set -euo pipefail
+echo "dnf $*" >> "$SPOTGUARD_ROOT/var/log/package-manager.log"
+[ "$1 $2 $3" = "install -y -q" ] && [[ $4 == *.rpm ]] || { echo "fake dnf: unexpected $*" >&2; exit 1; }
+cd "$SPOTGUARD_ROOT" && rpm2cpio "$4" | cpio -idm --quiet
+FAKE
+chmod +x "$work/bin/apt-get" "$work/bin/dnf"
+export APT_GET=$work/bin/apt-get DNF=$work/bin/dnf
+debian_os_release='PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"
+NAME="Debian GNU/Linux"
+VERSION_ID="12"
+ID=debian'
+amazon_os_release='NAME="Amazon Linux"
+VERSION="2023"
+ID="amzn"
+ID_LIKE="fedora"
+VERSION_ID="2023"
+PRETTY_NAME="Amazon Linux 2023.6.20241121"'
 
 # The instance metadata service.
 /usr/bin/python3 "$src/tests/tools/imds_sim.py" --port 0 --port-file "$work/imds.port" \
@@ -58,22 +107,22 @@ esac
 FAKE
 chmod +x "$work/systemctl"
 
-export AWS_ACCESS_KEY_ID=$SPOTGUARD_TEST_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$SPOTGUARD_TEST_S3_SECRET_KEY
 export SYSTEMCTL=$work/systemctl
 job=rehearsal-$(date +%s%N)
 store=s3://$SPOTGUARD_TEST_S3_BUCKET/rehearsals
 ls_json() { "$work/i1/usr/bin/spotguard" ls --job "$job" --store "$store" --endpoint "$SPOTGUARD_TEST_S3_ENDPOINT" --json 2> /dev/null; }
 
-boot() {  # boot ROOT STEPS
+boot() {  # boot ROOT STEPS OS_RELEASE [PACKAGE_URL]
   local root=$1 steps=$2
-  mkdir -p "$root/etc/spotguard"
+  mkdir -p "$root/etc/spotguard" "$root/var/log"
+  printf '%s\n' "$3" > "$root/etc/os-release"
   cat > "$root/etc/spotguard/bootstrap.env" << ENV
 JOB=$job
 STORE=$store
 ENDPOINT=$SPOTGUARD_TEST_S3_ENDPOINT
 REGION=us-east-1
 CHECKPOINT_DIR=$root/data/ckpt
-PACKAGE_URL=file://$deb
+PACKAGE_URL=${4:-$package_url}
 PRESET=generic
 CHECKPOINT_SIGNAL=SIGUSR1
 UPLOAD_INTERVAL=1s
@@ -90,9 +139,12 @@ wait_exit() {  # wait_exit ROOT -> prints the agent's exit code
   fail "the agent in $1 did not end"
 }
 
-echo "== instance 1: boot, train, get interrupted"
-boot "$work/i1" 100000
+echo "== instance 1 (Debian 12, .deb with apt-get): boot, train, get interrupted"
+boot "$work/i1" 100000 "$debian_os_release"
 grep -q "started spotguard@$job" "$work/i1/var/log/spotguard-bootstrap.log" || fail "unit not started"
+grep -q "installed spotguard .* from the .deb package" "$work/i1/var/log/spotguard-bootstrap.log" || fail "no .deb install logged"
+grep -qx "apt-get install -y -q $work/i1/var/cache/spotguard/spotguard.deb" "$work/i1/var/log/package-manager.log" ||
+  fail "apt-get was not called as expected: $(cat "$work/i1/var/log/package-manager.log")"
 for _ in $(seq 300); do [ "$(ls_json | grep -c '"seq"')" -ge 1 ] && break; sleep 0.1; done
 [ "$(ls_json | grep -c '"seq"')" -ge 1 ] || fail "no periodic snapshot"
 sim POST spot-notice '{"action": "terminate", "in_seconds": 100}'
@@ -101,18 +153,32 @@ code=$(wait_exit "$work/i1")
 step=$(ls_json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["step"])')
 echo "ok: interrupted with step $step committed"
 
-echo "== instance 2: boot twice (a reboot), restore, resume, finish"
+echo "== instance 2 (Amazon Linux 2023, .rpm with dnf): boot twice (a reboot), restore, resume, finish"
 sim DELETE spot-notice
 sim POST identity '{"instanceId": "i-0replacement000000"}'
-boot "$work/i2" $((step + 20))
-boot "$work/i2" $((step + 20))
+boot "$work/i2" $((step + 20)) "$amazon_os_release"
+boot "$work/i2" $((step + 20)) "$amazon_os_release"
 grep -q "is already running\|agent already installed" "$work/i2/var/log/spotguard-bootstrap.log" ||
   fail "the second bootstrap did not notice the first"
+grep -q "this machine: Amazon Linux 2023" "$work/i2/var/log/spotguard-bootstrap.log" || fail "the OS was not logged"
+grep -q "installed spotguard .* from the .rpm package" "$work/i2/var/log/spotguard-bootstrap.log" || fail "no .rpm install logged"
+[ "$(cat "$work/i2/var/log/package-manager.log")" = "dnf install -y -q $work/i2/var/cache/spotguard/spotguard.rpm" ] ||
+  fail "dnf was not called once as expected: $(cat "$work/i2/var/log/package-manager.log")"
 code=$(wait_exit "$work/i2")
 [ "$code" = 0 ] || fail "instance 2 exited $code, not 0"
 grep -q "resumed from .* at step $step" "$work/i2/var/log/spotguard-agent.log" || fail "no resume at step $step"
 "$work/i2/usr/bin/spotguard" status --job "$job" --store "$store" --endpoint "$SPOTGUARD_TEST_S3_ENDPOINT" --json |
   /usr/bin/python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s.get("complete") else 1)' ||
   fail "the job is not marked complete"
-echo "ok: resumed at step $step and completed"
-echo "boot_rehearsal: 2 passed, 0 failed"
+echo "ok: resumed at step $step and completed; its bootstrap log:"
+sed 's/^/  /' "$work/i2/var/log/spotguard-bootstrap.log" | grep -v '^  20.*Z info '
+
+echo "== instance 3 (Amazon Linux 2023) given a .deb URL: refuses"
+if boot_out=$(boot "$work/i3" 10 "$amazon_os_release" "${package_url}spotguard.deb" 2>&1); then
+  fail "user-data installed a .deb on Amazon Linux"
+fi
+grep -q "FAILED: PACKAGE_URL is a .deb but this machine installs .rpm packages" "$work/i3/var/log/spotguard-bootstrap.log" ||
+  fail "no reason logged: $boot_out"
+[ ! -e "$work/i3/var/log/package-manager.log" ] || fail "a package manager ran"
+echo "ok: refused, with the reason logged"
+echo "boot_rehearsal: 3 passed, 0 failed"
