@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/fencing.h"
 #include "agent/manifest.h"
 #include "agent/snapshot_reader.h"
 #include "common/crypto.h"
@@ -171,7 +172,11 @@ inline PrefixAudit AuditJob(S3Store& store, const S3TestEnv& s3, const std::stri
   }
   std::set<std::string> uncommitted_dirs;
   for (const ObjectInfo& o : *objects) {
-    if (referenced.count(o.key) || o.key.starts_with(JobPrefix(job) + "events/")) continue;
+    // Events and the lease generations' fences are the job's history, not leftovers.
+    if (referenced.count(o.key) || o.key.starts_with(JobPrefix(job) + "events/") ||
+        o.key.starts_with(FencesPrefix(job))) {
+      continue;
+    }
     ++audit.orphans;
     audit.orphan_keys.push_back(o.key);
     if (o.key.starts_with(SnapshotsPrefix(job)))

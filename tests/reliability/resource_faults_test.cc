@@ -139,7 +139,9 @@ TEST_F(ResourceFaults, RestoreOntoAFullDiskSaysSoAndLeavesTheTargetUntouched) {
     ASSERT_TRUE(fs.ok()) << fs.error();
     const std::string target = mnt + "/ckpt";
     WriteTree(target, old_);
-    CommandResult r = cli_.Run({"restore", "-c", config, "--to", target});
+    // --force: the old checkpoint has a model.bin too, which a plain restore
+    // would refuse to replace before it ever looked at the disk.
+    CommandResult r = cli_.Run({"restore", "-c", config, "--to", target, "--force"});
     ++rec.trials;
     ++rec.faults_injected;
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
