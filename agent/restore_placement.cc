@@ -144,10 +144,9 @@ struct Settler {
     for (const std::string& name : names) {
       const std::string child = rel.empty() ? name : rel + "/" + name;
       const std::string from = Join(old_root, child);
-      if (rel.empty() && name == kRestoreMarkerName) {
-        ::unlink(from.c_str());
-        continue;
-      }
+      // The marker goes last (Settle): killed halfway, the next cleanup must
+      // still know which files were restore's.
+      if (rel.empty() && name == kRestoreMarkerName) continue;
       struct stat st {}, tst {};
       if (!Lstat(from, &st)) continue;
       const bool there = Lstat(Join(target, child), &tst);
@@ -207,6 +206,7 @@ Status Settle(const std::string& old_dir, const std::string& target,
               const std::optional<RestoreMarker>& marker, Placement& placement) {
   Settler settler{old_dir, target, marker, placement};
   SG_RETURN_IF_ERROR(settler.Dir(""));
+  ::unlink((old_dir + "/" + kRestoreMarkerName).c_str());
   if (::rmdir(old_dir.c_str()) == 0) return Status::Ok();
   if (errno != ENOTEMPTY && errno != EEXIST) return Status::FromErrno(errno, "rmdir " + old_dir);
   placement.backup_dir = BackupName(target);
@@ -320,16 +320,28 @@ StatusOr<Placement> PlaceRestoredDir(const std::string& staged, const std::strin
   return placement;
 }
 
+Status DiscardUnswappedRestoreDir(const std::string& dir) {
+  // Everything but the marker first, then the marker, then the dir: a kill
+  // halfway leaves the marker that says the rest is restore's own. (Removed
+  // marker-first, the rest would look like the target's old contents and be
+  // moved into it.)
+  SG_ASSIGN_OR_RETURN(std::vector<std::string> names, Names(dir));
+  std::error_code ec;
+  for (const std::string& name : names) {
+    if (name == kRestoreMarkerName) continue;
+    fs::remove_all(Join(dir, name), ec);
+    if (ec) return Status::IOError("remove " + Join(dir, name) + ": " + ec.message());
+  }
+  ::unlink(Join(dir, kRestoreMarkerName).c_str());
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) return Status::FromErrno(errno, "rmdir " + dir);
+  return Status::Ok();
+}
+
 Status RecoverAbandonedRestoreDir(const std::string& dir, const std::string& id,
                                   const std::string& target) {
   const std::optional<RestoreMarker> marker = ReadRestoreMarker(dir);
   std::error_code ec;
-  if (marker && marker->id == id) {
-    // Never swapped: its files are the download and links to the target's.
-    fs::remove_all(dir, ec);
-    if (ec) return Status::IOError("remove " + dir + ": " + ec.message());
-    return Status::Ok();
-  }
+  if (marker && marker->id == id) return DiscardUnswappedRestoreDir(dir);
   Placement placement;
   struct stat st {};
   if (!Lstat(target, &st) || !S_ISDIR(st.st_mode)) {

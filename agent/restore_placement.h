@@ -73,6 +73,11 @@ struct Placement {
 // place when there is no target) and settles the old contents.
 StatusOr<Placement> PlaceRestoredDir(const std::string& staged, const std::string& target);
 
+// Removes a temporary restore dir that was never swapped (it holds only the
+// restore's download, its marker and links to the target's files), marker
+// last, so that a kill halfway leaves it recognisable as such.
+Status DiscardUnswappedRestoreDir(const std::string& dir);
+
 // A temporary dir of a restore that did not finish. Before the swap it holds
 // only that restore's files and links (its own marker, whose id is `id`), and
 // is removed; after the swap it holds the target's previous contents, which

@@ -67,10 +67,10 @@ Status CheckFreeSpace(const std::string& dir, uint64_t needed) {
   return Status::Ok();
 }
 
-void RemoveTree(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) LogWarn("could not remove {}: {}", path, ec.message());
+void DiscardTemp(const std::string& path) {
+  if (Status st = DiscardUnswappedRestoreDir(path); !st.ok()) {
+    LogWarn("could not remove {}: {}", path, st.message());
+  }
 }
 
 // Temporary restore dirs are "<parent>/.<base>.spotguard-restore-<pid>-<hex>".
@@ -349,7 +349,7 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
   if (st.ok()) st = WriteRestoreMarker(temp, id, seq, paths);
   if (st.ok()) st = FsyncDir(temp);
   if (!st.ok()) {
-    RemoveTree(temp);
+    DiscardTemp(temp);
     if (st.Is(StatusCode::kNoSpace)) {
       // Statvfs said it would fit (or could not see the limit, e.g. inodes).
       st = Status::NoSpace("the disk holding " + parent + " is full (" + st.message() + "); " +
@@ -359,7 +359,7 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
   }
   auto placed = PlaceRestoredDir(temp, target_dir);
   if (!placed.ok()) {
-    RemoveTree(temp);  // not swapped: the download and links to the target's files
+    DiscardTemp(temp);  // not swapped: the download and links to the target's files
     return placed.status();
   }
   SG_RETURN_IF_ERROR(FsyncDir(parent));

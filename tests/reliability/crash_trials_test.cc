@@ -376,8 +376,15 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
     } else {
       outcome = "MIXED";
       ++lost;
+      std::string diff;
+      for (const auto& [rel, f] : ReadTree(target)) {
+        const bool in_old = old.count(rel) && old.at(rel) == f;
+        const bool in_new = merged.count(rel) && merged.at(rel) == f;
+        diff += "\n  " + rel + " (" + std::to_string(f.content.size()) + " bytes, mode " +
+                std::to_string(f.mode) + "): " + (in_new ? "new" : in_old ? "old" : "NEITHER");
+      }
       ADD_FAILURE() << "after the kill " << target
-                    << " is neither the old checkpoint nor the new one";
+                    << " is neither the old checkpoint nor the new one:" << diff;
     }
     EXPECT_TRUE(!finished || temps.empty()) << "a finished restore left " << temps.size();
     ++outcomes[outcome];

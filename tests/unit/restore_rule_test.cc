@@ -189,6 +189,42 @@ TEST_F(RestoreRuleTest, ARestoreKilledBeforeTheSwapIsRemoved) {
   EXPECT_FALSE(fs::exists(temp));
 }
 
+// A restore killed while it settled the old contents: its own earlier files
+// (named by the old marker, which settling removes last) are not brought back.
+TEST_F(RestoreRuleTest, AnInterruptedSettleNeverBringsBackRestoresOwnFiles) {
+  Snapshot({{"new.pt", {"new", 0644}}});
+  WriteTree(dir_.Join("d"), {{"new.pt", {"new", 0644}}});
+  ASSERT_TRUE(WriteRestoreMarker(dir_.Join("d"), "999997-new", 2, {"new.pt"}).ok());
+  const std::string old = dir_.Join(".d.spotguard-restore-999997-new");
+  WriteTree(old, {{"old.pt", {"restored earlier", 0644}}, {"notes.txt", {"mine", 0644}}});
+  ASSERT_TRUE(WriteRestoreMarker(old, "111111-older", 1, {"old.pt"}).ok());
+  auto r = Restore("d");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadTree(dir_.Join("d")),
+            (Tree{{"new.pt", {"new", 0644}}, {"notes.txt", {"mine", 0644}}}));
+  EXPECT_FALSE(fs::exists(old));
+}
+
+// A never-swapped temp dir whose removal was cut short keeps its marker to
+// the end, so what is left of it is removed, never taken for old contents.
+TEST_F(RestoreRuleTest, AHalfRemovedUnswappedTempDirIsStillRemoved) {
+  Snapshot({{"w.pt", {"new", 0644}}});
+  WriteTree(dir_.Join("d"), {{"notes.txt", {"mine", 0644}}});
+  const std::string temp = dir_.Join(".d.spotguard-restore-999996-gone");
+  WriteTree(temp, {{"optim/state.bin", {"partial", 0644}}});
+  ASSERT_TRUE(WriteRestoreMarker(temp, "999996-gone", 1, {}).ok());
+  auto r = Restore("d");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadTree(dir_.Join("d")),
+            (Tree{{"notes.txt", {"mine", 0644}}, {"w.pt", {"new", 0644}}}));
+  EXPECT_FALSE(fs::exists(temp));
+  // And the removal itself takes the marker last.
+  WriteTree(temp, {{"a/b", {"x", 0644}}, {"c", {"y", 0644}}});
+  ASSERT_TRUE(WriteRestoreMarker(temp, "999996-gone", 1, {}).ok());
+  ASSERT_TRUE(DiscardUnswappedRestoreDir(temp).ok());
+  EXPECT_FALSE(fs::exists(temp));
+}
+
 TEST_F(RestoreRuleTest, ASymlinkOrFileTargetIsRefusedBeforeDownloading) {
   Snapshot({{"w.pt", {"w", 0644}}});
   fs::create_directories(dir_.Join("real"));
