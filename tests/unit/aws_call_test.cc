@@ -10,7 +10,6 @@
 #include "common/crypto.h"
 #include "common/s3_client.h"
 #include "common/sigv4.h"
-#include "common/strings.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/scripted_transport.h"
 
@@ -22,13 +21,7 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 using testing::RecordingClock;
 using testing::ScriptedTransport;
-
-std::string HeaderOf(const HttpRequest& r, const std::string& name) {
-  for (const auto& [k, v] : r.headers) {
-    if (ToLower(k) == ToLower(name)) return v;
-  }
-  return "";
-}
+using testing::SentHeader;
 
 // Every Get hands out a new access key, as a provider renewing credentials would.
 class CountingCredentials final : public CredentialsProvider {
@@ -109,12 +102,13 @@ TEST_F(SignedCallExecutorTest, Retries503ThenSucceedsSigningEachAttemptAfresh) {
     const HttpRequest& sent = transport_.sent[i];
     EXPECT_EQ(sent.body, "payload");
     EXPECT_EQ(sent.url, "https://svc.example.com/thing");
-    EXPECT_EQ(HeaderOf(sent, "host"), "svc.example.com");
-    EXPECT_EQ(HeaderOf(sent, "x-amz-content-sha256"), Sha256Hex("payload"));
-    EXPECT_NE(HeaderOf(sent, "authorization").find("Credential=AKID" + std::to_string(i + 1) + "/"),
-              std::string::npos)
+    EXPECT_EQ(SentHeader(sent, "host"), "svc.example.com");
+    EXPECT_EQ(SentHeader(sent, "x-amz-content-sha256"), Sha256Hex("payload"));
+    EXPECT_NE(
+        SentHeader(sent, "authorization").find("Credential=AKID" + std::to_string(i + 1) + "/"),
+        std::string::npos)
         << "attempt " << i + 1 << " is signed with the credentials current then";
-    EXPECT_NE(HeaderOf(sent, "authorization").find("/eu-west-1/svc/aws4_request"),
+    EXPECT_NE(SentHeader(sent, "authorization").find("/eu-west-1/svc/aws4_request"),
               std::string::npos);
   }
 }
@@ -160,10 +154,10 @@ TEST_F(SignedCallExecutorTest, CorrectsASkewedClockAtOnceAndKeepsTheOffset) {
   ASSERT_EQ(transport_.sent.size(), 2u);
   EXPECT_TRUE(clock_.sleeps.empty()) << "a skewed clock is corrected, not waited out";
   EXPECT_EQ(executor.clock_offset(), seconds(1200));
-  EXPECT_EQ(HeaderOf(transport_.sent[1], "x-amz-date"), AmzDate(server));
+  EXPECT_EQ(SentHeader(transport_.sent[1], "x-amz-date"), AmzDate(server));
   // The next call signs with the server's time from the start.
   ASSERT_TRUE(executor.Execute(Request(), TestRules()).ok());
-  EXPECT_EQ(HeaderOf(transport_.sent[2], "x-amz-date"), AmzDate(clock_.Now() + minutes(20)));
+  EXPECT_EQ(SentHeader(transport_.sent[2], "x-amz-date"), AmzDate(clock_.Now() + minutes(20)));
 }
 
 TEST_F(SignedCallExecutorTest, ASkewAnswerWithoutTheServerTimeIsAFailure) {
@@ -209,7 +203,7 @@ TEST_F(SignedCallExecutorTest, UnsignedPayloadIsNotHashed) {
   SignedRequest request = Request("big part");
   request.sign_payload = false;
   ASSERT_TRUE(executor.Execute(std::move(request), TestRules()).ok());
-  EXPECT_EQ(HeaderOf(transport_.sent[0], "x-amz-content-sha256"), "UNSIGNED-PAYLOAD");
+  EXPECT_EQ(SentHeader(transport_.sent[0], "x-amz-content-sha256"), "UNSIGNED-PAYLOAD");
   EXPECT_EQ(transport_.sent[0].body, "big part");
 }
 
