@@ -30,7 +30,7 @@
 #include "agent/supervisor.h"
 #include "agent/trainer_record.h"
 #include "common/autoscaling_client.h"
-#include "common/aws_credentials.h"
+#include "common/aws_environment.h"
 #include "common/files.h"
 #include "common/http.h"
 #include "common/log.h"
@@ -138,32 +138,22 @@ class Agent {
   Clock::MonoTime next_upload_{}, next_poll_{}, next_checkpoint_signal_{}, next_watchdog_{};
   bool done_ = false;
   AgentResult result_;
-  std::unique_ptr<CurlTransport> asg_transport_;
-  std::unique_ptr<DefaultCredentialsChain> asg_credentials_;
   std::unique_ptr<AutoScalingClient> asg_;
 };
 
 StatusOr<AutoScalingClient*> Agent::AutoScaling() {
   if (asg_) return asg_.get();
-  auto env = [&](const char* name) {
-    auto it = c_.env.find(name);
-    return it == c_.env.end() ? std::string() : it->second;
-  };
-  std::string region = cfg_.region.value_or("");
-  if (region.empty()) region = env("AWS_REGION");
-  if (region.empty()) region = env("AWS_DEFAULT_REGION");
-  if (region.empty() && c_.imds) {
-    auto identity = ReadInstanceIdentity(*c_.imds);
-    if (identity.ok()) region = identity->region;
+  if (c_.aws == nullptr) {
+    return Status::InvalidArgument("no AWS environment for Auto Scaling calls");
   }
+  // The same transport, credentials and IMDS client as the store's.
+  const std::string region = c_.aws->Region();
   if (region.empty()) return Status::InvalidArgument("no AWS region for Auto Scaling calls");
-  asg_transport_ = std::make_unique<CurlTransport>();
-  asg_credentials_ =
-      std::make_unique<DefaultCredentialsChain>(c_.env, *asg_transport_, c_.clock, c_.imds);
   AutoScalingClientOptions options;
   options.region = region;
-  options.endpoint = ResolveAutoScalingEndpoint(std::nullopt, region, c_.env);
-  asg_ = std::make_unique<AutoScalingClient>(*asg_transport_, *asg_credentials_, c_.clock, options);
+  options.endpoint = ResolveAutoScalingEndpoint(std::nullopt, region, c_.aws->env());
+  asg_ = std::make_unique<AutoScalingClient>(c_.aws->transport(), c_.aws->credentials(), c_.clock,
+                                             options);
   return asg_.get();
 }
 
@@ -842,17 +832,15 @@ AgentResult RunAgent(const AgentContext& context) {
 }
 
 int RunAgentCommand(const Config& config, const std::map<std::string, std::string>& env) {
-  auto store = OpenStore(config, env);
+  // Built once: the store, the interruption monitor and the Auto Scaling
+  // client share one transport, one IMDS client and one credentials chain.
+  std::shared_ptr<AwsEnvironment> aws = OpenAws(config, env);
+  auto store = OpenStore(config, env, aws);
   if (!store.ok()) {
     LogError("opening the store {}: {}", config.store, store.status().message());
     return kExitFailure;
   }
-  CurlTransport transport;
-  ImdsClient::Options imds_options = ImdsOptionsFromEnvironment(
-      config.imds.endpoint == "http://169.254.169.254" ? "" : config.imds.endpoint, env);
-  std::unique_ptr<ImdsClient> imds;
-  if (!imds_options.disabled)
-    imds = std::make_unique<ImdsClient>(transport, SystemClock(), imds_options);
+  ImdsClient* imds = aws->imds();  // null when AWS_EC2_METADATA_DISABLED=true
   std::string instance;
   if (imds) {
     auto identity = ReadInstanceIdentity(*imds);
@@ -871,7 +859,7 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
     instance = host;
   }
   SystemdNotifier notifier(env);
-  AgentContext context{config, env, **store, SystemClock(), imds.get(), notifier, instance};
+  AgentContext context{config, env, **store, SystemClock(), imds, notifier, instance, aws.get()};
   return RunAgent(context).exit_code;
 }
 

@@ -17,6 +17,8 @@
 
 namespace sg {
 
+class AwsEnvironment;
+
 struct AgentContext {
   const Config& config;
   const std::map<std::string, std::string>& env;  // the agent's environment
@@ -25,6 +27,9 @@ struct AgentContext {
   MetadataService* imds = nullptr;  // null: no metadata service (IMDS disabled)
   const SystemdNotifier& notifier;
   std::string instance;  // instance id (or host name off EC2)
+  // The command's AWS parts, for the Auto Scaling calls at the job's end;
+  // null: no Auto Scaling calls can be made (as in a drill).
+  AwsEnvironment* aws = nullptr;
 };
 
 struct AgentResult {

@@ -199,16 +199,12 @@ std::string ConfiguredImdsEndpoint(const Config& config) {
   return config.imds.endpoint == kDefaultImdsEndpoint ? "" : config.imds.endpoint;
 }
 
-DoctorCheck CheckCredentials(const Config& config, const std::map<std::string, std::string>& env,
-                             HttpTransport& transport) {
+DoctorCheck CheckCredentials(const Config& config, AwsEnvironment& aws) {
   auto url = ParseStoreUrl(config.store);
   if (url.ok() && url->scheme == StoreUrl::Scheme::kFile) {
     return Ok("credentials", "not needed for a file:// store");
   }
-  ImdsClient::Options imds_options =
-      ImdsOptionsFromEnvironment(ConfiguredImdsEndpoint(config), env);
-  ImdsClient imds(transport, SystemClock(), imds_options);
-  DefaultCredentialsChain chain(env, transport, SystemClock(), &imds);
+  DefaultCredentialsChain& chain = aws.credentials();
   auto creds = chain.Get();
   if (!creds.ok()) {
     return Fail("credentials",
@@ -349,11 +345,13 @@ std::vector<DoctorCheck> RunDoctorChecks(const Config& config,
     if (on_check) on_check(c);
     checks.push_back(std::move(c));
   };
-  CurlTransport transport;
-  add(CheckCredentials(config, env, transport));
+  // One transport, IMDS client and credentials chain for every check, as
+  // `run` has: the credentials found here are the ones the store uses.
+  std::shared_ptr<AwsEnvironment> aws = OpenAws(config, env);
+  add(CheckCredentials(config, *aws));
 
   std::optional<uint64_t> newest_bytes;
-  auto store = OpenStore(config, env);
+  auto store = OpenStore(config, env, aws);
   if (!store.ok()) {
     add(Fail("store", "cannot open " + config.store + ": " + store.status().message()));
     for (const char* name : {"write", "create-only", "if-match", "clock"}) {
@@ -371,7 +369,7 @@ std::vector<DoctorCheck> RunDoctorChecks(const Config& config,
     }
   }
 
-  add(CheckImds(transport, SystemClock(),
+  add(CheckImds(aws->transport(), SystemClock(),
                 ImdsOptionsFromEnvironment(ConfiguredImdsEndpoint(config), env)));
   add(CheckFreeSpace(config.checkpoint_dir, newest_bytes));
   return checks;

@@ -159,13 +159,20 @@ std::optional<uint64_t> ParseSeqArgument(const std::string& text) {
   return std::stoull(text);
 }
 
-StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env) {
+std::shared_ptr<AwsEnvironment> OpenAws(const Config& config, const Environment& env) {
+  return std::make_shared<AwsEnvironment>(
+      AwsSettings{.env = env, .region = config.region, .imds_endpoint = config.imds.endpoint});
+}
+
+StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env,
+                                                 std::shared_ptr<AwsEnvironment> aws) {
   SG_ASSIGN_OR_RETURN(StoreUrl url, ParseStoreUrl(config.store));
   S3StoreOptions options;
-  options.env = env;
-  options.region = config.region;
+  // Built only for an s3:// store: a file:// store needs no AWS parts.
+  if (url.scheme == StoreUrl::Scheme::kS3) {
+    options.aws = aws ? std::move(aws) : OpenAws(config, env);
+  }
   options.endpoint = config.endpoint;
-  options.imds_endpoint = config.imds.endpoint;
   return OpenObjectStore(url, options);
 }
 

@@ -4,21 +4,30 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/config.h"
 #include "agent/snapshot_writer.h"
+#include "common/aws_environment.h"
 #include "common/object_store.h"
 
 namespace sg {
 
 using Environment = std::map<std::string, std::string>;
 
+// The command's AWS parts (transport, IMDS client, credentials chain, region),
+// from the config's region and imds.endpoint and the environment. Built once
+// per command and shared by its store and its other AWS clients.
+std::shared_ptr<AwsEnvironment> OpenAws(const Config& config, const Environment& env);
+
 // The store the config names (s3:// or file://), with region, endpoint and
-// credentials from the config and the environment.
-StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env);
+// credentials from the config and the environment; an s3:// store uses `aws`
+// (null: its own, from OpenAws).
+StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env,
+                                                 std::shared_ptr<AwsEnvironment> aws = nullptr);
 
 struct SnapshotCommandArgs {
   std::string dir;                 // --dir

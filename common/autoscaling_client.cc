@@ -1,10 +1,7 @@
 #include "common/autoscaling_client.h"
 
-#include <ctime>
 #include <pugixml.hpp>
 
-#include "common/crypto.h"
-#include "common/log.h"
 #include "common/sigv4.h"
 #include "common/strings.h"
 
@@ -16,40 +13,14 @@ std::string EnvOr(const std::map<std::string, std::string>& env, const char* nam
   return it == env.end() ? "" : it->second;
 }
 
-std::string CodeForStatus(long status) {
-  switch (status) {
-    case 400:
-      return "BadRequest";
-    case 403:
-      return "AccessDenied";
-    case 404:
-      return "NotFound";
-    case 429:
-      return "Throttling";
-    case 500:
-      return "InternalFailure";
-    case 503:
-      return "ServiceUnavailable";
-    default:
-      return "HTTP" + std::to_string(status);
-  }
-}
-
 AutoScalingErrorInfo ErrorOf(const HttpResponse& resp) {
+  static const std::map<long, std::string> kStatusCodes = {
+      {400, "BadRequest"}, {403, "AccessDenied"},    {404, "NotFound"},
+      {429, "Throttling"}, {500, "InternalFailure"}, {503, "ServiceUnavailable"},
+  };
   AutoScalingErrorInfo e = ParseAutoScalingErrorXml(resp.body).value_or(AutoScalingErrorInfo{});
-  e.http_status = resp.status;
-  if (e.code.empty()) e.code = CodeForStatus(resp.status);
-  if (e.request_id.empty()) e.request_id = resp.Header("x-amzn-requestid");
+  CompleteErrorInfo(e, resp, kStatusCodes, "x-amzn-requestid");
   return e;
-}
-
-// The HTTP Date header ("Sun, 22 Nov 2026 08:00:00 GMT").
-std::optional<Clock::WallTime> ParseHttpDate(const std::string& text) {
-  std::tm tm{};
-  if (text.empty() || strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S", &tm) == nullptr) {
-    return std::nullopt;
-  }
-  return WallTimeFromUtc(tm);
 }
 
 // "https://host:port/base" -> scheme "https://", authority "host:port", path "/base".
@@ -103,72 +74,33 @@ std::string BuildAutoScalingBody(std::string_view action, const QueryParameters&
 }
 
 std::optional<AutoScalingErrorInfo> ParseAutoScalingErrorXml(const std::string& body) {
-  if (body.find("<ErrorResponse") == std::string::npos) return std::nullopt;
-  pugi::xml_document doc;
-  if (!doc.load_buffer(body.data(), body.size())) return std::nullopt;
-  pugi::xml_node root = doc.child("ErrorResponse");
-  pugi::xml_node err = root.child("Error");
-  if (!err) return std::nullopt;
   AutoScalingErrorInfo e;
-  e.type = ChildText(err, "Type");
-  e.code = ChildText(err, "Code");
-  e.message = ChildText(err, "Message");
-  e.request_id = ChildText(root, "RequestId");
+  std::optional<AwsErrorInfo> parsed = ParseAwsErrorXml(body, "ErrorResponse", &e.type);
+  if (!parsed) return std::nullopt;
+  static_cast<AwsErrorInfo&>(e) = std::move(*parsed);
   return e;
 }
 
 Outcome ClassifyAutoScalingResponse(const StatusOr<HttpResponse>& response) {
-  // A transport failure is transient unless retrying cannot help (TLS verification).
-  if (!response.ok()) {
-    return response.status().Is(StatusCode::kUnavailable) ? Outcome::kTransient : Outcome::kFatal;
-  }
-  const long status = response->status;
-  if (status >= 200 && status < 300) return Outcome::kSuccess;
-  const AutoScalingErrorInfo e = ErrorOf(*response);
-  if (e.code == "RequestExpired") return Outcome::kClockSkew;
-  if (status == 429 || e.code == "Throttling" || e.code == "ThrottlingException" ||
-      e.code == "RequestLimitExceeded") {
-    return Outcome::kThrottled;
-  }
-  // A pending update to the same group (500) or a scaling activity in
-  // progress: the service asks to try again later.
-  if (e.code == "ResourceContention" || e.code == "ScalingActivityInProgress" ||
-      e.code == "InternalFailure" || e.code == "ServiceUnavailable" || status >= 500) {
-    return Outcome::kServerError;
-  }
-  return Outcome::kFatal;
+  // A pending update to the same group (ResourceContention, a 500) or a
+  // scaling activity in progress: the service asks to try again later.
+  static const ErrorOutcomes kOutcomes = {
+      .clock_skew = {"RequestExpired"},
+      .throttled = {"Throttling", "ThrottlingException", "RequestLimitExceeded"},
+      .server_error = {"ResourceContention", "ScalingActivityInProgress", "InternalFailure",
+                       "ServiceUnavailable"},
+      .server_failed = [](long status) { return status >= 500; }};
+  return ClassifyAwsAnswer(response, ErrorOf, kOutcomes);
 }
 
 Status AutoScalingErrorStatus(std::string_view action, const AutoScalingErrorInfo& e) {
-  static const std::map<std::string, StatusCode> kCodes = {
-      {"ValidationError", StatusCode::kInvalidArgument},
-      {"InvalidAction", StatusCode::kInvalidArgument},
-      {"MissingParameter", StatusCode::kInvalidArgument},
-      {"InvalidParameterValue", StatusCode::kInvalidArgument},
-      {"AccessDenied", StatusCode::kPermissionDenied},
-      {"AccessDeniedException", StatusCode::kPermissionDenied},
-      {"NotAuthorized", StatusCode::kPermissionDenied},
-      {"UnauthorizedOperation", StatusCode::kPermissionDenied},
-      {"InvalidClientTokenId", StatusCode::kPermissionDenied},
-      {"SignatureDoesNotMatch", StatusCode::kPermissionDenied},
-      {"IncompleteSignature", StatusCode::kPermissionDenied},
-      {"MissingAuthenticationToken", StatusCode::kPermissionDenied},
-      {"ExpiredToken", StatusCode::kPermissionDenied},
-      {"OptInRequired", StatusCode::kPermissionDenied},
-      {"Throttling", StatusCode::kUnavailable},
-      {"ThrottlingException", StatusCode::kUnavailable},
-      {"ResourceContention", StatusCode::kUnavailable},
-      {"ScalingActivityInProgress", StatusCode::kUnavailable},
-      {"ServiceUnavailable", StatusCode::kUnavailable},
-      {"InternalFailure", StatusCode::kUnavailable},
-      {"RequestExpired", StatusCode::kUnavailable},
+  static const ErrorCodeGroups kCodes = {
+      {StatusCode::kInvalidArgument,
+       {"ValidationError", "InvalidAction", "MissingParameter", "InvalidParameterValue"}},
+      // A pending update to the same group, a scaling activity in progress.
+      {StatusCode::kUnavailable, {"ResourceContention", "ScalingActivityInProgress"}},
   };
-  StatusCode code = StatusCode::kIOError;
-  if (auto it = kCodes.find(e.code); it != kCodes.end()) {
-    code = it->second;
-  } else if (e.http_status >= 500) {
-    code = StatusCode::kUnavailable;
-  }
+  StatusCode code = AwsErrorCode(e, kCodes);
   // The service reports a missing group or lifecycle action as a
   // ValidationError; callers want to tell "not there" from "malformed".
   const std::string lower = ToLower(e.message);
@@ -177,12 +109,7 @@ Status AutoScalingErrorStatus(std::string_view action, const AutoScalingErrorInf
        lower.find("no active lifecycle action") != std::string::npos)) {
     code = StatusCode::kNotFound;
   }
-  std::string msg = "Auto Scaling " + std::string(action) + ": " + e.code;
-  if (!e.message.empty()) msg += ": " + e.message;
-  msg += " (HTTP " + std::to_string(e.http_status);
-  if (!e.request_id.empty()) msg += ", request id " + e.request_id;
-  msg += ")";
-  return Status(code, std::move(msg)).WithReason(e.code);
+  return AwsErrorStatus(code, "Auto Scaling " + std::string(action), e);
 }
 
 StatusOr<std::vector<AutoScalingInstance>> ParseDescribeAutoScalingInstancesXml(
@@ -218,15 +145,13 @@ StatusOr<std::vector<AutoScalingInstance>> ParseDescribeAutoScalingInstancesXml(
 AutoScalingClient::AutoScalingClient(HttpTransport& transport, CredentialsProvider& credentials,
                                      Clock& clock, AutoScalingClientOptions options,
                                      UniformRandom random)
-    : transport_(transport),
-      credentials_(credentials),
-      clock_(clock),
-      options_(std::move(options)),
+    : options_(std::move(options)),
       endpoint_(ResolveAutoScalingEndpoint(
           options_.endpoint.empty() ? std::nullopt : std::optional(options_.endpoint),
           options_.region, {})),
-      random_(std::move(random)),
-      budget_(options_.retry.budget_capacity) {}
+      executor_(transport, credentials, clock,
+                {"autoscaling", options_.region, "Auto Scaling", options_.retry},
+                std::move(random)) {}
 
 StatusOr<HttpResponse> AutoScalingClient::Execute(std::string_view action,
                                                   const QueryParameters& parameters) {
@@ -235,56 +160,21 @@ StatusOr<HttpResponse> AutoScalingClient::Execute(std::string_view action,
     return Status::InvalidArgument("Auto Scaling endpoint \"" + endpoint_ +
                                    "\" must be an http(s):// URL");
   }
-  const std::string body = BuildAutoScalingBody(action, parameters);
-  const std::string payload_hash = Sha256Hex(body);
-  const std::string url = parts->scheme + parts->authority + parts->path;
-  for (int attempt = 1;; ++attempt) {
-    SG_ASSIGN_OR_RETURN(AwsCredentials creds, credentials_.Get());
-    SigningRequest signing;
-    signing.method = "POST";
-    signing.path = parts->path;
-    signing.headers = {{"content-type", "application/x-www-form-urlencoded; charset=utf-8"},
-                       {"host", parts->authority}};
-    signing.payload_sha256_hex = payload_hash;
-    const auto now = clock_.Now() + std::chrono::seconds(clock_offset_s_.load());
-    SignRequest(signing, creds, options_.region, "autoscaling", now);
-
-    HttpRequest request;
-    request.method = "POST";
-    request.url = url;
-    request.headers = std::move(signing.headers);
-    request.body = body;
-    request.timeout = options_.timeout;
-    StatusOr<HttpResponse> response = transport_.Send(request);
-
-    const Outcome outcome = ClassifyAutoScalingResponse(response);
-    if (outcome == Outcome::kSuccess) {
-      if (attempt == 1) budget_.OnSuccess();
-      return response;
-    }
-    Status failure = response.ok()
-                         ? AutoScalingErrorStatus(action, ErrorOf(*response))
-                         : response.status().WithContext("Auto Scaling " + std::string(action));
-    if (outcome == Outcome::kClockSkew) {
-      // Sign with the service's time from now on, and resend at once.
-      const std::optional<Clock::WallTime> server_time = ParseHttpDate(response->Header("date"));
-      if (!server_time || attempt >= options_.retry.max_attempts) return failure;
-      const auto offset =
-          std::chrono::duration_cast<std::chrono::seconds>(*server_time - clock_.Now());
-      clock_offset_s_.store(offset.count());
-      LogWarn("Auto Scaling says our clock is off; signing with an offset of {}s from now on",
-              offset.count());
-      continue;
-    }
-    if (!IsRetryable(outcome) || attempt >= options_.retry.max_attempts ||
-        !budget_.TryAcquire(outcome)) {
-      return failure;
-    }
-    const Duration wait = BackoffDelay(options_.retry, attempt, random_);
-    LogDebug("Auto Scaling {}: {} on attempt {}, retrying in {}ms", action, OutcomeName(outcome),
-             attempt, wait.count());
-    clock_.SleepFor(wait);
-  }
+  SignedRequest request;
+  request.method = "POST";
+  request.url = parts->scheme + parts->authority + parts->path;
+  request.host = parts->authority;
+  request.path = parts->path;
+  request.headers = {{"content-type", "application/x-www-form-urlencoded; charset=utf-8"}};
+  request.body = BuildAutoScalingBody(action, parameters);
+  request.timeout = options_.timeout;
+  request.what = "Auto Scaling " + std::string(action);
+  AnswerRules rules;
+  rules.classify = ClassifyAutoScalingResponse;
+  rules.error = [action](const HttpResponse& resp) {
+    return AutoScalingErrorStatus(action, ErrorOf(resp));
+  };
+  return executor_.Execute(std::move(request), rules);
 }
 
 StatusOr<AutoScalingInstance> AutoScalingClient::DescribeAutoScalingInstance(

@@ -6,11 +6,11 @@
 // Errors (<ErrorResponse><Error><Code>) become Status values whose reason()
 // is the service's error code ("ValidationError", "Throttling", ...).
 //
-// Building requests and reading answers are pure functions; Execute is the
-// only place that does I/O.
+// This file only builds requests and reads answers (pure functions); signing,
+// sending, retrying and clock-skew correction are the SignedCallExecutor's
+// (aws_call.h), the same executor the S3 client uses.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/aws_call.h"
 #include "common/aws_credentials.h"
 #include "common/clock.h"
 #include "common/http.h"
@@ -52,12 +53,9 @@ using QueryParameters = std::vector<std::pair<std::string, std::string>>;
 // values percent-encoded (RFC 3986: all but A-Za-z0-9-._~).
 std::string BuildAutoScalingBody(std::string_view action, const QueryParameters& parameters);
 
-struct AutoScalingErrorInfo {
-  long http_status = 0;
+// code: "ValidationError"; derived from the status when there is no body.
+struct AutoScalingErrorInfo : AwsErrorInfo {
   std::string type;  // "Sender" or "Receiver"
-  std::string code;  // "ValidationError"; derived from the status when there is no body
-  std::string message;
-  std::string request_id;
 };
 
 // Parses an <ErrorResponse> document; nullopt when `body` is not one.
@@ -111,18 +109,13 @@ class AutoScalingClient {
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  // Sends one action, signing each attempt afresh; returns the 2xx answer.
+  // Builds the signed request for one action and hands it to the executor;
+  // returns the 2xx answer.
   StatusOr<HttpResponse> Execute(std::string_view action, const QueryParameters& parameters);
 
-  HttpTransport& transport_;
-  CredentialsProvider& credentials_;
-  Clock& clock_;
   const AutoScalingClientOptions options_;
   const std::string endpoint_;
-  UniformRandom random_;
-  RetryBudget budget_;
-  // How far the service's clock is ahead of ours, learnt from RequestExpired.
-  std::atomic<int64_t> clock_offset_s_{0};
+  SignedCallExecutor executor_;
 };
 
 }  // namespace sg

@@ -1,11 +1,9 @@
 #include "common/s3_client.h"
 
 #include <charconv>
-#include <ctime>
 #include <pugixml.hpp>
 
 #include "common/crypto.h"
-#include "common/log.h"
 #include "common/sigv4.h"
 #include "common/strings.h"
 
@@ -43,43 +41,44 @@ std::string XmlEscape(std::string_view s) {
   return out;
 }
 
-std::string CodeForStatus(long status) {
-  switch (status) {
-    case 404:
-      return "NoSuchKey";
-    case 412:
-      return "PreconditionFailed";
-    case 403:
-      return "AccessDenied";
-    case 409:
-      return "ConditionalRequestConflict";
-    case 416:
-      return "InvalidRange";
-    case 500:
-      return "InternalError";
-    case 503:
-      return "ServiceUnavailable";
-    default:
-      return "HTTP" + std::to_string(status);
-  }
-}
-
 S3ErrorInfo ErrorOf(const HttpResponse& resp) {
+  static const std::map<long, std::string> kStatusCodes = {
+      {403, "AccessDenied"},       {404, "NoSuchKey"},    {409, "ConditionalRequestConflict"},
+      {412, "PreconditionFailed"}, {416, "InvalidRange"}, {500, "InternalError"},
+      {503, "ServiceUnavailable"},
+  };
   S3ErrorInfo e = ParseS3ErrorXml(resp.body).value_or(S3ErrorInfo{});
-  e.http_status = resp.status;
-  if (e.code.empty()) e.code = CodeForStatus(resp.status);
-  if (e.request_id.empty()) e.request_id = resp.Header("x-amz-request-id");
+  CompleteErrorInfo(e, resp, kStatusCodes, "x-amz-request-id");
   return e;
 }
 
-// "Sun, 22 Nov 2026 08:00:00 GMT" or ISO 8601.
-std::optional<Clock::WallTime> ParseServerTime(const std::string& text) {
-  std::tm tm{};
-  if (strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S", &tm) != nullptr ||
-      strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) != nullptr) {
-    return WallTimeFromUtc(tm);
-  }
-  return std::nullopt;
+// CompleteMultipartUpload can fail after sending 200 OK, with an <Error> in
+// the body: the answer as the 5xx it stands for, so it is judged (and
+// retried) like one. nullopt for any other answer.
+std::optional<HttpResponse> FailureInside200(const HttpResponse& resp) {
+  if (resp.status < 200 || resp.status >= 300) return std::nullopt;
+  auto error = ParseS3ErrorXml(resp.body);
+  if (!error) return std::nullopt;
+  HttpResponse failed = resp;
+  failed.status = error->code == "SlowDown" ? 503 : 500;
+  return failed;
+}
+
+// How the executor reads S3's answers to one call.
+AnswerRules S3Rules(std::string operation, std::string resource, bool error_in_200) {
+  AnswerRules rules;
+  rules.classify = [error_in_200](const StatusOr<HttpResponse>& resp) {
+    if (error_in_200 && resp.ok()) {
+      if (auto failed = FailureInside200(*resp)) return ClassifyS3Response(*failed);
+    }
+    return ClassifyS3Response(resp);
+  };
+  rules.error = [operation = std::move(operation), resource = std::move(resource),
+                 error_in_200](const HttpResponse& resp) {
+    std::optional<HttpResponse> failed = error_in_200 ? FailureInside200(resp) : std::nullopt;
+    return S3ErrorStatus(operation, resource, ErrorOf(failed ? *failed : resp));
+  };
+  return rules;
 }
 
 bool IsAwsEndpoint(const S3ClientOptions& o) { return o.endpoint.empty(); }
@@ -101,16 +100,7 @@ StatusOr<pugi::xml_document> ParseXml(std::string_view body, const std::string& 
 }  // namespace
 
 std::optional<S3ErrorInfo> ParseS3ErrorXml(std::string_view body) {
-  if (body.find("<Error") == std::string_view::npos) return std::nullopt;
-  pugi::xml_document doc;
-  if (!doc.load_buffer(body.data(), body.size())) return std::nullopt;
-  pugi::xml_node err = doc.child("Error");
-  if (!err) return std::nullopt;
-  S3ErrorInfo e;
-  e.code = ChildText(err, "Code");
-  e.message = ChildText(err, "Message");
-  e.request_id = ChildText(err, "RequestId");
-  return e;
+  return ParseAwsErrorXml(body, "Error");
 }
 
 StatusOr<ListPage> ParseListObjectsV2Xml(std::string_view body, const std::string& what) {
@@ -123,7 +113,7 @@ StatusOr<ListPage> ParseListObjectsV2Xml(std::string_view body, const std::strin
     o.key = ChildText(c, "Key");
     o.size = c.child("Size").text().as_ullong();
     o.etag = Unquote(ChildText(c, "ETag"));
-    if (auto t = ParseServerTime(ChildText(c, "LastModified"))) o.modified = *t;
+    if (auto t = ParseAwsTime(ChildText(c, "LastModified"))) o.modified = *t;
     page.objects.push_back(std::move(o));
   }
   if (std::string(root.child("IsTruncated").text().as_string()) == "true") {
@@ -204,67 +194,29 @@ StatusOr<std::optional<DeleteFailure>> ParseDeleteResultXml(std::string_view bod
 }
 
 Outcome ClassifyS3Response(const StatusOr<HttpResponse>& response) {
-  // A transport failure is transient unless retrying cannot help (TLS verification).
-  if (!response.ok()) {
-    return response.status().Is(StatusCode::kUnavailable) ? Outcome::kTransient : Outcome::kFatal;
-  }
-  const long status = response->status;
-  // A 2xx body is never inspected here: it may be a user's object that
-  // happens to be XML. Execute checks <Error> in 200s where S3 sends them.
-  if (status >= 200 && status < 300) return Outcome::kSuccess;
-  const S3ErrorInfo e = ErrorOf(*response);
-  if (e.code == "RequestTimeTooSkewed") return Outcome::kClockSkew;
-  if (status == 429 || e.code == "SlowDown" || e.code == "Throttling" ||
-      e.code == "RequestLimitExceeded") {
-    return Outcome::kThrottled;
-  }
-  // A conflicting conditional write in progress: AWS asks to retry.
-  if (e.code == "ConditionalRequestConflict") return Outcome::kServerError;
-  if (e.code == "RequestTimeout" || e.code == "InternalError" || status == 500 || status == 502 ||
-      status == 503 || status == 504) {
-    return Outcome::kServerError;
-  }
-  return Outcome::kFatal;
+  static const ErrorOutcomes kOutcomes = {
+      .clock_skew = {"RequestTimeTooSkewed"},
+      .throttled = {"SlowDown", "Throttling", "RequestLimitExceeded"},
+      // ConditionalRequestConflict: a conflicting conditional write is in
+      // progress, and AWS asks to retry.
+      .server_error = {"ConditionalRequestConflict", "RequestTimeout", "InternalError"},
+      // Not 501 (NotImplemented) or 505: retrying cannot help there.
+      .server_failed = [](long s) { return s == 500 || s == 502 || s == 503 || s == 504; }};
+  // S3Rules checks <Error> in the 200s where S3 sends them.
+  return ClassifyAwsAnswer(response, ErrorOf, kOutcomes);
 }
 
 Status S3ErrorStatus(const std::string& operation, const std::string& resource,
                      const S3ErrorInfo& e) {
-  StatusCode code = StatusCode::kIOError;
-  static const std::map<std::string, StatusCode> kCodes = {
-      {"NoSuchKey", StatusCode::kNotFound},
-      {"NoSuchBucket", StatusCode::kNotFound},
-      {"NoSuchUpload", StatusCode::kNotFound},
-      {"AccessDenied", StatusCode::kPermissionDenied},
-      {"SignatureDoesNotMatch", StatusCode::kPermissionDenied},
-      {"InvalidAccessKeyId", StatusCode::kPermissionDenied},
-      {"ExpiredToken", StatusCode::kPermissionDenied},
-      {"InvalidToken", StatusCode::kPermissionDenied},
-      {"PreconditionFailed", StatusCode::kPreconditionFailed},
-      {"ConditionalRequestConflict", StatusCode::kPreconditionFailed},
-      {"InvalidRange", StatusCode::kOutOfRange},
-      {"SlowDown", StatusCode::kUnavailable},
-      {"ServiceUnavailable", StatusCode::kUnavailable},
-      {"InternalError", StatusCode::kUnavailable},
-      {"RequestTimeout", StatusCode::kUnavailable},
-      {"RequestTimeTooSkewed", StatusCode::kUnavailable},
-      {"InvalidPart", StatusCode::kInvalidArgument},
-      {"InvalidPartOrder", StatusCode::kInvalidArgument},
-      {"EntityTooSmall", StatusCode::kInvalidArgument},
-      {"EntityTooLarge", StatusCode::kInvalidArgument},
-      {"BadDigest", StatusCode::kCorruption},
-      {"InvalidDigest", StatusCode::kCorruption},
+  static const ErrorCodeGroups kCodes = {
+      {StatusCode::kNotFound, {"NoSuchKey", "NoSuchBucket", "NoSuchUpload"}},
+      {StatusCode::kPreconditionFailed, {"PreconditionFailed", "ConditionalRequestConflict"}},
+      {StatusCode::kOutOfRange, {"InvalidRange"}},
+      {StatusCode::kInvalidArgument,
+       {"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "EntityTooLarge"}},
+      {StatusCode::kCorruption, {"BadDigest", "InvalidDigest"}},
   };
-  if (auto it = kCodes.find(e.code); it != kCodes.end()) {
-    code = it->second;
-  } else if (e.http_status >= 500) {
-    code = StatusCode::kUnavailable;
-  }
-  std::string msg = operation + " " + resource + ": " + e.code;
-  if (!e.message.empty()) msg += ": " + e.message;
-  msg += " (HTTP " + std::to_string(e.http_status);
-  if (!e.request_id.empty()) msg += ", request id " + e.request_id;
-  msg += ")";
-  return Status(code, std::move(msg)).WithReason(e.code);
+  return AwsErrorStatus(AwsErrorCode(e, kCodes), operation + " " + resource, e);
 }
 
 S3Address BuildS3Address(const S3ClientOptions& o, const std::string& bucket,
@@ -299,79 +251,27 @@ S3Address BuildS3Address(const S3ClientOptions& o, const std::string& bucket,
 
 S3Client::S3Client(HttpTransport& transport, CredentialsProvider& credentials, Clock& clock,
                    S3ClientOptions options, UniformRandom random)
-    : transport_(transport),
-      credentials_(credentials),
-      clock_(clock),
-      options_(std::move(options)),
-      random_(std::move(random)),
-      budget_(options_.retry.budget_capacity) {}
+    : options_(std::move(options)),
+      executor_(transport, credentials, clock, {"s3", options_.region, "S3", options_.retry},
+                std::move(random)) {}
 
-StatusOr<HttpResponse> S3Client::Execute(const Call& call) {
+StatusOr<HttpResponse> S3Client::Execute(Call call) {
   const S3Address address = BuildS3Address(options_, call.bucket, call.key, call.query);
   const std::string resource = call.bucket + (call.key.empty() ? "" : "/" + call.key);
-  const std::string payload_hash =
-      call.sign_payload ? Sha256Hex(call.body) : std::string(kUnsignedPayload);
-  for (int attempt = 1;; ++attempt) {
-    SG_ASSIGN_OR_RETURN(AwsCredentials creds, credentials_.Get());
-    SigningRequest signing;
-    signing.method = call.method;
-    signing.path = address.path;
-    signing.query = call.query;
-    signing.headers = call.headers;
-    signing.headers.emplace_back("host", address.host);
-    signing.payload_sha256_hex = payload_hash;
-    const auto now = clock_.Now() + clock_offset();
-    SignRequest(signing, creds, options_.region, "s3", now);
-
-    HttpRequest request;
-    request.method = call.method;
-    request.url = address.url;
-    request.headers = std::move(signing.headers);
-    request.body = call.body;
-    request.timeout = std::chrono::milliseconds(0);  // large bodies: the stall timeout governs
-    request.stall_timeout = options_.stall_timeout;
-    StatusOr<HttpResponse> response = transport_.Send(request);
-
-    Outcome outcome = ClassifyS3Response(response);
-    if (outcome == Outcome::kSuccess && call.error_in_200) {
-      if (auto error = ParseS3ErrorXml(response->body)) {
-        // The server failed after sending 200 OK; judge it by its error code.
-        response->status = error->code == "SlowDown" ? 503 : 500;
-        outcome = ClassifyS3Response(response);
-      }
-    }
-    if (outcome == Outcome::kSuccess) {
-      if (attempt == 1) budget_.OnSuccess();
-      return response;
-    }
-    Status failure = response.ok() ? S3ErrorStatus(call.operation, resource, ErrorOf(*response))
-                                   : response.status().WithContext(call.operation + " " + resource);
-    if (outcome == Outcome::kClockSkew) {
-      // Sign with the server's time from now on; resend at once.
-      std::optional<Clock::WallTime> server_time;
-      if (auto pos = response->body.find("<ServerTime>"); pos != std::string::npos) {
-        server_time = ParseServerTime(response->body.substr(pos + 12, 20));
-      }
-      if (!server_time) server_time = ParseServerTime(response->Header("date"));
-      if (server_time) {
-        const auto offset =
-            std::chrono::duration_cast<std::chrono::seconds>(*server_time - clock_.Now());
-        clock_offset_s_.store(offset.count());
-        LogWarn("S3 says our clock is off; signing with an offset of {}s from now on",
-                offset.count());
-      }
-      if (attempt >= options_.retry.max_attempts || !server_time) return failure;
-      continue;
-    }
-    if (!IsRetryable(outcome) || attempt >= options_.retry.max_attempts ||
-        !budget_.TryAcquire(outcome)) {
-      return failure;
-    }
-    const Duration wait = BackoffDelay(options_.retry, attempt, random_);
-    LogDebug("{} {}: {} on attempt {}, retrying in {}ms", call.operation, resource,
-             OutcomeName(outcome), attempt, wait.count());
-    clock_.SleepFor(wait);
-  }
+  SignedRequest request;
+  request.method = std::move(call.method);
+  request.url = address.url;
+  request.host = address.host;
+  request.path = address.path;
+  request.query = std::move(call.query);
+  request.headers = std::move(call.headers);
+  request.body = std::move(call.body);
+  request.sign_payload = call.sign_payload;
+  request.timeout = std::chrono::milliseconds(0);  // large bodies: the stall timeout governs
+  request.stall_timeout = options_.stall_timeout;
+  request.what = call.operation + " " + resource;
+  return executor_.Execute(std::move(request),
+                           S3Rules(std::move(call.operation), resource, call.error_in_200));
 }
 
 StatusOr<S3PutResult> S3Client::PutObject(const std::string& bucket, const std::string& key,
@@ -389,9 +289,10 @@ StatusOr<S3PutResult> S3Client::PutObject(const std::string& bucket, const std::
   }
   if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
   call.sign_payload = call.body.size() <= (1 << 20);
-  auto resp = Execute(call);
-  if (!resp.ok() && resp.status().Is(StatusCode::kPreconditionFailed) &&
-      condition.kind == PutCondition::Kind::kCreateOnly) {
+  // A create-only PUT needs its body after sending (below); others give it up.
+  const bool create_only = condition.kind == PutCondition::Kind::kCreateOnly;
+  auto resp = create_only ? Execute(call) : Execute(std::move(call));
+  if (!resp.ok() && resp.status().Is(StatusCode::kPreconditionFailed) && create_only) {
     // If an earlier attempt's answer was lost after the server stored the
     // object, the retry meets our own write: same bytes, same MD5 etag.
     auto head = HeadObject(bucket, key);
@@ -420,7 +321,7 @@ StatusOr<std::string> S3Client::GetObject(const std::string& bucket, const std::
     }
     call.headers.emplace_back("Range", value);
   }
-  StatusOr<HttpResponse> resp = Execute(call);
+  StatusOr<HttpResponse> resp = Execute(std::move(call));
   if (!resp.ok()) {
     // An empty object has no satisfiable range; S3 answers 416 for offset 0.
     if (range && resp.status().Is(StatusCode::kOutOfRange) && range->offset == 0) {
@@ -464,7 +365,7 @@ StatusOr<ObjectInfo> S3Client::HeadObject(const std::string& bucket, const std::
                                 length + "\" is not a number");
     }
   }
-  if (auto t = ParseServerTime(resp.Header("last-modified"))) info.modified = *t;
+  if (auto t = ParseAwsTime(resp.Header("last-modified"))) info.modified = *t;
   return info;
 }
 
@@ -474,7 +375,7 @@ StatusOr<ListPage> S3Client::ListObjectsV2(const std::string& bucket, const std:
   call.query = {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(max_keys)}};
   if (!continuation_token.empty())
     call.query.emplace_back("continuation-token", continuation_token);
-  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(std::move(call)));
   SG_ASSIGN_OR_RETURN(ListPage page, ParseListObjectsV2Xml(resp.body, "ListObjectsV2 " + bucket));
   if (!page.next_token.empty() && page.next_token == continuation_token) {
     return Status::Corruption("ListObjectsV2 " + bucket +
@@ -505,7 +406,7 @@ Status S3Client::DeleteObjects(const std::string& bucket, const std::vector<std:
   call.headers.emplace_back("Content-MD5", Base64Encode(Md5(body)));
   call.headers.emplace_back("Content-Type", "application/xml");
   call.body = std::move(body);
-  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(std::move(call)));
   SG_ASSIGN_OR_RETURN(std::optional<DeleteFailure> failed,
                       ParseDeleteResultXml(resp.body, "DeleteObjects " + bucket));
   if (failed) {
@@ -521,7 +422,7 @@ Status S3Client::CreateBucket(const std::string& bucket) {
     call.body = "<CreateBucketConfiguration><LocationConstraint>" + XmlEscape(options_.region) +
                 "</LocationConstraint></CreateBucketConfiguration>";
   }
-  auto resp = Execute(call);
+  auto resp = Execute(std::move(call));
   if (!resp.ok() && resp.status().reason() != "BucketAlreadyOwnedByYou") return resp.status();
   return Status::Ok();
 }
@@ -541,7 +442,7 @@ StatusOr<std::string> S3Client::UploadPart(const std::string& bucket, const std:
   call.body = std::move(body);
   call.sign_payload = false;  // Content-MD5 protects the body; no second pass to hash it
   if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
-  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(std::move(call)));
   std::string etag = Unquote(resp.Header("etag"));
   if (etag.empty()) return Status::Corruption("UploadPart " + key + ": no ETag in the answer");
   return etag;
@@ -565,7 +466,7 @@ StatusOr<S3PutResult> S3Client::CompleteMultipartUpload(const std::string& bucke
   }
   call.body = std::move(body);
   call.error_in_200 = true;
-  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+  SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(std::move(call)));
   SG_ASSIGN_OR_RETURN(std::string etag,
                       ParseCompleteMultipartUploadXml(resp.body, "CompleteMultipartUpload " + key));
   if (etag.empty()) {
@@ -592,7 +493,7 @@ StatusOr<std::vector<MultipartUploadInfo>> S3Client::ListMultipartUploads(
     Call call("ListMultipartUploads", "GET", bucket, "", {{"uploads", ""}, {"prefix", prefix}});
     if (!key_marker.empty()) call.query.emplace_back("key-marker", key_marker);
     if (!upload_marker.empty()) call.query.emplace_back("upload-id-marker", upload_marker);
-    SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+    SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(std::move(call)));
     SG_ASSIGN_OR_RETURN(MultipartUploadsPage page, ParseListMultipartUploadsXml(resp.body));
     out.insert(out.end(), std::make_move_iterator(page.uploads.begin()),
                std::make_move_iterator(page.uploads.end()));
@@ -615,7 +516,7 @@ StatusOr<std::vector<PartInfo>> S3Client::ListParts(const std::string& bucket,
   while (true) {
     Call call("ListParts", "GET", bucket, key, {{"uploadId", upload_id}});
     if (!marker.empty()) call.query.emplace_back("part-number-marker", marker);
-    SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(call));
+    SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(std::move(call)));
     SG_ASSIGN_OR_RETURN(PartsPage page, ParseListPartsXml(resp.body, "ListParts " + key));
     out.insert(out.end(), std::make_move_iterator(page.parts.begin()),
                std::make_move_iterator(page.parts.end()));

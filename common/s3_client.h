@@ -1,18 +1,19 @@
-// The S3 REST API: the operations spotguard needs, signed with SigV4, retried
-// by the policy in retry.h, errors parsed into Status values whose reason()
-// is the S3 error code ("NoSuchKey", "SlowDown", "PreconditionFailed", ...).
+// The S3 REST API: the operations spotguard needs, errors parsed into Status
+// values whose reason() is the S3 error code ("NoSuchKey", "SlowDown",
+// "PreconditionFailed", ...).
 //
-// Request building is pure (BuildS3Url, ClassifyS3Response); Execute is the
-// only place that does I/O.
+// This file only builds requests and reads answers (BuildS3Address,
+// ClassifyS3Response, the Parse* functions); signing, sending, retrying and
+// clock-skew correction are the SignedCallExecutor's (aws_call.h).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/aws_call.h"
 #include "common/aws_credentials.h"
 #include "common/clock.h"
 #include "common/http.h"
@@ -34,12 +35,8 @@ struct S3ClientOptions {
   std::chrono::seconds stall_timeout{60};
 };
 
-struct S3ErrorInfo {
-  long http_status = 0;
-  std::string code;  // "NoSuchKey"; derived from the status when there is no body
-  std::string message;
-  std::string request_id;
-};
+// code: "NoSuchKey"; derived from the status when there is no body.
+using S3ErrorInfo = AwsErrorInfo;
 
 // Parses an <Error> document; nullopt when `body` is not one.
 std::optional<S3ErrorInfo> ParseS3ErrorXml(std::string_view body);
@@ -143,7 +140,7 @@ class S3Client {
 
   // How far the server's clock is ahead of ours, learnt from a
   // RequestTimeTooSkewed answer and applied to every later signature.
-  std::chrono::seconds clock_offset() const { return std::chrono::seconds(clock_offset_s_.load()); }
+  std::chrono::seconds clock_offset() const { return executor_.clock_offset(); }
   const S3ClientOptions& options() const { return options_; }
 
  private:
@@ -165,15 +162,11 @@ class S3Client {
     bool sign_payload = true;   // else UNSIGNED-PAYLOAD (large bodies carry Content-MD5)
     bool error_in_200 = false;  // CompleteMultipartUpload may answer 200 with <Error>
   };
-  StatusOr<HttpResponse> Execute(const Call& call);
+  // Builds the signed request for `call` and hands it to the executor.
+  StatusOr<HttpResponse> Execute(Call call);
 
-  HttpTransport& transport_;
-  CredentialsProvider& credentials_;
-  Clock& clock_;
   const S3ClientOptions options_;
-  UniformRandom random_;
-  RetryBudget budget_;
-  std::atomic<int64_t> clock_offset_s_{0};
+  SignedCallExecutor executor_;
 };
 
 }  // namespace sg

@@ -1,7 +1,5 @@
 #include "common/s3_store.h"
 
-#include <nlohmann/json.hpp>
-
 #include "common/crypto.h"
 #include "common/strings.h"
 
@@ -26,21 +24,9 @@ StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& o, MetadataServ
       !t.endpoint.starts_with("https://")) {
     return Status::InvalidArgument("S3 endpoint \"" + t.endpoint + "\" must start with http(s)://");
   }
-  t.region = o.region.value_or("");
-  for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
-    if (t.region.empty()) t.region = EnvOr(o.env, name);
-  }
+  t.region = ConfiguredRegion(o.region, o.env);
   if (t.region.empty() && !t.endpoint.empty()) t.region = "us-east-1";
-  if (t.region.empty() && imds != nullptr &&
-      ToLower(EnvOr(o.env, "AWS_EC2_METADATA_DISABLED")) != "true") {
-    auto doc = imds->Get("dynamic/instance-identity/document");
-    if (doc.ok()) {
-      auto j = nlohmann::json::parse(*doc, nullptr, false);
-      if (j.is_object() && j.contains("region") && j["region"].is_string()) {
-        t.region = j["region"].get<std::string>();
-      }
-    }
-  }
+  if (t.region.empty()) t.region = InstanceRegion(imds, o.env);
   if (t.region.empty()) {
     return Status::InvalidArgument(
         "no AWS region: set \"region\" in the config, AWS_REGION, or run on EC2");
@@ -49,11 +35,8 @@ StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& o, MetadataServ
 }
 
 struct S3Store::Parts {
-  Clock* clock = nullptr;
   TransferOptions transfer;
-  std::unique_ptr<CurlTransport> transport;
-  std::unique_ptr<ImdsClient> imds;
-  std::unique_ptr<DefaultCredentialsChain> credentials;
+  std::shared_ptr<AwsEnvironment> aws;
   std::unique_ptr<S3Client> client;
 };
 
@@ -68,29 +51,23 @@ S3Store::~S3Store() = default;
 StatusOr<std::unique_ptr<S3Store>> S3Store::Open(const StoreUrl& url,
                                                  const S3StoreOptions& options) {
   if (url.scheme != StoreUrl::Scheme::kS3) return Status::InvalidArgument("not an s3:// URL");
-  Clock& clock = options.clock ? *options.clock : SystemClock();
   auto parts = std::make_unique<Parts>();
-  parts->clock = &clock;
   parts->transfer.parts_in_flight = options.parts_in_flight;
-  CurlTransport::Options transport_options;
-  transport_options.ca_bundle = EnvOr(options.env, "AWS_CA_BUNDLE");
-  parts->transport = std::make_unique<CurlTransport>(transport_options);
-  ImdsClient::Options imds_options;
-  imds_options.endpoint = options.imds_endpoint;
-  if (imds_options.endpoint.empty()) {
-    imds_options.endpoint = EnvOr(options.env, "AWS_EC2_METADATA_SERVICE_ENDPOINT");
-  }
-  if (imds_options.endpoint.empty()) imds_options.endpoint = "http://169.254.169.254";
-  parts->imds = std::make_unique<ImdsClient>(*parts->transport, clock, imds_options);
-  SG_ASSIGN_OR_RETURN(ResolvedS3Target target, ResolveS3Target(options, parts->imds.get()));
-  parts->credentials = std::make_unique<DefaultCredentialsChain>(options.env, *parts->transport,
-                                                                 clock, parts->imds.get());
+  parts->aws = options.aws
+                   ? options.aws
+                   : std::make_shared<AwsEnvironment>(AwsSettings{
+                         options.env, options.region, options.imds_endpoint, options.clock});
+  // Region and environment are the AWS environment's, whoever built it.
+  S3StoreOptions effective = options;
+  effective.env = parts->aws->env();
+  effective.region = parts->aws->settings().region;
+  SG_ASSIGN_OR_RETURN(ResolvedS3Target target, ResolveS3Target(effective, parts->aws->imds()));
   S3ClientOptions client_options;
   client_options.region = target.region;
   client_options.endpoint = target.endpoint;
   client_options.force_path_style = options.force_path_style;
-  parts->client =
-      std::make_unique<S3Client>(*parts->transport, *parts->credentials, clock, client_options);
+  parts->client = std::make_unique<S3Client>(parts->aws->transport(), parts->aws->credentials(),
+                                             parts->aws->clock(), client_options);
   return std::unique_ptr<S3Store>(new S3Store(std::move(parts), url.bucket, url.prefix));
 }
 
@@ -197,7 +174,7 @@ StatusOr<std::unique_ptr<ObjectWriter>> S3Store::NewWriter(const std::string& ke
 StatusOr<int> S3Store::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) {
   SG_ASSIGN_OR_RETURN(std::vector<MultipartUploadInfo> uploads,
                       client_->ListMultipartUploads(bucket_, FullKey(prefix)));
-  const auto cutoff = parts_->clock->Now() - age;
+  const auto cutoff = parts_->aws->clock().Now() - age;
   int aborted = 0;
   for (const MultipartUploadInfo& u : uploads) {
     auto initiated = ParseIso8601(u.initiated);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "common/aws_environment.h"
 #include "common/object_store.h"
 #include "common/s3_client.h"
 #include "common/s3_transfer.h"
@@ -16,6 +17,10 @@ namespace sg {
 
 // What an s3:// store takes from the config and the environment.
 struct S3StoreOptions {
+  // The command's AWS parts (transport, IMDS, credentials, clock), shared
+  // with its other AWS clients. Null: the store builds its own from env,
+  // region, imds_endpoint and clock below; when set, those four are its.
+  std::shared_ptr<AwsEnvironment> aws;
   std::map<std::string, std::string> env;  // AWS_* variables are read from here
   std::optional<std::string> region;       // else AWS_REGION, AWS_DEFAULT_REGION, the instance
   std::optional<std::string> endpoint;     // else AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS
@@ -62,7 +67,7 @@ class S3Store final : public ObjectStore {
   class Writer;
   S3Store(std::unique_ptr<Parts> parts, std::string bucket, std::string prefix);
 
-  std::unique_ptr<Parts> parts_;  // transport, credentials, IMDS client
+  std::unique_ptr<Parts> parts_;  // the AWS environment and the client
   S3Client* client_;
   const std::string bucket_;
   const std::string prefix_;  // "" or "a/b"

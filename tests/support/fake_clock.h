@@ -1,6 +1,8 @@
 // A Clock that only moves when told to (or when code under test sleeps).
 #pragma once
 
+#include <vector>
+
 #include "common/clock.h"
 
 namespace sg::testing {
@@ -22,6 +24,20 @@ class FakeClock final : public Clock {
  private:
   WallTime wall_ = WallTime(std::chrono::seconds(1'795'000'000));
   MonoTime mono_ = MonoTime(std::chrono::seconds(1000));
+};
+
+// A FakeClock that also remembers every SleepFor, so tests can check each
+// backoff wait.
+class RecordingClock final : public Clock {
+ public:
+  WallTime Now() override { return fake.Now(); }
+  MonoTime Monotonic() override { return fake.Monotonic(); }
+  void SleepFor(std::chrono::nanoseconds d) override {
+    sleeps.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(d));
+    fake.SleepFor(d);
+  }
+  FakeClock fake;
+  std::vector<std::chrono::milliseconds> sleeps;
 };
 
 }  // namespace sg::testing

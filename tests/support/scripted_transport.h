@@ -3,6 +3,8 @@
 // the request fails as if nothing answered. Records every request sent.
 #pragma once
 
+#include <algorithm>
+#include <cctype>
 #include <deque>
 #include <optional>
 #include <string>
@@ -11,6 +13,19 @@
 #include "common/http.h"
 
 namespace sg::testing {
+
+// The first value of header `name` (case-insensitive) in a sent request, or "".
+inline std::string SentHeader(const HttpRequest& request, std::string_view name) {
+  for (const auto& [k, v] : request.headers) {
+    if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return v;
+    }
+  }
+  return "";
+}
 
 class ScriptedTransport final : public HttpTransport {
  public:

@@ -25,20 +25,9 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
+using testing::RecordingClock;
 using testing::ScriptedTransport;
 
-// A FakeClock that also remembers every SleepFor.
-class RecordingClock final : public Clock {
- public:
-  WallTime Now() override { return fake.Now(); }
-  MonoTime Monotonic() override { return fake.Monotonic(); }
-  void SleepFor(std::chrono::nanoseconds d) override {
-    sleeps.push_back(std::chrono::duration_cast<milliseconds>(d));
-    fake.SleepFor(d);
-  }
-  testing::FakeClock fake;
-  std::vector<milliseconds> sleeps;
-};
 
 std::string ErrorXml(const std::string& code, const std::string& extra = "") {
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>" + code +
