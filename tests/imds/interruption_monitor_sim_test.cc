@@ -71,7 +71,7 @@ class MonitorAgainstSimulator : public ::testing::Test {
   void Fault(const std::string& body) { sim_.Control("POST", "/_sim/fault", body); }
   // A notice at a fixed time, so that each call makes a distinct notice.
   std::string SetNotice(const std::string& action, std::chrono::seconds from_now) {
-    const std::string time = FormatUtc(SystemClock().Now() + from_now);
+    std::string time = FormatUtc(SystemClock().Now() + from_now);
     sim_.Control("POST", "/_sim/spot-notice", json{{"action", action}, {"time", time}}.dump());
     return time;
   }
@@ -373,7 +373,7 @@ TEST_F(MonitorAgainstSimulator, ANoticeIsHandedOutByTheNextPollAndItsLatencyIsMe
   std::vector<double> latencies_ms;
   for (int i = 0; i < kNotices; ++i) {
     // Spread the triggers over the phases of the poll cycle.
-    std::this_thread::sleep_for(milliseconds((i * 53) % kPoll.count()));
+    std::this_thread::sleep_for(milliseconds((i * int64_t{53}) % kPoll.count()));
     const std::string time = FormatUtc(SystemClock().Now() + std::chrono::seconds(120 + i));
     const auto triggered = std::chrono::steady_clock::now();
     sim_.Control("POST", "/_sim/spot-notice", json{{"action", "terminate"}, {"time", time}}.dump());
