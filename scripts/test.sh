@@ -4,17 +4,43 @@
 # services (a Ceph RADOS Gateway on loopback, unless SPOTGUARD_TEST_S3_* names
 # one already), runs every CTest label (unit, s3, imds, e2e) and stops the
 # services again, also when something fails. Extra arguments go to ctest,
-# e.g. `scripts/test.sh -L unit`.
+# e.g. `scripts/test.sh -R Conformance`.
 #
-# `--long` (first argument) runs the long variants of the reliability tests:
-# more crash trials, more injected faults, longer fuzzing.
+# Options, before the ctest arguments:
+#   --long  the long variants of the reliability tests: more crash trials,
+#           more injected faults, longer fuzzing.
+#   --unit  only the tests labelled `unit` (the same as `-L unit`): builds
+#           only what they run (target tests_unit), starts no S3 gateway and
+#           skips the fuzz build. Unit tests need no service.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export SPOTGUARD_LONG_TESTS=0
-if [ "${1:-}" = "--long" ]; then
-  SPOTGUARD_LONG_TESTS=1
+ctest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --long) SPOTGUARD_LONG_TESTS=1 ;;
+    --unit) ctest_args+=(-L unit) ;;
+    *) break ;;
+  esac
   shift
+done
+ctest_args+=("$@")
+
+# Unit only: every label the ctest arguments select is `unit`
+# (`-L unit`, `-Lunit`, `--label-regex unit`, `--label-regex=unit`).
+labels=()
+for ((i = 0; i < ${#ctest_args[@]}; i++)); do
+  case "${ctest_args[i]}" in
+    -L | --label-regex) labels+=("${ctest_args[i + 1]:-}") ;;
+    -L?*) labels+=("${ctest_args[i]#-L}") ;;
+    --label-regex=*) labels+=("${ctest_args[i]#--label-regex=}") ;;
+  esac
+done
+unit_only=0
+if [ ${#labels[@]} -gt 0 ]; then
+  unit_only=1
+  for l in "${labels[@]}"; do [ "$l" = unit ] || unit_only=0; done
 fi
 
 bash scripts/install-deps.sh
@@ -22,7 +48,11 @@ bash scripts/install-deps.sh
 build=${SPOTGUARD_TEST_BUILD_DIR:-build/test}
 jobs=$(nproc)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DSPOTGUARD_SANITIZE=ON
-cmake --build "$build" -j "$jobs"
+if [ "$unit_only" = 1 ]; then
+  cmake --build "$build" -j "$jobs" --target tests_unit
+else
+  cmake --build "$build" -j "$jobs"
+fi
 
 started_s3=0
 cleanup() {
@@ -33,7 +63,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if [ -z "${SPOTGUARD_TEST_S3_ENDPOINT:-}" ]; then
+if [ "$unit_only" = 1 ]; then
+  echo "test.sh: unit tests only; no S3 gateway, no fuzz build" >&2
+elif [ -z "${SPOTGUARD_TEST_S3_ENDPOINT:-}" ]; then
   started_s3=1
   exports=$(bash scripts/s3-server.sh start)
   eval "$exports"
@@ -48,13 +80,13 @@ rm -rf "$SPOTGUARD_RELIABILITY_DIR"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@"
+ctest --test-dir "$build" --output-on-failure -j "$jobs" "${ctest_args[@]}"
 
 # libFuzzer targets (tests/fuzz) in a clang build of their own: each fuzzes
 # for 20 s from a copy of its seed corpus (300 s with --long), two at a time;
 # a crash fails the run and prints the reproducer's path. Run with the whole
 # suite or with `-L fuzz`.
-if [ $# -eq 0 ] || [[ " $* " == *" fuzz "* ]]; then
+if [ "$unit_only" = 0 ] && { [ ${#ctest_args[@]} -eq 0 ] || [[ " ${ctest_args[*]} " == *" fuzz "* ]]; }; then
   fuzz_build=${SPOTGUARD_FUZZ_BUILD_DIR:-build/fuzz}
   CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTGUARD_FUZZ=ON
   cmake --build "$fuzz_build" -j "$jobs" --target fuzz_targets

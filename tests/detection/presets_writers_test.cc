@@ -11,6 +11,7 @@
 #include "agent/presets.h"
 #include "common/clock.h"
 #include "tests/detection/writer_process.h"
+#include "tests/support/pausable_clock.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg::testing {
@@ -26,7 +27,7 @@ class PresetWriterTest : public ::testing::Test {
     dir_ = tmp_.Join("ckpt");
     std::filesystem::create_directories(dir_);
     detector_.emplace(dir_, preset, std::move(patterns));
-    auto w = CheckpointWatcher::Start(dir_, kSettle, SystemClock());
+    auto w = CheckpointWatcher::Start(dir_, kSettle, clock_);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     watcher_ = std::move(*w);
   }
@@ -65,6 +66,10 @@ class PresetWriterTest : public ::testing::Test {
     EXPECT_EQ(cs[0].step, step);
   }
 
+  // The watcher's clock. Checks that something has "not settled yet" pause it
+  // before the write they look at, so that a slow machine (more than kSettle
+  // between the write and the check) cannot make the write look settled.
+  PausableClock clock_;
   TempDir tmp_;
   std::string dir_;
   std::optional<CheckpointDetector> detector_;
@@ -128,9 +133,11 @@ TEST_F(PresetWriterTest, PytorchFileWrittenInPlaceIsTakenOnceClosedAndSettled) {
   ASSERT_TRUE(w.WaitAt("mid-200"));
   // Open for writing, however long it has been quiet.
   ExpectChosen(Look(), "step_100.pt", "step_100.pt", 100);
+  clock_.Pause();
   w.Release("mid-200");
   ASSERT_TRUE(w.WaitDone());
   ExpectChosen(Now(), "step_100.pt", "step_100.pt", 100);  // closed, not settled yet
+  clock_.Resume();
   ExpectChosen(Look(), "step_200.pt", "step_200.pt", 200);
 }
 
@@ -147,10 +154,12 @@ TEST_F(PresetWriterTest, PytorchTemporaryNameIsNotACheckpointUntilRenamedIn) {
 
 TEST_F(PresetWriterTest, PytorchWriterThatClosesAndReopensIsNotTakenBetween) {
   Watch(Preset::kPytorch, {"*.pt"});
+  clock_.Pause();
   WriterProcess w("torch_writer.py", Dir({"--steps", "7", "--style", "reopen", "--gap", "0.1"}),
                   {"reopen-gap-7"});
   ASSERT_TRUE(w.WaitAt("reopen-gap-7"));
   EXPECT_TRUE(Now().empty());  // closed once, but not settled
+  clock_.Resume();
   w.Release("reopen-gap-7");
   ASSERT_TRUE(w.WaitDone());
   ExpectChosen(Look(), "step_7.pt", "step_7.pt", 7);
@@ -245,9 +254,11 @@ TEST_F(PresetWriterTest, HuggingfaceStagingDirectoryCountsOnlyAfterItsRename) {
   WriterProcess w("hf_writer.py", Dir({"--steps", "30", "--staging-rename"}), {"before-rename-30"});
   ASSERT_TRUE(w.WaitAt("before-rename-30"));
   EXPECT_TRUE(Look().empty());
+  clock_.Pause();
   w.Release("before-rename-30");
   ASSERT_TRUE(w.WaitDone());
   EXPECT_TRUE(Now().empty());  // renamed in just now: settling
+  clock_.Resume();
   ExpectChosen(Look(), "checkpoint-30", "checkpoint-30", 30);
 }
 

@@ -88,14 +88,20 @@ TEST_F(ImdsAgainstSimulator, ASlowAnswerTimesOutAfterOneSecond) {
   options.endpoint = sim_.endpoint();
   options.max_attempts = 1;  // a retry would get a fast answer
   ImdsClient client(transport_, SystemClock(), options);
+  // The answer comes after 20 s: a client that waited for it would get it
+  // (and fail the status checks). The upper bound only catches a hang; the
+  // 1 s itself is checked exactly in unit/imds_client_test.cc, and a slow
+  // machine only makes the request take longer than 1 s, never shorter.
   sim_.Control("POST", "/_sim/fault",
-               R"({"path": "/latest/meta-data/instance-id", "delay_ms": 3000, "count": 1})");
+               R"({"path": "/latest/meta-data/instance-id", "delay_ms": 20000, "count": 1})");
   ASSERT_TRUE(client.Get("meta-data/ami-id").ok());  // token first, so only the GET is slow
   const auto start = std::chrono::steady_clock::now();
   auto r = client.Get("meta-data/instance-id");
+  const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_TRUE(r.status().Is(StatusCode::kUnavailable)) << r.status().ToString();
   EXPECT_EQ(r.status().reason(), kImdsNoAnswer);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2500));
+  EXPECT_GE(took, std::chrono::milliseconds(1000));
+  EXPECT_LT(took, std::chrono::seconds(15));
 }
 
 TEST_F(ImdsAgainstSimulator, ASlowAnswerIsTriedAgainAndTheRetryAnswers) {

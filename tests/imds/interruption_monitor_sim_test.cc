@@ -71,7 +71,7 @@ class MonitorAgainstSimulator : public ::testing::Test {
   void Fault(const std::string& body) { sim_.Control("POST", "/_sim/fault", body); }
   // A notice at a fixed time, so that each call makes a distinct notice.
   std::string SetNotice(const std::string& action, std::chrono::seconds from_now) {
-    const std::string time = FormatUtc(SystemClock().Now() + from_now);
+    std::string time = FormatUtc(SystemClock().Now() + from_now);
     sim_.Control("POST", "/_sim/spot-notice", json{{"action", action}, {"time", time}}.dump());
     return time;
   }
@@ -138,9 +138,14 @@ TEST_F(MonitorAgainstSimulator, AnExpiredTokenIsReplacedAndTheNoticeStillArrives
 }
 
 TEST_F(MonitorAgainstSimulator, ATokenRenewedBeforeItExpiresNeverMeetsA401) {
+  // The client renews once less than the margin is left, i.e. from 1 s after
+  // the first token was asked for; the token is good for 10 s. The sleep is
+  // a lower bound (a slow machine only sleeps longer, and the renewal is due
+  // all the same), and a request would have to stall 9 s between the client's
+  // check and the simulator to meet an expired token.
   auto options = ClientOptions();
-  options.token_ttl = std::chrono::seconds(2);
-  options.refresh_margin = std::chrono::seconds(1);
+  options.token_ttl = std::chrono::seconds(10);
+  options.refresh_margin = std::chrono::seconds(9);
   ImdsClient client(transport_, SystemClock(), options);
   ASSERT_TRUE(client.Get("meta-data/instance-id").ok());
   std::this_thread::sleep_for(milliseconds(1200));  // inside the margin, before the expiry
@@ -217,11 +222,17 @@ TEST_F(MonitorAgainstSimulator, AnAnswerSlowerThanTheTimeoutIsRetriedWithinThePo
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_EQ(events.size(), 1u) << Joined(warnings_);
   EXPECT_EQ(events[0].action, "stop");
-  EXPECT_GE(took, milliseconds(1000)) << "the first try timed out after 1 s";
+  EXPECT_GE(took, milliseconds(1000)) << "the first try timed out after 1 s";  // a lower bound
   EXPECT_TRUE(warnings_.empty()) << Joined(warnings_);
-  std::this_thread::sleep_for(milliseconds(700));  // the slow answer reaches the log
+  // The simulator logs the slow request once its answer is sent, 1.5 s after
+  // it came in: wait for that entry rather than for a fixed time (the 30 s
+  // only catches a hang).
   int delayed = 0;
-  for (const auto& r : Requests()) delayed += r["fault"] == "delay";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (delayed == 0 && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& r : Requests()) delayed += r["fault"] == "delay";
+    if (delayed == 0) std::this_thread::sleep_for(milliseconds(50));
+  }
   EXPECT_EQ(delayed, 1);
 }
 
@@ -317,21 +328,34 @@ TEST_F(MonitorAgainstSimulator, ReadsTheInstanceIdentityAndLifeCycle) {
 
 // The number the issue asks for: from the moment a notice is set until the
 // monitor hands out its event, over 20 notices at a 200 ms poll interval.
-TEST_F(MonitorAgainstSimulator, NoticeToEventLatencyStaysWithinThePollIntervalPlusOneSecond) {
+// The latencies are measured and printed, not asserted: on a loaded machine
+// any wall-clock bound can be exceeded. What must hold, and is asserted, is
+// counted in polls: a notice set before a poll starts is handed out by that
+// poll, so it comes at the latest with the second poll after it was set (the
+// first may have read instance-action before the notice existed). With no
+// stalls that is within the poll interval plus one poll's duration.
+TEST_F(MonitorAgainstSimulator, ANoticeIsHandedOutByTheNextPollAndItsLatencyIsMeasured) {
   constexpr milliseconds kPoll(200);
   constexpr int kNotices = 20;
   ImdsClient client(transport_, SystemClock(), ClientOptions());
   InterruptionMonitor monitor(client, SystemClock(), MonitorOptions(kPoll));
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<std::pair<InterruptionEvent, std::chrono::steady_clock::time_point>> seen;
+  struct Seen {
+    InterruptionEvent event;
+    std::chrono::steady_clock::time_point at;
+    int poll;  // 1 for the first poll
+  };
+  std::vector<Seen> seen;
+  int polls = 0;
   std::atomic<bool> stop{false};
   std::thread poller([&] {
     monitor.Run(
         [&](std::vector<InterruptionEvent>& events) {
           const auto now = std::chrono::steady_clock::now();
           std::lock_guard<std::mutex> lock(mu);
-          for (auto& e : events) seen.emplace_back(e, now);
+          ++polls;
+          for (auto& e : events) seen.push_back({e, now, polls});
           cv.notify_all();
           return true;
         },
@@ -349,18 +373,23 @@ TEST_F(MonitorAgainstSimulator, NoticeToEventLatencyStaysWithinThePollIntervalPl
   std::vector<double> latencies_ms;
   for (int i = 0; i < kNotices; ++i) {
     // Spread the triggers over the phases of the poll cycle.
-    std::this_thread::sleep_for(milliseconds((i * 53) % kPoll.count()));
+    std::this_thread::sleep_for(milliseconds((i * int64_t{53}) % kPoll.count()));
     const std::string time = FormatUtc(SystemClock().Now() + std::chrono::seconds(120 + i));
     const auto triggered = std::chrono::steady_clock::now();
     sim_.Control("POST", "/_sim/spot-notice", json{{"action", "terminate"}, {"time", time}}.dump());
     std::unique_lock<std::mutex> lock(mu);
+    const int polls_when_set = polls;  // the notice exists: every poll from here on starts later
+    // 30 s only catches a hang (the notice is due within two 200 ms polls).
     ASSERT_TRUE(
-        cv.wait_for(lock, std::chrono::seconds(10), [&] { return seen.size() > size_t(i); }))
+        cv.wait_for(lock, std::chrono::seconds(30), [&] { return seen.size() > size_t(i); }))
         << "notice " << i << " never became an event";
     ASSERT_EQ(seen.size(), size_t(i) + 1) << "one event per notice";
-    EXPECT_EQ(FormatUtc(*seen[i].first.time), time);
+    EXPECT_EQ(FormatUtc(*seen[i].event.time), time);
+    EXPECT_LE(seen[i].poll, polls_when_set + 2)
+        << "notice " << i << " was set before poll " << polls_when_set + 2
+        << " started, but that poll did not hand it out";
     latencies_ms.push_back(
-        std::chrono::duration<double, std::milli>(seen[i].second - triggered).count());
+        std::chrono::duration<double, std::milli>(seen[i].at - triggered).count());
     lock.unlock();
     sim_.Control("DELETE", "/_sim/spot-notice");
   }
@@ -369,9 +398,8 @@ TEST_F(MonitorAgainstSimulator, NoticeToEventLatencyStaysWithinThePollIntervalPl
   const double median = (sorted[kNotices / 2 - 1] + sorted[kNotices / 2]) / 2;
   std::printf("[ latency  ] %d notices, poll interval %lld ms: median %.1f ms, max %.1f ms\n",
               kNotices, static_cast<long long>(kPoll.count()), median, sorted.back());
-  for (double ms : latencies_ms) {
-    EXPECT_LE(ms, static_cast<double>((kPoll + milliseconds(1000)).count()));
-  }
+  RecordProperty("median_ms", static_cast<int>(median));
+  RecordProperty("max_ms", static_cast<int>(sorted.back()));
   EXPECT_TRUE(warnings_.empty()) << Joined(warnings_);
 }
 

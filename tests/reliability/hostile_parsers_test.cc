@@ -43,7 +43,7 @@ TEST(HostileManifest, TheSeedIsGood) { ASSERT_TRUE(Parse(GoodManifest()).ok()); 
 
 // Was: j.value("format", "") threw json::type_error -> std::terminate.
 TEST(HostileManifest, ANonStringFormatIsCorruptionNotACrash) {
-  for (json format : {json(1), json::array(), json(nullptr), json::object()}) {
+  for (const json& format : {json(1), json::array(), json(nullptr), json::object()}) {
     json j = GoodManifest();
     j["format"] = format;
     auto m = Parse(j);
@@ -55,7 +55,7 @@ TEST(HostileManifest, ANonStringFormatIsCorruptionNotACrash) {
 // Was: get<uint64_t>() took -1 as 2^64-1 and 4.6e26 by an undefined conversion.
 TEST(HostileManifest, NumbersMustBeWholeAndNonNegative) {
   for (const char* field : {"size", "mode", "stored_size", "frame_size"}) {
-    for (json bad : {json(-1), json(4.6e26), json(2.5), json("5")}) {
+    for (const json& bad : {json(-1), json(4.6e26), json(2.5), json("5")}) {
       json j = GoodManifest();
       j["files"][0][field] = bad;
       auto m = Parse(j);

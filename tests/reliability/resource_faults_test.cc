@@ -96,7 +96,7 @@ class ResourceFaults : public ::testing::Test {
   std::string Snapshot(const Tree& tree) {
     const std::string src = dir_.Join("src-" + RandomHex(3));
     WriteTree(src, tree);
-    const std::string config = WriteConfig();
+    std::string config = WriteConfig();
     CommandResult r = cli_.Run({"snapshot", "-c", config, "--dir", src});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     return config;

@@ -119,6 +119,8 @@ TEST_F(CaptureTest, RenameOverOrDeletionOfTheOriginalLeavesTheCaptureIntact) {
 TEST_F(CaptureTest, FileChangedSinceDetectionIsRefused) {
   Write("a.pt", "aaaa");
   Checkpoint detected = Detected({"a.pt"});
+  // Past the kernel's timestamp tick, so the rewrite gets a later mtime. A
+  // lower bound: a slow machine only sleeps longer.
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   RewriteInPlace("a.pt", "AAAA");
   auto captured = CapturedCheckpoint::Capture(ckpt_, detected, staging_);
