@@ -89,6 +89,12 @@ class Agent {
   std::optional<Checkpoint> NewestUncommitted();
   std::optional<Checkpoint> NewestLocal();
   void RecordCommit(const SnapshotResult& r, const Checkpoint& checkpoint, double seconds);
+  // An event record, or, while the job is ending (a notice, SIGTERM), a note
+  // to write it once the trainer is stopped: a slow store must not spend the
+  // final snapshot's budget on housekeeping.
+  void RecordEvent(const std::string& kind, const nlohmann::ordered_json& data);
+  // Writes the deferred event records and runs the deferred retention.
+  void FinishHousekeeping();
 
   void HandleNotice(const InterruptionEvent& event);
   void HandleSigterm();
@@ -128,6 +134,9 @@ class Agent {
   std::string resume_;                // what the trainer is (re)started from; "" = fresh
   double upload_rate_ = kDefaultUploadBytesPerSecond;
   bool upload_first_ = false;  // a local checkpoint the store lacks: upload at once
+  bool defer_housekeeping_ = false;
+  std::vector<std::pair<std::string, nlohmann::ordered_json>> deferred_events_;
+  bool retention_due_ = false;
 
   // The periodic upload in flight, on its own thread.
   std::future<StatusOr<SnapshotResult>> upload_;
@@ -414,15 +423,32 @@ void Agent::RecordCommit(const SnapshotResult& r, const Checkpoint& checkpoint, 
   LogInfo("snapshot {} committed: checkpoint {} (step {}), {} bytes stored in {:.1f}s",
           SeqName(r.seq), checkpoint.id, checkpoint.step ? std::to_string(*checkpoint.step) : "-",
           r.stored_bytes, secs);
-  (void)events_.Record("snapshot",
-                       {{"seq", r.seq},
-                        {"checkpoint", checkpoint.id},
-                        {"step", checkpoint.step ? nlohmann::ordered_json(*checkpoint.step)
-                                                 : nlohmann::ordered_json(nullptr)},
-                        {"bytes", r.bytes},
-                        {"stored_bytes", r.stored_bytes},
-                        {"seconds", secs}});
+  RecordEvent("snapshot", {{"seq", r.seq},
+                           {"checkpoint", checkpoint.id},
+                           {"step", checkpoint.step ? nlohmann::ordered_json(*checkpoint.step)
+                                                    : nlohmann::ordered_json(nullptr)},
+                           {"bytes", r.bytes},
+                           {"stored_bytes", r.stored_bytes},
+                           {"seconds", secs}});
   (void)c_.notifier.Notify("STATUS=snapshot " + SeqName(r.seq) + " committed");
+  retention_due_ = true;
+  if (!defer_housekeeping_) FinishHousekeeping();
+}
+
+void Agent::RecordEvent(const std::string& kind, const nlohmann::ordered_json& data) {
+  if (defer_housekeeping_) {
+    deferred_events_.emplace_back(kind, data);
+    return;
+  }
+  (void)events_.Record(kind, data);
+}
+
+void Agent::FinishHousekeeping() {
+  defer_housekeeping_ = false;
+  for (const auto& [kind, data] : deferred_events_) (void)events_.Record(kind, data);
+  deferred_events_.clear();
+  if (!retention_due_) return;
+  retention_due_ = false;
   auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
   if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
 }
@@ -535,12 +561,14 @@ void Agent::HandleFenced(const Status& why) {
 
 void Agent::HandleNotice(const InterruptionEvent& event) {
   const auto notice_at = c_.clock.Monotonic();
+  // Nothing but the final snapshot until the trainer is stopped (docs/design.md §9).
+  defer_housekeeping_ = true;
   LogWarn("INTERRUPTION NOTICE: {}", event.Describe());
   (void)c_.notifier.Notify("STATUS=interruption notice: " + event.Describe());
   if (Status st = WriteFileAtomic(notice_file_, event.ToJson().dump() + "\n"); !st.ok()) {
     LogWarn("writing the notice file failed: {}", st.message());
   }
-  (void)events_.Record("notice", event.ToJson());
+  RecordEvent("notice", event.ToJson());
   // Time left: to the deadline the notice names, else two minutes.
   auto left = seconds(120);
   if (event.time && event.kind == InterruptionEvent::Kind::kNotice) {
@@ -569,6 +597,8 @@ void Agent::HandleNotice(const InterruptionEvent& event) {
   const auto time_left = duration_cast<milliseconds>(left) -
                          duration_cast<milliseconds>(c_.clock.Monotonic() - notice_at);
   StopTrainer(std::clamp<milliseconds>(time_left - seconds(5), milliseconds(0), cfg_.stop_grace));
+  CompleteLifecycleHook();
+  FinishHousekeeping();
   (void)events_.Record(
       "stop", {{"reason", "notice"},
                {"action", event.action},
@@ -576,7 +606,6 @@ void Agent::HandleNotice(const InterruptionEvent& event) {
                 committed ? nlohmann::ordered_json(to_commit) : nlohmann::ordered_json(nullptr)},
                {"seq", committed ? nlohmann::ordered_json(committed->seq)
                                  : nlohmann::ordered_json(nullptr)}});
-  CompleteLifecycleHook();
   LogInfo(
       "interrupted: {} in {:.1f}s from the notice; exiting {}",
       committed ? "snapshot " + SeqName(committed->seq) + " committed" : "nothing new to commit",
@@ -587,10 +616,12 @@ void Agent::HandleNotice(const InterruptionEvent& event) {
 void Agent::HandleSigterm() {
   (void)c_.notifier.Notify("STOPPING=1");
   LogInfo("stopping: last checkpoint, upload, stop the trainer");
+  defer_housekeeping_ = true;
   const auto until = c_.clock.Monotonic() + std::min<milliseconds>(cfg_.stop_grace, seconds(60));
   FinalSnapshot(until, /*ask_trainer=*/true);
   if (done_) return;
   StopTrainer(cfg_.stop_grace);
+  FinishHousekeeping();
   (void)events_.Record("stop", {{"reason", "signal"}});
   Finish(kExitOk);
 }

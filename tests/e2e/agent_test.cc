@@ -292,5 +292,46 @@ TEST_F(AgentE2E, AutoScalingIsToldWhenANoticeEndsAndWhenTheJobIsDone) {
   EXPECT_EQ(groups["trainers"]["desired"], 0) << groups.dump();
 }
 
+// Housekeeping never comes before the final snapshot (docs/design.md §9): the
+// answer to the notice's event record is held by a proxy for as long as the
+// test likes, and the snapshot after the notice is committed all the same.
+// (Before, the agent wrote that record first and waited for it.)
+TEST_F(AgentE2E, AStalledEventRecordDoesNotHoldUpTheNoticeSnapshot) {
+  std::string upstream = s3_.endpoint.substr(s3_.endpoint.find("://") + 3);
+  while (!upstream.empty() && upstream.back() == '/') upstream.pop_back();
+  ToolServer proxy("fault_proxy.py", {"--upstream", upstream});
+  ASSERT_FALSE(proxy.endpoint().empty());
+  const std::string config =
+      WriteConfig("a", {"--steps", "100000"}, {{"endpoint", proxy.endpoint()}});
+  auto a = StartAgent("a", config, "ckpt-a", imds_);
+  ASSERT_TRUE(WaitFor([&] { return Committed().size() >= 1; }, 30s)) << a->Output();
+  // Hold the answer to the notice's event record until released (10 min at most).
+  proxy.Control("POST", "/_proxy/config",
+                R"({"pause_match": "PUT [^ ]*/events/[^ ]*-notice[.]json", "pause_seconds": 600})");
+  const int64_t step_at_notice = NewestStepOnDisk(dir_.Join("ckpt-a"));
+  imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 100})");
+  // The final snapshot is committed and the trainer stopped while the record waits.
+  const bool stopped = WaitFor(
+      [&] { return a->Output().find("the trainer stopped") != std::string::npos; }, 60s);
+  EXPECT_TRUE(stopped) << "the notice's snapshot waited for its event record\n" << a->Output();
+  const Manifest m = ManifestOf(Committed().front());
+  ASSERT_TRUE(m.step.has_value());
+  EXPECT_GE(*m.step, step_at_notice);
+  // And the record is the request held now: the premise of the test.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return nlohmann::json::parse(proxy.Control("GET", "/_proxy/stats"))["paused"].get<bool>();
+      },
+      30s))
+      << "the notice's event record was never held";
+  proxy.Control("POST", "/_proxy/continue");
+  const auto code = a->Wait(60s);
+  ASSERT_TRUE(code.has_value()) << a->Output();
+  EXPECT_EQ(*code, 75) << a->Output();
+  const auto kinds = EventKinds();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "notice"), kinds.end());
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "stop"), kinds.end());
+}
+
 }  // namespace
 }  // namespace sg::testing
