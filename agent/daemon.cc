@@ -19,9 +19,10 @@
 #include "agent/fencing.h"
 #include "agent/host_lock.h"
 #include "agent/interruption_monitor.h"
-#include "agent/local_checkpoint.h"
 #include "agent/lease.h"
+#include "agent/local_checkpoint.h"
 #include "agent/manifest.h"
+#include "agent/notice_budget.h"
 #include "agent/presets.h"
 #include "agent/retention.h"
 #include "agent/snapshot_commands.h"
@@ -45,10 +46,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr auto kTick = milliseconds(100);
-// Time kept in hand before a notice's deadline for committing and stopping.
-constexpr auto kNoticeSafety = seconds(15);
-// Assumed upload rate until one has been measured.
-constexpr double kDefaultUploadBytesPerSecond = 50.0 * (1 << 20);
 
 double SecondsSince(Clock& clock, Clock::MonoTime t) {
   return std::chrono::duration<double>(clock.Monotonic() - t).count();
@@ -290,8 +287,7 @@ Status Agent::DrawFence() {
     std::lock_guard<std::mutex> lock(lease_mu_);
     generation = lease_.generation();
   }
-  return sg::DrawFence(c_.store, cfg_.job, generation, c_.instance,
-                       FormatUtc(c_.clock.Now(), true))
+  return sg::DrawFence(c_.store, cfg_.job, generation, c_.instance, FormatUtc(c_.clock.Now(), true))
       .status();
 }
 
@@ -354,10 +350,11 @@ Status Agent::RestoreAtStart() {
   committed_ = CheckpointMark{"", committed_step_, c_.clock.Now()};
   resume_ = restored.resume_path;
   last_seq_ = restored.seq;
-  LogInfo("restored snapshot {} ({}) in {:.1f}s, keeping {} entries that were there; resuming "
-          "from {}",
-          SeqName(restored.seq), restored.bytes, result_.restore_seconds, restored.kept_foreign,
-          resume_);
+  LogInfo(
+      "restored snapshot {} ({}) in {:.1f}s, keeping {} entries that were there; resuming "
+      "from {}",
+      SeqName(restored.seq), restored.bytes, result_.restore_seconds, restored.kept_foreign,
+      resume_);
   (void)events_.Record("restore", {{"seq", restored.seq},
                                    {"seconds", result_.restore_seconds},
                                    {"resume", restored.resume_path},
@@ -583,10 +580,10 @@ void Agent::HandleNotice(const InterruptionEvent& event) {
       expected_bytes += std::filesystem::file_size(cfg_.checkpoint_dir + "/" + rel, ec);
     }
   }
-  const auto upload_estimate = milliseconds(
-      static_cast<int64_t>(1000.0 * static_cast<double>(expected_bytes) / upload_rate_));
-  auto wait = duration_cast<milliseconds>(left) - upload_estimate - kNoticeSafety;
-  if (wait < milliseconds(0)) wait = milliseconds(0);
+  const NoticeBudget budget =
+      ComputeNoticeBudget(duration_cast<milliseconds>(left), expected_bytes, upload_rate_);
+  const auto upload_estimate = budget.upload_estimate;
+  const auto wait = budget.wait;
   LogInfo(
       "{}s until the deadline; waiting up to {:.1f}s for a checkpoint (upload estimate {:.1f}s)",
       left.count(), wait.count() / 1000.0, upload_estimate.count() / 1000.0);

@@ -59,8 +59,10 @@ LocalComparison CompareLocalCheckpoint(const std::string& checkpoint_dir, const 
   const Manifest& newest = history.front();
   const std::string about = "snapshot " + SeqName(newest.seq) + " (" + StepText(newest.step) + ")";
   if (local.step && newest.step) {
-    if (*local.step > *newest.step) return {LocalStanding::kNewer, newest.seq, "later than " + about};
-    if (*local.step < *newest.step) return {LocalStanding::kOlder, newest.seq, "earlier than " + about};
+    if (*local.step > *newest.step)
+      return {LocalStanding::kNewer, newest.seq, "later than " + about};
+    if (*local.step < *newest.step)
+      return {LocalStanding::kOlder, newest.seq, "earlier than " + about};
     return {LocalStanding::kInStore, newest.seq, "the same step as " + about};
   }
   // Names without a step ("last.pt", "model.pt", "last.ckpt"): only the bytes tell.

@@ -97,7 +97,8 @@ struct Carrier {
     for (const std::string& name : names) {
       if (rel.empty() && name == kRestoreMarkerName) continue;
       const std::string child = rel.empty() ? name : rel + "/" + name;
-      struct stat st {}, dst {};
+      struct stat st {
+      }, dst{};
       if (!Lstat(Join(target, child), &st)) continue;  // gone meanwhile
       const bool taken = Lstat(Join(staged, child), &dst);
       if (S_ISDIR(st.st_mode)) {
@@ -147,7 +148,8 @@ struct Settler {
       // The marker goes last (Settle): killed halfway, the next cleanup must
       // still know which files were restore's.
       if (rel.empty() && name == kRestoreMarkerName) continue;
-      struct stat st {}, tst {};
+      struct stat st {
+      }, tst{};
       if (!Lstat(from, &st)) continue;
       const bool there = Lstat(Join(target, child), &tst);
       if (S_ISDIR(st.st_mode)) {
@@ -178,8 +180,8 @@ struct Settler {
       bool same_link = false;
       if (S_ISLNK(st.st_mode) && S_ISLNK(tst.st_mode)) {
         std::error_code e1, e2;
-        same_link = fs::read_symlink(from, e1) == fs::read_symlink(Join(target, child), e2) &&
-                    !e1 && !e2;
+        same_link =
+            fs::read_symlink(from, e1) == fs::read_symlink(Join(target, child), e2) && !e1 && !e2;
       }
       if (same_inode || copied || same_link) {
         ::unlink(from.c_str());
@@ -350,8 +352,7 @@ Status RecoverAbandonedRestoreDir(const std::string& dir, const std::string& id,
     if (::rename(dir.c_str(), placement.backup_dir.c_str()) != 0) {
       return Status::FromErrno(errno, "rename " + dir);
     }
-    LogWarn("kept the contents of an unfinished restore of {} in {}", target,
-            placement.backup_dir);
+    LogWarn("kept the contents of an unfinished restore of {} in {}", target, placement.backup_dir);
     return Status::Ok();
   }
   return Settle(dir, target, marker, placement);

@@ -101,7 +101,8 @@ void RecoverAbandonedRestoreDirs(const std::string& parent, const std::string& b
 
 // The target must be a directory (or absent) that a rename can swap.
 Status CheckRestoreTarget(const std::string& target_dir, const std::string& parent) {
-  struct stat st {}, parent_st {};
+  struct stat st {
+  }, parent_st{};
   if (::lstat(target_dir.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::Ok();
     return Status::FromErrno(errno, "stat " + target_dir);
@@ -328,7 +329,8 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
       return Status::AlreadyExists(
                  target_dir + " holds " + std::to_string(conflicts.size()) +
                  " file(s) that spotguard did not restore and that snapshot " + SeqName(seq) +
-                 " would replace: " + Join(names, ", ") + (shown < conflicts.size() ? ", ..." : "") +
+                 " would replace: " + Join(names, ", ") +
+                 (shown < conflicts.size() ? ", ..." : "") +
                  "; nothing was changed. Restore into another directory, or pass --force to "
                  "keep them in a backup directory beside it")
           .WithReason("ForeignFiles");

@@ -17,11 +17,11 @@
 #include "agent/manifest.h"
 #include "agent/snapshot_reader.h"
 #include "common/files.h"
+#include "tests/e2e/agent_e2e_fixture.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
-#include "tests/e2e/agent_e2e_fixture.h"
 
 namespace sg::testing {
 namespace {
@@ -311,8 +311,8 @@ TEST_F(AgentE2E, AStalledEventRecordDoesNotHoldUpTheNoticeSnapshot) {
   const int64_t step_at_notice = NewestStepOnDisk(dir_.Join("ckpt-a"));
   imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 100})");
   // The final snapshot is committed and the trainer stopped while the record waits.
-  const bool stopped = WaitFor(
-      [&] { return a->Output().find("the trainer stopped") != std::string::npos; }, 60s);
+  const bool stopped =
+      WaitFor([&] { return a->Output().find("the trainer stopped") != std::string::npos; }, 60s);
   EXPECT_TRUE(stopped) << "the notice's snapshot waited for its event record\n" << a->Output();
   const Manifest m = ManifestOf(Committed().front());
   ASSERT_TRUE(m.step.has_value());

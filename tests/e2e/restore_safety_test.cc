@@ -45,9 +45,8 @@ class RestoreSafetyE2E : public AgentE2E {
 // The reproduction of the defect, through the command line.
 TEST_F(RestoreSafetyE2E, RestoreToADirectoryKeepsKeysCodeAndDotfiles) {
   Commit({{"step_200.pt", {"weights", 0644}}}, 200);
-  const Tree mine = {{".ssh/id_rsa", {"key", 0600}},
-                     {"code/main.py", {"print()", 0644}},
-                     {".env", {"X=1", 0644}}};
+  const Tree mine = {
+      {".ssh/id_rsa", {"key", 0600}}, {"code/main.py", {"print()", 0644}}, {".env", {"X=1", 0644}}};
   WriteTree(dir_.Join("d"), mine);
   auto r = Cli("restore", {"restore", "--to", dir_.Join("d")});
   ASSERT_EQ(r->Wait(60s), std::optional<int>(0)) << r->Output();
@@ -79,9 +78,9 @@ TEST_F(RestoreSafetyE2E, RestoreRefusesToReplaceAFileItDidNotWriteUnlessForced) 
 TEST_F(RestoreSafetyE2E, RunsRestoreAtStartKeepsTheTrainersOtherFiles) {
   // A real checkpoint of the example trainer at step 40, committed.
   const std::string src = dir_.Join("trained");
-  auto trained = RunCommand({SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/examples/simple_trainer.py",
-                             "--out", src, "--steps", "40", "--step-seconds", "0",
-                             "--checkpoint-every", "20"});
+  auto trained =
+      RunCommand({SPOTGUARD_PYTHON, SPOTGUARD_SOURCE_DIR "/examples/simple_trainer.py", "--out",
+                  src, "--steps", "40", "--step-seconds", "0", "--checkpoint-every", "20"});
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
   auto step40 = ReadFileToString(src + "/step_000040.ckpt");
   auto step20 = ReadFileToString(src + "/step_000020.ckpt");
@@ -115,8 +114,8 @@ TEST_F(RestoreSafetyE2E, ALocalCheckpointTheStoreLacksIsResumedAndUploadedFirst)
       "import os\n"
       "r = os.environ.get('SPOTGUARD_RESUME_FROM', '')\n"
       "print('resuming from:', open(r).read() if os.path.isfile(r) else 'nothing', flush=True)\n";
-  const std::string config =
-      WriteConfig("a", {}, {{"patterns", {"last.pt"}}, {"command", {SPOTGUARD_PYTHON, "-c", trainer}}});
+  const std::string config = WriteConfig(
+      "a", {}, {{"patterns", {"last.pt"}}, {"command", {SPOTGUARD_PYTHON, "-c", trainer}}});
   auto a = StartAgent("a", config, "ckpt", imds_);
   ASSERT_EQ(a->Wait(60s), std::optional<int>(0)) << a->Output();
   EXPECT_NE(a->Output().find("resuming from: version 8"), std::string::npos) << a->Output();

@@ -87,7 +87,6 @@ class FencingTest : public FileStoreTest {
     EXPECT_TRUE(seqs.ok()) << seqs.status().ToString();
     return seqs.ok() ? *seqs : std::vector<uint64_t>{};
   }
-
 };
 
 // The reproduction: a partition right after the holder's pre-commit renewal.

@@ -106,8 +106,8 @@ TEST_F(LocalCheckpointTest, HuggingfaceCheckpointsAreOrderedByStep) {
 
 TEST_F(LocalCheckpointTest, ADcpDirWithoutAStepIsJudgedByItsBytes) {
   // DCP writes the shards first and .metadata last.
-  WriteTree(Ckpt(), {{"latest/__0_0.distcp", {"shard0", 0644}},
-                     {"latest/__1_0.distcp", {"shard1", 0644}}});
+  WriteTree(Ckpt(),
+            {{"latest/__0_0.distcp", {"shard0", 0644}}, {"latest/__1_0.distcp", {"shard1", 0644}}});
   WriteTree(Ckpt(), {{"latest/.metadata", {"meta", 0644}}});
   Commit(Newest(Preset::kDcp));
   EXPECT_EQ(Compare(Newest(Preset::kDcp)), LocalStanding::kInStore);

@@ -48,18 +48,14 @@ class RestoreRuleTest : public FileStoreTest {
     }
     return out;
   }
-
 };
 
 // The reproduction of the defect: dotfiles, code and keys in the target.
 TEST_F(RestoreRuleTest, RestoreKeepsEveryFileItDidNotPutThere) {
   Snapshot({{"step_200.pt", {"weights", 0644}}});
-  const Tree mine = {{".ssh/id_rsa", {"k", 0600}},
-                     {"code/main.py", {"c", 0644}},
-                     {".bashrc", {"b", 0644}},
-                     {"runs/events.out", {"log", 0644}},
-                     {"tokenizer.json", {"{}", 0644}},
-                     {"step_100.pt", {"older", 0644}}};
+  const Tree mine = {{".ssh/id_rsa", {"k", 0600}},     {"code/main.py", {"c", 0644}},
+                     {".bashrc", {"b", 0644}},         {"runs/events.out", {"log", 0644}},
+                     {"tokenizer.json", {"{}", 0644}}, {"step_100.pt", {"older", 0644}}};
   WriteTree(dir_.Join("d"), mine);
   auto r = Restore("d");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -101,8 +97,7 @@ TEST_F(RestoreRuleTest, ForceKeepsTheReplacedFileInANamedBackup) {
   WriteTree(dir_.Join("d"), {{"last.pt", {"local", 0644}}, {"sub", {"a file", 0644}}});
   auto r = Restore("d", /*force=*/true);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(ReadTree(dir_.Join("d")),
-            (Tree{{"last.pt", {"store", 0644}}, {"sub/x", {"x", 0644}}}));
+  EXPECT_EQ(ReadTree(dir_.Join("d")), (Tree{{"last.pt", {"store", 0644}}, {"sub/x", {"x", 0644}}}));
   ASSERT_FALSE(r->backup_dir.empty());
   EXPECT_TRUE(r->backup_dir.starts_with(dir_.Join("d.spotguard-backup-"))) << r->backup_dir;
   EXPECT_EQ(ReadTree(r->backup_dir),
@@ -120,8 +115,8 @@ TEST_F(RestoreRuleTest, ARestoreReplacesOnlyWhatAnEarlierRestorePutThere) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   // a.pt was restore's and unchanged: it goes. shared.json is the trainer's now.
   EXPECT_EQ(ReadTree(dir_.Join("d")), (Tree{{"b.log", {"mine", 0644}},
-                                           {"c.pt", {"three", 0644}},
-                                           {"shared.json", {"edited", 0644}}}));
+                                            {"c.pt", {"three", 0644}},
+                                            {"shared.json", {"edited", 0644}}}));
 }
 
 TEST_F(RestoreRuleTest, RestoringTheSameSnapshotAgainNeedsNoForce) {
@@ -168,8 +163,8 @@ TEST_F(RestoreRuleTest, ARestoreKilledAfterTheSwapLosesNothing) {
   auto r = Restore("d");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(ReadTree(dir_.Join("d")), (Tree{{"notes.txt", {"precious", 0644}},
-                                           {"runs/ev", {"e", 0644}},
-                                           {"w.pt", {"newer", 0644}}}));
+                                            {"runs/ev", {"e", 0644}},
+                                            {"w.pt", {"newer", 0644}}}));
   EXPECT_FALSE(fs::exists(old));
 }
 
