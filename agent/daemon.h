@@ -10,6 +10,7 @@
 #include <string>
 
 #include "agent/config.h"
+#include "agent/job_ports.h"
 #include "common/clock.h"
 #include "common/imds_client.h"
 #include "common/object_store.h"
@@ -30,6 +31,8 @@ struct AgentContext {
   // The command's AWS parts, for the Auto Scaling calls at the job's end;
   // null: no Auto Scaling calls can be made (as in a drill).
   AwsEnvironment* aws = nullptr;
+  // The loop's seams (agent/job_ports.h); the real parts where none is given.
+  AgentPorts ports = {};
 };
 
 struct AgentResult {

@@ -104,14 +104,15 @@ StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
   spawn.die_with_parent = true;
   SG_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(spawn));
   write_end.reset();  // the child holds the only write end now
-  LogInfo("started the trainer (pid {}, attempt {}){}", child.pid(), launch.attempt,
-          launch.resume.empty() ? "" : ", resuming from " + launch.resume);
   if (!record_path.empty()) {
-    // The trainer leads its own group (pgid == pid).
+    // The trainer leads its own group (pgid == pid). Recorded before the
+    // start is logged, so whoever reads the log finds the record.
     auto record = RecordOf(child.pid(), child.pid());
     Status st = record.ok() ? WriteTrainerRecord(record_path, *record) : record.status();
     if (!st.ok()) LogWarn("recording the trainer in {} failed: {}", record_path, st.message());
   }
+  LogInfo("started the trainer (pid {}, attempt {}){}", child.pid(), launch.attempt,
+          launch.resume.empty() ? "" : ", resuming from " + launch.resume);
   return std::unique_ptr<TrainerProcess>(
       new TrainerProcess(std::move(child), read_end.release(), record_path));
 }

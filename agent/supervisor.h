@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/job_ports.h"
 #include "common/process.h"
 
 namespace sg {
@@ -33,7 +34,7 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
                                                       const TrainerLaunch& launch,
                                                       const std::string& notice_file);
 
-class TrainerProcess {
+class TrainerProcess final : public Trainer {
  public:
   // The trainer dies with the agent (SpawnOptions::die_with_parent).
   // REQUIRES: called from the thread that outlives the trainer (the agent's
@@ -43,15 +44,15 @@ class TrainerProcess {
       const Config& config, const std::map<std::string, std::string>& env,
       const TrainerLaunch& launch, const std::string& notice_file,
       const std::string& record_path = "");
-  ~TrainerProcess();  // kills the group if still running; joins the log thread
+  ~TrainerProcess() override;  // kills the group if still running; joins the log thread
 
   pid_t pid() const { return child_.pid(); }
-  bool running() const { return child_.running(); }
+  bool running() const override { return child_.running(); }
   // The exit status once it ended; nullopt while it runs. Never blocks.
-  std::optional<ExitStatus> Poll();
-  Status Signal(int signo);
+  std::optional<ExitStatus> Poll() override;
+  Status Signal(int signo) override;
   // `signo` to the group, SIGKILL after `grace`; returns how it ended.
-  StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace);
+  StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace) override;
 
  private:
   TrainerProcess(ChildProcess child, int output_fd, std::string record_path);

@@ -87,23 +87,37 @@ struct GroupCapacity {
 
 enum class LifecycleActionResult { kContinue, kAbandon };
 
-class AutoScalingClient {
+// The calls the agent makes at a job's end, as an interface: the agent's
+// loop is tested with a fake, the product uses AutoScalingClient.
+class AutoScalingApi {
+ public:
+  virtual ~AutoScalingApi() = default;
+  // DescribeAutoScalingInstances for one instance. NotFound (reason
+  // "NotInAutoScalingGroup") when the instance is in no group: the service
+  // then answers with an empty list.
+  virtual StatusOr<AutoScalingInstance> DescribeAutoScalingInstance(
+      const std::string& instance_id) = 0;
+  // UpdateAutoScalingGroup with the fields of `capacity` that are set.
+  virtual Status UpdateAutoScalingGroup(const std::string& group_name,
+                                        const GroupCapacity& capacity) = 0;
+  // CompleteLifecycleAction for the instance's pending action of `hook_name`.
+  virtual Status CompleteLifecycleAction(
+      const std::string& group_name, const std::string& hook_name, const std::string& instance_id,
+      LifecycleActionResult result = LifecycleActionResult::kContinue) = 0;
+};
+
+class AutoScalingClient final : public AutoScalingApi {
  public:
   AutoScalingClient(HttpTransport& transport, CredentialsProvider& credentials, Clock& clock,
                     AutoScalingClientOptions options, UniformRandom random = DefaultRandom());
 
-  // DescribeAutoScalingInstances for one instance. NotFound (reason
-  // "NotInAutoScalingGroup") when the instance is in no group: the service
-  // then answers with an empty list.
-  StatusOr<AutoScalingInstance> DescribeAutoScalingInstance(const std::string& instance_id);
-
-  // UpdateAutoScalingGroup with the fields of `capacity` that are set.
-  Status UpdateAutoScalingGroup(const std::string& group_name, const GroupCapacity& capacity);
-
-  // CompleteLifecycleAction for the instance's pending action of `hook_name`.
-  Status CompleteLifecycleAction(const std::string& group_name, const std::string& hook_name,
-                                 const std::string& instance_id,
-                                 LifecycleActionResult result = LifecycleActionResult::kContinue);
+  StatusOr<AutoScalingInstance> DescribeAutoScalingInstance(
+      const std::string& instance_id) override;
+  Status UpdateAutoScalingGroup(const std::string& group_name,
+                                const GroupCapacity& capacity) override;
+  Status CompleteLifecycleAction(
+      const std::string& group_name, const std::string& hook_name, const std::string& instance_id,
+      LifecycleActionResult result = LifecycleActionResult::kContinue) override;
 
   // The endpoint calls go to, after defaulting.
   const std::string& endpoint() const { return endpoint_; }

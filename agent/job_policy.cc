@@ -1,0 +1,459 @@
+#include "agent/job_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "agent/exit_codes.h"
+#include "agent/manifest.h"
+#include "agent/notice_budget.h"
+#include "agent/presets.h"
+#include "common/log.h"
+#include "common/signal_names.h"
+
+namespace sg {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Level = job_action::Log::Level;
+
+// A trainer's last checkpoint may still be settling when it exits.
+constexpr milliseconds kAfterExitSlack{200};
+// A final upload that fails is tried this often at most.
+constexpr int kFinalAttempts = 3;
+
+double SecondsBetween(Clock::MonoTime from, Clock::MonoTime to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+nlohmann::ordered_json OrNull(const auto& optional) {
+  return optional ? nlohmann::ordered_json(*optional) : nlohmann::ordered_json(nullptr);
+}
+
+void Say(JobActions& out, Level level, std::string message) {
+  out.push_back(job_action::Log{level, std::move(message)});
+}
+
+}  // namespace
+
+std::string_view JobPhaseName(JobPhase phase) {
+  switch (phase) {
+    case JobPhase::kLease:
+      return "lease";
+    case JobPhase::kRestore:
+      return "restore";
+    case JobPhase::kTraining:
+      return "training";
+    case JobPhase::kFinalSnapshot:
+      return "final-snapshot";
+    case JobPhase::kStopping:
+      return "stopping";
+    case JobPhase::kDone:
+      return "done";
+  }
+  return "?";
+}
+
+JobPolicyOptions JobPolicyOptions::FromConfig(const Config& config) {
+  JobPolicyOptions o;
+  o.upload_interval = config.upload_interval;
+  o.checkpoint_interval = config.checkpoint_interval;
+  o.checkpoint_signal = config.checkpoint_signal;
+  o.snapshot_on_rebalance = config.on_rebalance == OnRebalance::kSnapshot;
+  o.restart_max = config.restart.max;
+  o.restart_backoff = config.restart.backoff;
+  o.restart_max_backoff = config.restart.max_backoff;
+  o.stop_grace = config.stop_grace;
+  o.settle = duration_cast<milliseconds>(SettleTime(config));
+  return o;
+}
+
+JobPolicy::JobPolicy(JobPolicyOptions options)
+    : o_(std::move(options)), upload_rate_(kDefaultUploadBytesPerSecond) {}
+
+JobActions JobPolicy::OnLeaseAcquired(PolicyTime /*t*/) {
+  if (phase_ == JobPhase::kLease) phase_ = JobPhase::kRestore;
+  return {};
+}
+
+JobActions JobPolicy::OnRestored(PolicyTime t, const RestoredState& restored) {
+  JobActions out;
+  if (phase_ != JobPhase::kRestore) return out;
+  phase_ = JobPhase::kTraining;
+  committed_ = restored.committed;
+  committed_step_ = restored.committed_step;
+  last_seq_ = restored.last_seq;
+  next_upload_ = restored.upload_first ? t.mono : t.mono + o_.upload_interval;
+  if (o_.checkpoint_interval) next_checkpoint_signal_ = t.mono + *o_.checkpoint_interval;
+  Event("start", {{"resume", restored.resume}}, out);
+  trainer_running_ = true;
+  out.push_back(job_action::StartTrainer{++attempt_, false});
+  return out;
+}
+
+JobActions JobPolicy::OnTick(PolicyTime t) {
+  JobActions out;
+  if (phase_ == JobPhase::kFinalSnapshot) {
+    if (!upload_) out.push_back(job_action::FindCheckpoints{});
+    return out;
+  }
+  if (phase_ != JobPhase::kTraining) return out;
+  if (!trainer_running_ && restart_at_ && t.mono >= *restart_at_) {
+    restart_at_.reset();
+    trainer_running_ = true;
+    out.push_back(job_action::StartTrainer{++attempt_, true});
+  }
+  if (o_.checkpoint_interval && t.mono >= next_checkpoint_signal_) {
+    next_checkpoint_signal_ = t.mono + *o_.checkpoint_interval;
+    if (o_.checkpoint_signal && trainer_running_) out.push_back(job_action::SignalTrainer{});
+  }
+  if (!upload_ && t.mono >= next_upload_) out.push_back(job_action::FindCheckpoints{});
+  return out;
+}
+
+JobActions JobPolicy::OnCheckpoints(PolicyTime t, const std::vector<Checkpoint>& newest_first,
+                                    std::optional<Clock::MonoTime> next_settle) {
+  JobActions out;
+  if (upload_) return out;
+  if (phase_ == JobPhase::kFinalSnapshot) {
+    DecideFinal(t, newest_first, out);
+    return out;
+  }
+  if (phase_ != JobPhase::kTraining) return out;
+  if (std::optional<Checkpoint> newer = FirstNewerThan(newest_first, committed_)) {
+    next_upload_ = t.mono + o_.upload_interval;
+    upload_ = Upload{*newer, false};
+    out.push_back(job_action::StartUpload{*newer, false});
+  } else if (next_settle) {
+    next_upload_ = std::max(t.mono, *next_settle);  // look again when something settles
+  } else {
+    next_upload_ = t.mono + std::min<milliseconds>(o_.upload_interval, seconds(1));
+  }
+  return out;
+}
+
+void JobPolicy::DecideFinal(PolicyTime t, const std::vector<Checkpoint>& newest_first,
+                            JobActions& out) {
+  const bool fresh = asked_ && !newest_first.empty() && IsNewerThan(newest_first.front(), *asked_);
+  if (!fresh && t.mono < final_until_) return;  // wait for the trainer's checkpoint
+  if (asked_) {
+    if (fresh) {
+      Say(out, Level::kInfo, Format("the trainer wrote checkpoint {}", newest_first.front().id));
+    } else {
+      Say(out, Level::kWarn, "no new checkpoint in time; committing the newest existing one");
+    }
+    asked_.reset();
+  }
+  final_until_ = t.mono;  // decided: a retry does not wait again
+  std::optional<Checkpoint> target = FirstNewerThan(newest_first, committed_);
+  if (!target) {
+    Say(out, Level::kInfo, "the newest checkpoint is already committed");
+    Stop(t, out);
+    return;
+  }
+  ++final_attempts_;
+  upload_ = Upload{*target, true};
+  out.push_back(job_action::StartUpload{*target, true});
+}
+
+JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcome) {
+  JobActions out;
+  if (!upload_) return out;
+  const Upload upload = std::move(*upload_);
+  upload_.reset();
+  if (phase_ == JobPhase::kDone || end_ == JobEnd::kFenced) return out;
+  const std::string& id = upload.checkpoint.id;
+  switch (outcome.kind) {
+    case UploadOutcome::Kind::kFenced:
+      return OnFenced(t, outcome.message);
+    case UploadOutcome::Kind::kCommitted:
+      Committed(outcome, upload.checkpoint, out);
+      if (upload.final) {
+        final_seq_ = outcome.seq;
+        if (end_ == JobEnd::kNotice) notice_to_commit_ = SecondsBetween(notice_at_, t.mono);
+        Stop(t, out);
+      }
+      return out;
+    case UploadOutcome::Kind::kNotCommitted:
+      Say(out, Level::kInfo,
+          Format("upload of checkpoint {} not committed: {}", id, outcome.message));
+      if (!upload.final) {
+        next_upload_ = t.mono + std::min<milliseconds>(o_.upload_interval, seconds(5));
+        return out;
+      }
+      break;
+    case UploadOutcome::Kind::kFailed:
+      Say(out, Level::kError,
+          upload.final ? Format("the final snapshot failed: {}", outcome.message)
+                       : Format("upload of checkpoint {} failed: {}", id, outcome.message));
+      if (!upload.final) return out;
+      break;
+  }
+  // A final upload that did not commit: again while there is time.
+  if (final_attempts_ < kFinalAttempts && t.mono < final_retry_until_) {
+    Say(out, Level::kWarn,
+        Format("trying the final snapshot again ({} of {})", final_attempts_ + 1, kFinalAttempts));
+    return out;  // the next tick looks for the newest checkpoint again
+  }
+  if (end_ == JobEnd::kComplete) {
+    // The job's last state is not in the store: no `complete` marker, so a
+    // later run uploads the local checkpoint first and ends the job then.
+    Say(out, Level::kError,
+        "the trainer finished but its last checkpoint could not be stored; not marking the "
+        "job complete");
+    Event("failed", {{"reason", "final snapshot"}, {"error", outcome.message}}, out);
+    end_ = JobEnd::kFailed;
+    Exit(kExitFailure, /*release_lease=*/true, out);
+    return out;
+  }
+  Stop(t, out);
+  return out;
+}
+
+void JobPolicy::Committed(const UploadOutcome& r, const Checkpoint& checkpoint, JobActions& out) {
+  committed_ = CheckpointMark::Of(checkpoint);
+  committed_step_ = checkpoint.step;
+  committed_this_run_ = checkpoint.step;
+  last_seq_ = r.seq;
+  if (r.seconds > 0.05 && r.stored_bytes > 0) {
+    upload_rate_ = static_cast<double>(r.stored_bytes) / r.seconds;
+  }
+  Say(out, Level::kInfo,
+      Format("snapshot {} committed: checkpoint {} (step {}), {} bytes stored in {:.1f}s",
+             SeqName(r.seq), checkpoint.id,
+             checkpoint.step ? std::to_string(*checkpoint.step) : "-", r.stored_bytes, r.seconds));
+  Event("snapshot",
+        {{"seq", r.seq},
+         {"checkpoint", checkpoint.id},
+         {"step", OrNull(checkpoint.step)},
+         {"bytes", r.bytes},
+         {"stored_bytes", r.stored_bytes},
+         {"seconds", r.seconds}},
+        out);
+  out.push_back(job_action::Notify{"STATUS=snapshot " + SeqName(r.seq) + " committed"});
+  retention_due_ = true;
+  if (!defer_) Housekeeping(out);
+}
+
+JobActions JobPolicy::OnTrainerExited(PolicyTime t, const ExitStatus& status) {
+  JobActions out;
+  trainer_running_ = false;
+  if (phase_ == JobPhase::kFinalSnapshot) {
+    // It cannot answer a checkpoint request any more: wait only for what it
+    // wrote to settle.
+    Say(out, Level::kWarn,
+        Format("the trainer ended ({}) while the job was ending", status.ToString()));
+    final_until_ = std::min(final_until_, t.mono + o_.settle + kAfterExitSlack);
+    return out;
+  }
+  if (phase_ != JobPhase::kTraining) return out;
+  if (status.success()) {
+    Say(out, Level::kInfo, "the trainer finished (exit 0); final snapshot");
+    BeginFinal(t, JobEnd::kComplete, t.mono + o_.settle + kAfterExitSlack, /*ask=*/false, out);
+    return out;
+  }
+  Event("crash", {{"exit", status.ToString()}, {"attempt", attempt_}}, out);
+  if (restarts_ >= o_.restart_max) {
+    Say(out, Level::kError,
+        Format("the trainer failed ({}) and was restarted {} times already; the job has failed",
+               status.ToString(), restarts_));
+    Event("failed", {{"exit", status.ToString()}, {"restarts", restarts_}}, out);
+    if (upload_) out.push_back(job_action::CancelUpload{});
+    end_ = JobEnd::kFailed;
+    Exit(kExitFailure, /*release_lease=*/true, out);
+    return out;
+  }
+  const milliseconds backoff = Backoff();
+  ++restarts_;
+  Say(out, Level::kWarn,
+      Format("the trainer failed ({}); restart {} of {} in {:.1f}s", status.ToString(), restarts_,
+             o_.restart_max, static_cast<double>(backoff.count()) / 1000.0));
+  restart_at_ = t.mono + backoff;
+  return out;
+}
+
+milliseconds JobPolicy::Backoff() const {
+  // backoff * 2^restarts, capped; computed in double so it cannot overflow.
+  const double ms = static_cast<double>(o_.restart_backoff.count()) * std::pow(2.0, restarts_);
+  const double cap = static_cast<double>(o_.restart_max_backoff.count());
+  return milliseconds(static_cast<int64_t>(std::min(ms, cap)));
+}
+
+JobActions JobPolicy::OnTrainerStartFailed(PolicyTime /*t*/, const std::string& why) {
+  JobActions out;
+  if (phase_ == JobPhase::kDone) return out;
+  trainer_running_ = false;
+  Say(out, Level::kError, Format("starting the trainer failed: {}", why));
+  if (upload_) out.push_back(job_action::CancelUpload{});
+  end_ = JobEnd::kFailed;
+  Exit(kExitFailure, /*release_lease=*/true, out);
+  return out;
+}
+
+JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& event,
+                                     uint64_t newest_bytes) {
+  JobActions out;
+  if (phase_ == JobPhase::kDone) return out;
+  if (!event.IsNotice()) {
+    Event(std::string(InterruptionKindName(event.kind)), event.ToJson(), out);
+    if (event.kind == InterruptionEvent::Kind::kRebalance && o_.snapshot_on_rebalance &&
+        phase_ == JobPhase::kTraining) {
+      Say(out, Level::kWarn, "rebalance recommendation: taking a snapshot now");
+      if (o_.checkpoint_signal && trainer_running_) out.push_back(job_action::SignalTrainer{});
+      next_upload_ = t.mono;  // upload as soon as a newer checkpoint is complete
+    }
+    return out;
+  }
+  if (phase_ != JobPhase::kTraining) return out;  // already ending
+  notice_at_ = t.mono;
+  notice_ = event;
+  // Nothing but the final snapshot until the trainer is stopped.
+  defer_ = true;
+  Say(out, Level::kWarn, "INTERRUPTION NOTICE: " + event.Describe());
+  out.push_back(job_action::Notify{"STATUS=interruption notice: " + event.Describe()});
+  out.push_back(job_action::WriteNoticeFile{event});
+  Event("notice", event.ToJson(), out);
+  // Time left: to the deadline the notice names, else two minutes.
+  left_ = seconds(120);
+  if (event.time && event.kind == InterruptionEvent::Kind::kNotice) {
+    left_ = duration_cast<milliseconds>(duration_cast<seconds>(*event.time - t.wall));
+  }
+  // Wait for the trainer's checkpoint no longer than leaves time to upload it.
+  const NoticeBudget budget = ComputeNoticeBudget(left_, newest_bytes, upload_rate_);
+  Say(out, Level::kInfo,
+      Format("{}s until the deadline; waiting up to {:.1f}s for a checkpoint (upload estimate "
+             "{:.1f}s)",
+             duration_cast<seconds>(left_).count(),
+             static_cast<double>(budget.wait.count()) / 1000.0,
+             static_cast<double>(budget.upload_estimate.count()) / 1000.0));
+  const bool ask = o_.checkpoint_signal && trainer_running_;
+  BeginFinal(t, JobEnd::kNotice, t.mono + (ask ? budget.wait : milliseconds(0)), ask, out);
+  final_retry_until_ = notice_at_ + left_ - kNoticeSafety;
+  return out;
+}
+
+JobActions JobPolicy::OnStopSignal(PolicyTime t) {
+  JobActions out;
+  if (phase_ != JobPhase::kTraining) return out;  // already ending
+  out.push_back(job_action::Notify{"STOPPING=1"});
+  Say(out, Level::kInfo, "stopping: last checkpoint, upload, stop the trainer");
+  defer_ = true;
+  const bool ask = o_.checkpoint_signal && trainer_running_;
+  const milliseconds wait = std::min<milliseconds>(o_.stop_grace, seconds(60));
+  BeginFinal(t, JobEnd::kSignal, t.mono + (ask ? wait : milliseconds(0)), ask, out);
+  return out;
+}
+
+void JobPolicy::BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until, bool ask,
+                           JobActions& out) {
+  phase_ = JobPhase::kFinalSnapshot;
+  end_ = end;
+  final_until_ = until;
+  final_retry_until_ = t.mono + std::min<milliseconds>(o_.stop_grace, seconds(60));
+  restart_at_.reset();  // a trainer waiting for its restart stays down
+  if (upload_ && !upload_->final) out.push_back(job_action::CancelUpload{});
+  if (ask) {
+    Say(out, Level::kInfo,
+        Format("asking the trainer for a checkpoint ({})", SignalName(*o_.checkpoint_signal)));
+    // A checkpoint finished after this moment answers the request.
+    asked_ = CheckpointMark{"", std::nullopt, t.wall};
+    out.push_back(job_action::SignalTrainer{});
+  }
+}
+
+void JobPolicy::Stop(PolicyTime t, JobActions& out) {
+  if (end_ == JobEnd::kComplete) {
+    out.push_back(job_action::WriteCompleteMarker{last_seq_, committed_step_});
+    Exit(kExitOk, /*release_lease=*/true, out);
+    // After the lease is released: scaling to zero must not wait on it.
+    out.insert(out.end() - 1, job_action::PerformOnComplete{});
+    return;
+  }
+  phase_ = JobPhase::kStopping;
+  milliseconds grace = o_.stop_grace;
+  if (end_ == JobEnd::kNotice) {
+    // Stopped in time for the instance's end, five seconds in hand.
+    const milliseconds left = left_ - duration_cast<milliseconds>(t.mono - notice_at_);
+    grace = std::clamp<milliseconds>(left - seconds(5), milliseconds(0), o_.stop_grace);
+  } else if (end_ == JobEnd::kFenced) {
+    grace = std::min<milliseconds>(o_.stop_grace, seconds(10));
+  }
+  stopping_elapsed_ = SecondsBetween(notice_at_, t.mono);
+  out.push_back(job_action::StopTrainer{grace});
+}
+
+JobActions JobPolicy::OnTrainerStopped(PolicyTime /*t*/) {
+  JobActions out;
+  if (phase_ != JobPhase::kStopping) return out;
+  trainer_running_ = false;
+  switch (end_) {
+    case JobEnd::kFenced:
+      out.push_back(job_action::RecordEvent{"fenced", {{"reason", fenced_why_}}});
+      Exit(kExitFenced, /*release_lease=*/false, out);
+      return out;
+    case JobEnd::kNotice: {
+      out.push_back(job_action::CompleteLifecycleHook{});
+      Housekeeping(out);
+      Event("stop",
+            {{"reason", "notice"},
+             {"action", notice_ ? notice_->action : ""},
+             {"notice_to_commit_seconds", OrNull(notice_to_commit_)},
+             {"seq", OrNull(final_seq_)}},
+            out);
+      Say(out, Level::kInfo,
+          Format("interrupted: {} in {:.1f}s from the notice; exiting {}",
+                 final_seq_ ? "snapshot " + SeqName(*final_seq_) + " committed"
+                            : std::string("nothing new to commit"),
+                 stopping_elapsed_, static_cast<int>(kExitInterrupted)));
+      Exit(kExitInterrupted, /*release_lease=*/true, out);
+      return out;
+    }
+    default:
+      Housekeeping(out);
+      Event("stop", {{"reason", "signal"}}, out);
+      Exit(kExitOk, /*release_lease=*/true, out);
+      return out;
+  }
+}
+
+JobActions JobPolicy::OnFenced(PolicyTime t, const std::string& why) {
+  JobActions out;
+  if (phase_ == JobPhase::kDone || end_ == JobEnd::kFenced) return out;
+  Say(out, Level::kError,
+      Format("FENCED: {}; stopping the trainer and committing nothing more", why));
+  if (upload_) out.push_back(job_action::CancelUpload{});
+  end_ = JobEnd::kFenced;
+  fenced_why_ = why;
+  restart_at_.reset();
+  Stop(t, out);
+  return out;
+}
+
+void JobPolicy::Event(std::string kind, nlohmann::ordered_json data, JobActions& out) {
+  if (defer_) {
+    deferred_events_.emplace_back(std::move(kind), std::move(data));
+    return;
+  }
+  out.push_back(job_action::RecordEvent{std::move(kind), std::move(data)});
+}
+
+void JobPolicy::Housekeeping(JobActions& out) {
+  defer_ = false;
+  for (auto& [kind, data] : deferred_events_) {
+    out.push_back(job_action::RecordEvent{std::move(kind), std::move(data)});
+  }
+  deferred_events_.clear();
+  if (!retention_due_) return;
+  retention_due_ = false;
+  out.push_back(job_action::RunRetention{});
+}
+
+void JobPolicy::Exit(int code, bool release_lease, JobActions& out) {
+  phase_ = JobPhase::kDone;
+  exit_code_ = code;
+  if (release_lease) out.push_back(job_action::ReleaseLease{});
+  out.push_back(job_action::Exit{code});
+}
+
+}  // namespace sg

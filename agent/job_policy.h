@@ -1,0 +1,238 @@
+// What the agent decides (docs/design.md §9). The job policy is a state
+// machine over the job's phases. Its inputs are observations: the time, the
+// lease, the restore, the complete checkpoints, the trainer's exit, a notice
+// or rebalance recommendation, a stop signal and an upload's result. Its
+// outputs are actions, which the executor (agent/daemon.cc) performs and
+// answers with further observations. The policy touches no clock, process,
+// file or store, so each decision is tested in milliseconds
+// (tests/unit/job_policy_test.cc).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "agent/checkpoint.h"
+#include "agent/config.h"
+#include "agent/interruption_monitor.h"
+#include "common/clock.h"
+#include "common/process.h"
+
+namespace sg {
+
+enum class JobPhase {
+  kLease,          // waiting for the job's lease
+  kRestore,        // the lease is held; the newest good snapshot is being restored
+  kTraining,       // the trainer runs (or waits for its restart); periodic uploads
+  kFinalSnapshot,  // the job is ending: wait for a checkpoint, upload the newest
+  kStopping,       // the trainer is being stopped; then housekeeping and exit
+  kDone,           // the exit code is decided
+};
+std::string_view JobPhaseName(JobPhase phase);
+
+// Why the job ends.
+enum class JobEnd { kNone, kNotice, kSignal, kComplete, kFenced, kFailed };
+
+struct JobPolicyOptions {
+  std::chrono::milliseconds upload_interval{300'000};
+  std::optional<std::chrono::milliseconds> checkpoint_interval;
+  std::optional<int> checkpoint_signal;  // the trainer writes a checkpoint on this signal
+  bool snapshot_on_rebalance = true;
+  int restart_max = 3;
+  std::chrono::milliseconds restart_backoff{10'000};
+  std::chrono::milliseconds restart_max_backoff{300'000};
+  std::chrono::milliseconds stop_grace{60'000};
+  // How long a written file takes to count as complete: after the trainer
+  // exits, its last checkpoint may still be settling.
+  std::chrono::milliseconds settle{2'000};
+
+  static JobPolicyOptions FromConfig(const Config& config);
+};
+
+// Both clocks at the moment of an observation: monotonic for deadlines, wall
+// for comparing with file times and a notice's deadline.
+struct PolicyTime {
+  Clock::MonoTime mono;
+  Clock::WallTime wall;
+};
+
+// What the restore phase established.
+struct RestoredState {
+  std::optional<CheckpointMark> committed;  // newest checkpoint the store holds
+  std::optional<int64_t> committed_step;
+  std::optional<uint64_t> last_seq;  // of that snapshot
+  bool upload_first = false;         // a local checkpoint the store lacks
+  std::string resume;                // what the trainer starts from; "" = fresh
+};
+
+// How an upload ended.
+struct UploadOutcome {
+  enum class Kind {
+    kCommitted,     // the snapshot is committed
+    kNotCommitted,  // cancelled, a file changed while read, or pre-empted: look again soon
+    kFailed,        // an error; the next periodic look tries again
+    kFenced,        // a successor holds the job: commit nothing more
+  };
+  Kind kind = Kind::kCommitted;
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+  uint64_t stored_bytes = 0;
+  double seconds = 0;
+  std::string message;  // why, when not committed
+};
+
+namespace job_action {
+struct Log {
+  enum class Level { kInfo, kWarn, kError } level = Level::kInfo;
+  std::string message;
+};
+struct Notify {  // a systemd status line ("STATUS=...", "STOPPING=1")
+  std::string state;
+};
+// Start the trainer. `resume_from_newest_local`: from the newest complete
+// local checkpoint (a restart), else from what the restore chose.
+struct StartTrainer {
+  int attempt = 1;
+  bool resume_from_newest_local = false;
+};
+struct SignalTrainer {};  // the checkpoint signal
+// List the complete checkpoints; answer with OnCheckpoints.
+struct FindCheckpoints {};
+// Upload `checkpoint` in the background; answer with OnUploadFinished.
+struct StartUpload {
+  Checkpoint checkpoint;
+  bool final = false;  // the last snapshot of the job: never cancelled
+};
+struct CancelUpload {};  // the upload in flight ends soon, as kNotCommitted or not at all
+struct WriteNoticeFile {
+  InterruptionEvent event;
+};
+// Stop the trainer (stop_signal, SIGKILL after `grace`); answer with OnTrainerStopped.
+struct StopTrainer {
+  std::chrono::milliseconds grace{0};
+};
+struct RecordEvent {
+  std::string kind;
+  nlohmann::ordered_json data;
+};
+struct RunRetention {};
+struct CompleteLifecycleHook {};
+struct WriteCompleteMarker {
+  std::optional<uint64_t> seq;
+  std::optional<int64_t> step;
+};
+struct PerformOnComplete {};
+struct ReleaseLease {};
+struct Exit {  // always the last action
+  int code = 0;
+};
+}  // namespace job_action
+
+using JobAction =
+    std::variant<job_action::Log, job_action::Notify, job_action::StartTrainer,
+                 job_action::SignalTrainer, job_action::FindCheckpoints, job_action::StartUpload,
+                 job_action::CancelUpload, job_action::WriteNoticeFile, job_action::StopTrainer,
+                 job_action::RecordEvent, job_action::RunRetention,
+                 job_action::CompleteLifecycleHook, job_action::WriteCompleteMarker,
+                 job_action::PerformOnComplete, job_action::ReleaseLease, job_action::Exit>;
+using JobActions = std::vector<JobAction>;
+
+class JobPolicy {
+ public:
+  explicit JobPolicy(JobPolicyOptions options);
+
+  JobPhase phase() const { return phase_; }
+  JobEnd end() const { return end_; }
+  std::optional<int> exit_code() const { return exit_code_; }
+  // Seconds from the notice to the final commit; nullopt without either.
+  std::optional<double> notice_to_commit() const { return notice_to_commit_; }
+  std::optional<int64_t> committed_step() const { return committed_step_; }
+  // Step of the newest snapshot committed in this run; nullopt when none was.
+  std::optional<int64_t> committed_step_this_run() const { return committed_this_run_; }
+  bool upload_in_flight() const { return upload_.has_value(); }
+
+  // kLease -> kRestore.
+  JobActions OnLeaseAcquired(PolicyTime t);
+  // kRestore -> kTraining: start the trainer.
+  JobActions OnRestored(PolicyTime t, const RestoredState& restored);
+  // Every pass of the loop.
+  JobActions OnTick(PolicyTime t);
+  // The answer to FindCheckpoints: complete checkpoints, newest first, and
+  // when something now settling is due to become complete.
+  JobActions OnCheckpoints(PolicyTime t, const std::vector<Checkpoint>& newest_first,
+                           std::optional<Clock::MonoTime> next_settle);
+  JobActions OnUploadFinished(PolicyTime t, const UploadOutcome& outcome);
+  JobActions OnTrainerExited(PolicyTime t, const ExitStatus& status);
+  JobActions OnTrainerStartFailed(PolicyTime t, const std::string& why);
+  JobActions OnTrainerStopped(PolicyTime t);
+  // A metadata event. `newest_bytes`: the size of the newest complete local
+  // checkpoint, which a notice's budget expects to upload.
+  JobActions OnInterruption(PolicyTime t, const InterruptionEvent& event, uint64_t newest_bytes);
+  JobActions OnStopSignal(PolicyTime t);
+  // The lease is lost to a successor: commit nothing more.
+  JobActions OnFenced(PolicyTime t, const std::string& why);
+
+ private:
+  struct Upload {
+    Checkpoint checkpoint;
+    bool final = false;
+  };
+
+  // Leaves kTraining for kFinalSnapshot: cancel the periodic upload, ask
+  // the trainer for a checkpoint (when `ask`) and wait for one until `until`.
+  void BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until, bool ask, JobActions& out);
+  // kFinalSnapshot: upload the newest uncommitted checkpoint, or stop.
+  void DecideFinal(PolicyTime t, const std::vector<Checkpoint>& newest_first, JobActions& out);
+  void Stop(PolicyTime t, JobActions& out);
+  void Committed(const UploadOutcome& outcome, const Checkpoint& checkpoint, JobActions& out);
+  void Event(std::string kind, nlohmann::ordered_json data, JobActions& out);
+  void Housekeeping(JobActions& out);
+  void Exit(int code, bool release_lease, JobActions& out);
+  std::chrono::milliseconds Backoff() const;
+
+  const JobPolicyOptions o_;
+  JobPhase phase_ = JobPhase::kLease;
+  JobEnd end_ = JobEnd::kNone;
+  std::optional<int> exit_code_;
+
+  int attempt_ = 0;
+  int restarts_ = 0;
+  bool trainer_running_ = false;
+  std::optional<Clock::MonoTime> restart_at_;
+
+  std::optional<CheckpointMark> committed_;
+  std::optional<int64_t> committed_step_;
+  std::optional<int64_t> committed_this_run_;
+  std::optional<uint64_t> last_seq_;
+  double upload_rate_;  // bytes per second, measured by the last commit
+  std::optional<Upload> upload_;
+  Clock::MonoTime next_upload_{};
+  Clock::MonoTime next_checkpoint_signal_{};
+
+  // kFinalSnapshot
+  Clock::MonoTime final_until_{};
+  std::optional<CheckpointMark> asked_;  // the checkpoint request; newer answers it
+  Clock::MonoTime notice_at_{};
+  std::chrono::milliseconds left_{0};  // at the notice, to its deadline
+  std::optional<InterruptionEvent> notice_;
+  std::optional<uint64_t> final_seq_;    // committed by the final upload
+  int final_attempts_ = 0;               // final uploads started
+  Clock::MonoTime final_retry_until_{};  // a failed final upload is tried again until then
+  std::optional<double> notice_to_commit_;
+  double stopping_elapsed_ = 0;  // seconds from the notice to the stop
+  std::string fenced_why_;
+
+  // Housekeeping waits while the job ends (docs/design.md §9).
+  bool defer_ = false;
+  std::vector<std::pair<std::string, nlohmann::ordered_json>> deferred_events_;
+  bool retention_due_ = false;
+};
+
+}  // namespace sg

@@ -1,0 +1,91 @@
+// The seams of the agent's loop (docs/design.md §9): the trainer, the
+// checkpoint source and the snapshot uploader as interfaces, like the Auto
+// Scaling client (common/autoscaling_client.h, AutoScalingApi). The product
+// uses the real ones (agent/job_ports_real.h); the loop's unit tests use
+// fakes (tests/support/agent_fakes.h) with a fake clock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "agent/checkpoint.h"
+#include "agent/snapshot_writer.h"
+#include "common/autoscaling_client.h"
+#include "common/clock.h"
+#include "common/process.h"
+#include "common/status.h"
+
+namespace sg {
+
+struct TrainerLaunch;  // agent/supervisor.h
+
+// A started trainer.
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  virtual bool running() const = 0;
+  // The exit status once it ended; nullopt while it runs. Never blocks.
+  virtual std::optional<ExitStatus> Poll() = 0;
+  virtual Status Signal(int signo) = 0;
+  // `signo` to its process group, SIGKILL after `grace`; how it ended.
+  virtual StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace) = 0;
+};
+
+class TrainerLauncher {
+ public:
+  virtual ~TrainerLauncher() = default;
+  virtual StatusOr<std::unique_ptr<Trainer>> Start(const TrainerLaunch& launch) = 0;
+};
+
+// Where complete checkpoints come from.
+class CheckpointSource {
+ public:
+  virtual ~CheckpointSource() = default;
+  // Readable when there is news (-1: none to wait on).
+  virtual int fd() const = 0;
+  // Takes in what happened since the last call, without blocking.
+  virtual void Poll() = 0;
+  // The complete checkpoints now, newest first.
+  virtual StatusOr<std::vector<Checkpoint>> Complete() = 0;
+  // When something now settling becomes complete; nothing when nothing settles.
+  virtual std::optional<Clock::MonoTime> NextSettle() = 0;
+};
+
+// One upload at a time, in the background.
+class SnapshotUploader {
+ public:
+  struct Result {
+    StatusOr<SnapshotResult> result;
+    double seconds = 0;  // from Start to the end
+  };
+  virtual ~SnapshotUploader() = default;
+  // REQUIRES: !busy().
+  virtual void Start(const Checkpoint& checkpoint) = 0;
+  virtual bool busy() const = 0;
+  // Asks the upload in flight to stop before its commit.
+  virtual void Cancel() = 0;
+  // The result once the upload ended; nullopt while it runs. Never blocks.
+  virtual std::optional<Result> Poll() = 0;
+  // Waits for the upload in flight to end. REQUIRES: busy().
+  virtual Result Wait() = 0;
+};
+
+// The real parts the loop uses when none are given.
+struct AgentPorts {
+  TrainerLauncher* trainer = nullptr;
+  CheckpointSource* checkpoints = nullptr;  // else the inotify watcher, once restored
+  SnapshotUploader* uploader = nullptr;     // else a thread that captures and writes
+  AutoScalingApi* autoscaling = nullptr;    // else the Auto Scaling client, made on first use
+  // Waits up to the given time for news; else poll() on the signal and
+  // watcher descriptors.
+  std::function<void(std::chrono::milliseconds)> idle;
+  // True once a stop (SIGTERM, SIGINT) was asked for; else the agent blocks
+  // those signals and reads them from a signalfd.
+  std::function<bool()> stop_requested;
+};
+
+}  // namespace sg

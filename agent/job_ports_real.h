@@ -1,0 +1,98 @@
+// The real parts behind the loop's seams (agent/job_ports.h): the trainer as
+// a child process, checkpoints found by the inotify watcher, uploads on a
+// thread of their own, and the Auto Scaling client made on first use.
+#pragma once
+
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "agent/checkpoint_watcher.h"
+#include "agent/config.h"
+#include "agent/job_policy.h"
+#include "agent/job_ports.h"
+#include "agent/presets.h"
+
+namespace sg {
+
+class AwsEnvironment;
+
+class ProcessTrainerLauncher final : public TrainerLauncher {
+ public:
+  // `config`, `env` must outlive the launcher.
+  ProcessTrainerLauncher(const Config& config, const std::map<std::string, std::string>& env,
+                         std::string notice_file, std::string record_path);
+  StatusOr<std::unique_ptr<Trainer>> Start(const TrainerLaunch& launch) override;
+
+ private:
+  const Config& config_;
+  const std::map<std::string, std::string>& env_;
+  const std::string notice_file_;
+  const std::string record_path_;
+};
+
+class WatchedCheckpoints final : public CheckpointSource {
+ public:
+  static StatusOr<std::unique_ptr<WatchedCheckpoints>> Start(const Config& config, Clock& clock);
+  int fd() const override { return watcher_->fd(); }
+  void Poll() override;
+  StatusOr<std::vector<Checkpoint>> Complete() override;
+  std::optional<Clock::MonoTime> NextSettle() override { return watcher_->NextSettle(); }
+
+ private:
+  WatchedCheckpoints(std::unique_ptr<CheckpointWatcher> watcher, CheckpointDetector detector)
+      : watcher_(std::move(watcher)), detector_(std::move(detector)) {}
+  std::unique_ptr<CheckpointWatcher> watcher_;
+  CheckpointDetector detector_;
+};
+
+// An upload's result as the policy sees it: committed; fenced (reason
+// "Fenced"); not committed (cancelled, or a file changed: Cancelled or
+// Unavailable); or failed.
+UploadOutcome OutcomeOf(const SnapshotUploader::Result& r);
+
+class ThreadUploader final : public SnapshotUploader {
+ public:
+  // Uploads `checkpoint`, stopping before its commit once `*cancel` is set.
+  using UploadFn = std::function<StatusOr<SnapshotResult>(const Checkpoint& checkpoint,
+                                                          const std::atomic<bool>* cancel)>;
+  ThreadUploader(UploadFn upload, Clock& clock) : upload_(std::move(upload)), clock_(clock) {}
+  ~ThreadUploader() override;  // cancels and waits for the upload in flight
+
+  void Start(const Checkpoint& checkpoint) override;
+  bool busy() const override { return future_.valid(); }
+  void Cancel() override { cancel_ = true; }
+  std::optional<Result> Poll() override;
+  Result Wait() override;
+
+ private:
+  UploadFn upload_;
+  Clock& clock_;
+  std::atomic<bool> cancel_{false};
+  std::future<Result> future_;
+};
+
+// The Auto Scaling client over the command's transport and credentials,
+// made on the first call; every call fails when `aws` is null or names no
+// region (as in a drill).
+class LazyAutoScaling final : public AutoScalingApi {
+ public:
+  LazyAutoScaling(AwsEnvironment* aws, Clock& clock) : aws_(aws), clock_(clock) {}
+  StatusOr<AutoScalingInstance> DescribeAutoScalingInstance(
+      const std::string& instance_id) override;
+  Status UpdateAutoScalingGroup(const std::string& group_name,
+                                const GroupCapacity& capacity) override;
+  Status CompleteLifecycleAction(const std::string& group_name, const std::string& hook_name,
+                                 const std::string& instance_id,
+                                 LifecycleActionResult result) override;
+
+ private:
+  StatusOr<AutoScalingClient*> Client();
+  AwsEnvironment* aws_;
+  Clock& clock_;
+  std::unique_ptr<AutoScalingClient> client_;
+};
+
+}  // namespace sg

@@ -1,0 +1,169 @@
+#include "agent/job_start.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "agent/checkpoint_watcher.h"
+#include "agent/exit_codes.h"
+#include "agent/local_checkpoint.h"
+#include "agent/manifest.h"
+#include "agent/presets.h"
+#include "agent/snapshot_reader.h"
+#include "agent/trainer_record.h"
+#include "common/files.h"
+#include "common/log.h"
+
+namespace sg {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr auto kTick = milliseconds(100);
+
+double SecondsSince(Clock& clock, Clock::MonoTime t) {
+  return std::chrono::duration<double>(clock.Monotonic() - t).count();
+}
+
+}  // namespace
+
+ClaimedDir ClaimCheckpointDir(const Config& config) {
+  ClaimedDir claimed;
+  auto fail = [&](Status st, int exit_code = kExitFailure) {
+    claimed.lock.reset();
+    claimed.status = std::move(st);
+    claimed.exit_code = exit_code;
+    return std::move(claimed);
+  };
+  const std::string& dir = config.checkpoint_dir;
+  auto lock = HostLock::Acquire(dir);
+  if (!lock.ok()) {
+    if (lock.status().reason() == "Locked") return fail(lock.status(), kExitFenced);
+    // The lock file goes beside the dir: a read-only parent is reported the
+    // way the writable check reports it.
+    if (Status st = CheckWritableDir(dir, "checkpoint_dir " + dir); !st.ok()) return fail(st);
+    return fail(lock.status());
+  }
+  claimed.lock.emplace(std::move(*lock));
+  if (Status st = ValidateCheckpointDir(dir); !st.ok()) {
+    return fail(st, st.Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure);
+  }
+  // We hold the lock, so the agent that recorded a trainer is gone: what is
+  // left of its trainer is an orphan still writing into the dir.
+  auto leftover = StopLeftoverTrainer(
+      dir, config.stop_signal, std::min<milliseconds>(config.stop_grace, milliseconds(30'000)));
+  if (!leftover.ok()) return fail(leftover.status());
+  return claimed;
+}
+
+StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config& config,
+                          const std::string& instance, Clock& clock,
+                          const SystemdNotifier& notifier,
+                          const std::function<bool()>& stop_requested) {
+  bool said = false;
+  while (true) {
+    StatusOr<LeaseKeeper::Attempt> attempt = [&] {
+      std::lock_guard<std::mutex> lock(lease_mu);
+      return lease.TryAcquire();
+    }();
+    if (!attempt.ok()) return attempt.status();
+    if (attempt->outcome == LeaseKeeper::Outcome::kAcquired) return true;
+    if (!said) {
+      const LeaseState& holder = attempt->current;
+      const std::string who =
+          holder.instance +
+          (holder.agent ? " (agent pid " + std::to_string(holder.agent->pid) + ")" : "");
+      LogInfo(
+          "job {} is held by {}{} (lease generation {}); waiting for it to be released or "
+          "go stale ({}s without renewal)",
+          config.job, who, holder.instance == instance ? ", another agent of this instance" : "",
+          holder.generation, duration_cast<seconds>(config.lease.timeout).count());
+      (void)notifier.Notify("STATUS=waiting for the lease held by " + who);
+      said = true;
+    }
+    // Wait a heartbeat (a tenth of the timeout at most), awake for signals.
+    const auto until = clock.Monotonic() +
+                       std::min<milliseconds>(config.lease.heartbeat, config.lease.timeout / 10);
+    while (clock.Monotonic() < until) {
+      if (stop_requested()) return false;
+      clock.SleepFor(kTick);
+    }
+  }
+}
+
+StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Config& config,
+                                    EventLog& events) {
+  StartPoint sp;
+  RestoredState& s = sp.state;
+  const CheckpointDetector detector = CheckpointDetector::ForConfig(config);
+  const auto start = clock.Monotonic();
+  SnapshotCatalog catalog(store, config.job);
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
+  std::vector<Manifest> history;  // readable manifests, newest first
+  for (uint64_t seq : committed) {
+    if (auto m = catalog.ReadManifest(seq); m.ok()) history.push_back(std::move(*m));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(config.checkpoint_dir, ec);
+  // A local checkpoint the store does not hold (the agent restarted on the
+  // same machine, the upload never finished) is never thrown away.
+  auto local = DetectSettledNow(detector, SettleTime(config), clock);
+  if (local.ok() && !local->empty()) {
+    const Checkpoint& l = local->front();
+    const LocalComparison cmp = CompareLocalCheckpoint(config.checkpoint_dir, l, history);
+    if (cmp.standing != LocalStanding::kOlder) {
+      sp.resumed_step = l.step;
+      s.resume = config.checkpoint_dir + "/" + l.resume;
+      if (cmp.standing == LocalStanding::kInStore) {
+        LogInfo("the local checkpoint {} is already in the store ({}); resuming from it", l.id,
+                cmp.why);
+        s.committed = CheckpointMark::Of(l);
+        s.committed_step = l.step;
+        s.last_seq = cmp.seq;
+      } else {
+        LogWarn(
+            "the local checkpoint {} is not in the store ({}); resuming from it and uploading it "
+            "first",
+            l.id, cmp.why);
+        s.upload_first = true;
+      }
+      (void)events.Record("resume-local", {{"checkpoint", l.id}, {"why", cmp.why}});
+      return sp;
+    }
+    LogInfo("the local checkpoint {} is older than the store's ({}); restoring", l.id, cmp.why);
+  }
+  if (committed.empty()) {
+    LogInfo("no snapshot of job {} yet: starting fresh", config.job);
+    return sp;
+  }
+  // Files of the same name as the snapshot's that restore did not put there
+  // are older than the snapshot (or local would have won above): they are
+  // kept in a backup dir, never deleted.
+  RestoreOptions options;
+  options.replace_foreign = true;
+  Restorer restorer(store, options);
+  SG_ASSIGN_OR_RETURN(RestoreResult restored,
+                      restorer.Restore(config.job, config.checkpoint_dir, std::nullopt));
+  auto manifest = catalog.ReadManifest(restored.seq);
+  sp.restore_seconds = SecondsSince(clock, start);
+  if (manifest.ok()) {
+    s.committed_step = manifest->step;
+    sp.resumed_step = manifest->step;
+  }
+  // Restored files are not new work: only checkpoints written from now on are.
+  s.committed = CheckpointMark{"", s.committed_step, clock.Now()};
+  s.resume = restored.resume_path;
+  s.last_seq = restored.seq;
+  LogInfo(
+      "restored snapshot {} ({}) in {:.1f}s, keeping {} entries that were there; resuming "
+      "from {}",
+      SeqName(restored.seq), restored.bytes, sp.restore_seconds, restored.kept_foreign, s.resume);
+  (void)events.Record("restore", {{"seq", restored.seq},
+                                  {"seconds", sp.restore_seconds},
+                                  {"resume", restored.resume_path},
+                                  {"backup_dir", restored.backup_dir}});
+  return sp;
+}
+
+}  // namespace sg

@@ -1,0 +1,52 @@
+// What `spotguard run` does before the trainer starts (docs/design.md §9):
+// claim the checkpoint dir on this host, wait for the job's lease, and
+// restore the newest good snapshot unless a local checkpoint is as new.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "agent/config.h"
+#include "agent/events.h"
+#include "agent/host_lock.h"
+#include "agent/job_policy.h"
+#include "agent/lease.h"
+#include "common/clock.h"
+#include "common/object_store.h"
+#include "common/sd_notify.h"
+
+namespace sg {
+
+// One agent per checkpoint dir on this host (docs/agent.md, "One agent per
+// checkpoint directory, and no orphans"): takes the host lock, checks the
+// dir, stops what is left of a previous agent's trainer and checks that the
+// dir is writable. On failure `exit_code` says how `run` ends.
+struct ClaimedDir {
+  std::optional<HostLock> lock;
+  Status status;
+  int exit_code = 0;
+};
+ClaimedDir ClaimCheckpointDir(const Config& config);
+
+// Waits until the lease is taken. False when `stop_requested` said so
+// meanwhile. Logs (once) who holds it.
+StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config& config,
+                          const std::string& instance, Clock& clock,
+                          const SystemdNotifier& notifier,
+                          const std::function<bool()>& stop_requested);
+
+struct StartPoint {
+  RestoredState state;                  // for the policy
+  std::optional<int64_t> resumed_step;  // what the trainer starts from
+  double restore_seconds = 0;
+};
+
+// A local checkpoint the store lacks is resumed from (and uploaded first);
+// otherwise the newest good snapshot is restored into checkpoint_dir, with
+// foreign files kept (docs/design.md §7).
+StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Config& config,
+                                    EventLog& events);
+
+}  // namespace sg

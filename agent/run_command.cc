@@ -1,0 +1,46 @@
+// `spotguard run`: the composition root of the agent. It builds the AWS
+// parts once (common/aws_environment.h), opens the store, learns the
+// instance's id and hands it all to RunAgent (agent/daemon.h).
+#include <unistd.h>
+
+#include "agent/daemon.h"
+#include "agent/exit_codes.h"
+#include "agent/snapshot_commands.h"
+#include "common/aws_environment.h"
+#include "common/log.h"
+
+namespace sg {
+
+int RunAgentCommand(const Config& config, const std::map<std::string, std::string>& env) {
+  // Built once: the store, the interruption monitor and the Auto Scaling
+  // client share one transport, one IMDS client and one credentials chain.
+  std::shared_ptr<AwsEnvironment> aws = OpenAws(config, env);
+  auto store = OpenStore(config, env, aws);
+  if (!store.ok()) {
+    LogError("opening the store {}: {}", config.store, store.status().message());
+    return kExitFailure;
+  }
+  ImdsClient* imds = aws->imds();  // null when AWS_EC2_METADATA_DISABLED=true
+  std::string instance;
+  if (imds) {
+    auto identity = ReadInstanceIdentity(*imds);
+    if (identity.ok()) {
+      instance = identity->instance_id;
+    } else {
+      LogWarn(
+          "the instance metadata service does not answer ({}); interruption notices cannot "
+          "be seen on this machine",
+          identity.status().message());
+    }
+  }
+  if (instance.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    instance = host;
+  }
+  SystemdNotifier notifier(env);
+  AgentContext context{config, env, **store, SystemClock(), imds, notifier, instance, aws.get()};
+  return RunAgent(context).exit_code;
+}
+
+}  // namespace sg

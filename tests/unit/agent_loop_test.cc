@@ -1,0 +1,208 @@
+// The agent's loop (agent/daemon.cc) with the policy it executes, driven
+// through its seams by fakes (tests/support/agent_fakes.h): a fake trainer,
+// checkpoint source, uploader, Auto Scaling API and metadata service on one
+// FakeClock, with a file:// store in a temporary dir. No process is started
+// and nothing sleeps: the loop's wait advances the fake clock and runs the
+// scripted steps, so every run takes the same path. The real parts are
+// proven end to end in tests/e2e/agent_test.cc.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "agent/config.h"
+#include "agent/daemon.h"
+#include "agent/exit_codes.h"
+#include "common/file_store.h"
+#include "common/sd_notify.h"
+#include "tests/support/agent_fakes.h"
+#include "tests/support/temp_dir.h"
+
+namespace sg::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class AgentLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.Join("ckpt"));
+    auto store = FileStore::Open(dir_.Join("store"));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    flags_ = {{"job", "job"},
+              {"store", "file://" + dir_.Join("store")},
+              {"checkpoint_dir", dir_.Join("ckpt")},
+              {"preset", "pytorch"},
+              {"checkpoint_signal", "SIGUSR1"},
+              {"stop_signal", "SIGTERM"},
+              {"upload_interval", "60s"},
+              {"imds.poll_interval", "1s"},
+              {"lease.heartbeat", "2s"},
+              {"lease.timeout", "20s"},
+              {"restart.max", "2"},
+              {"restart.backoff", "5s"},
+              {"restart.max_backoff", "8s"}};
+  }
+
+  AgentResult Run() {
+    ConfigSources sources;
+    sources.flags = flags_;
+    sources.command_args = {"/nonexistent/trainer"};  // the fake launcher starts nothing
+    ConfigResult loaded = LoadConfig(sources, ConfigNeeds{true, true, true});
+    EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.problems.front().message);
+    config_ = loaded.config;
+    AgentContext context{config_,   env_,     *store_, w_.clock,  &w_.imds,
+                         notifier_, "i-test", nullptr, w_.Ports()};
+    return RunAgent(context);
+  }
+
+  // Kinds of the job's event records, sorted: records of one fake
+  // millisecond share a time stamp, so their keys do not tell their order
+  // (the policy's tests check the order).
+  std::vector<std::string> Events() {
+    std::vector<std::string> kinds;
+    auto listed = ListAll(*store_, "job/events/");
+    EXPECT_TRUE(listed.ok());
+    for (const ObjectInfo& o : *listed) {
+      // "job/events/20261122T082200.123Z-<kind>.json"
+      const std::string name = o.key.substr(o.key.find("Z-") + 2);
+      kinds.push_back(name.substr(0, name.size() - std::string(".json").size()));
+    }
+    std::sort(kinds.begin(), kinds.end());
+    return kinds;
+  }
+
+  std::string Lease() {
+    auto body = store_->Get("job/lease");
+    return body.ok() ? *body : "";
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ObjectStore> store_;
+  std::map<std::string, std::string> flags_;
+  std::map<std::string, std::string> env_;
+  SystemdNotifier notifier_{env_};
+  Config config_;
+  FakeJobWorld w_;
+};
+
+TEST_F(AgentLoopTest, ANoticeGetsAFreshCheckpointCommittedAndExits75) {
+  // The trainer answers the checkpoint signal with step 200, three seconds later.
+  w_.on_signal = [&](int signo) {
+    if (signo == SIGUSR1) w_.At(w_.Elapsed() + seconds(3), [&] { w_.checkpoints.Write(200); });
+  };
+  w_.At(seconds(5), [&] { w_.checkpoints.Write(100); });
+  w_.At(seconds(30), [&] { w_.imds.PostNotice(seconds(120)); });
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitInterrupted);
+  ASSERT_EQ(w_.launcher.launches.size(), 1u);
+  // Step 100 is not due for a periodic upload (60 s): only the answer goes up.
+  ASSERT_EQ(w_.uploader.committed.size(), 1u);
+  EXPECT_EQ(w_.uploader.committed[0].step, 200);
+  EXPECT_EQ(w_.signals, (std::vector<int>{SIGUSR1, SIGTERM}));
+  // From the notice being read: 3 s for the checkpoint, 1 s to upload, and ticks.
+  ASSERT_GE(r.notice_to_commit_seconds, 4.0);
+  EXPECT_LE(r.notice_to_commit_seconds, 5.5);
+  EXPECT_TRUE(std::filesystem::exists(NoticeFilePath(config_)));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"notice", "snapshot", "start", "stop"}));
+  EXPECT_NE(Lease().find("\"released\":true"), std::string::npos) << Lease();
+}
+
+TEST_F(AgentLoopTest, AnUploadFailingInTheMiddleOfANoticeIsTriedAgain) {
+  w_.uploader.script = {{seconds(2), Status::IOError("connection reset by peer")}};
+  w_.on_signal = [&](int signo) {
+    if (signo == SIGUSR1) w_.At(w_.Elapsed() + seconds(1), [&] { w_.checkpoints.Write(300); });
+  };
+  w_.At(seconds(10), [&] { w_.imds.PostNotice(seconds(120)); });
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitInterrupted);
+  ASSERT_EQ(w_.uploader.started.size(), 2u);
+  ASSERT_EQ(w_.uploader.committed.size(), 1u);
+  EXPECT_EQ(w_.uploader.committed[0].step, 300);
+  EXPECT_EQ(r.committed_step, 300);
+}
+
+TEST_F(AgentLoopTest, ALostLeaseStopsTheTrainerCommitsNothingAndExits4) {
+  w_.At(seconds(5), [&] { w_.checkpoints.Write(100); });
+  // A successor takes the job: the lease object is replaced under us.
+  w_.At(seconds(7), [&] {
+    ASSERT_TRUE(
+        store_->Put("job/lease", R"({"instance":"i-successor","generation":9})", PutCondition{})
+            .ok());
+  });
+  w_.At(seconds(61), [&] { w_.checkpoints.Write(200); });
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitFenced);
+  EXPECT_TRUE(w_.uploader.started.empty());
+  EXPECT_EQ(w_.signals, std::vector<int>{SIGTERM});
+  EXPECT_EQ(Events(), (std::vector<std::string>{"fenced", "start"}));
+  // The successor's lease is left as it is.
+  EXPECT_NE(Lease().find("i-successor"), std::string::npos);
+}
+
+TEST_F(AgentLoopTest, CompletionUploadsTheLastCheckpointMarksTheJobAndScalesToZero) {
+  flags_["on_complete"] = "scale-to-zero";
+  w_.At(seconds(5), [&] { w_.checkpoints.Write(100); });
+  w_.At(seconds(8), [&] { w_.checkpoints.Write(150); });
+  w_.At(seconds(9), [&] { w_.launcher.trainer->Exit(ExitStatus{}); });
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitOk);
+  ASSERT_EQ(w_.uploader.committed.size(), 1u);
+  EXPECT_EQ(w_.uploader.committed[0].step, 150);
+  auto marker = store_->Get("job/complete");
+  ASSERT_TRUE(marker.ok());
+  EXPECT_NE(marker->find("\"step\":150"), std::string::npos) << *marker;
+  EXPECT_EQ(w_.autoscaling.calls,
+            (std::vector<std::string>{"Describe i-test", "Update asg-1 min=0 desired=0"}));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"complete", "scale-to-zero", "snapshot", "start"}));
+}
+
+TEST_F(AgentLoopTest, CrashesRestartAfterTheBackoffFromTheNewestCheckpointThenTheJobFails) {
+  w_.At(seconds(2), [&] { w_.checkpoints.Write(10); });
+  // Each trainer crashes: the first at 3 s, restarted after 5 s; the second
+  // at 9 s, restarted after 8 s (10 s capped); the third at 18 s.
+  for (int at : {3, 9, 18}) {
+    w_.At(seconds(at), [&] { w_.launcher.trainer->Exit(ExitStatus{.code = 1}); });
+  }
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitFailure);
+  ASSERT_EQ(w_.launcher.launches.size(), 3u);
+  EXPECT_EQ(w_.launcher.launches[1].attempt, 2);
+  EXPECT_EQ(w_.launcher.launches[1].resume, dir_.Join("ckpt") + "/step_10.pt");
+  EXPECT_EQ(w_.launcher.launches[2].attempt, 3);
+  EXPECT_EQ(Events(), (std::vector<std::string>{"crash", "crash", "crash", "failed", "start"}));
+  EXPECT_NE(Lease().find("\"released\":true"), std::string::npos);
+}
+
+TEST_F(AgentLoopTest, SigtermTakesALastSnapshotAndStopsTheTrainer) {
+  w_.on_signal = [&](int signo) {
+    if (signo == SIGUSR1) w_.At(w_.Elapsed() + seconds(2), [&] { w_.checkpoints.Write(70); });
+  };
+  w_.At(seconds(20), [&] { w_.stop_requested = true; });
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitOk);
+  ASSERT_EQ(w_.uploader.committed.size(), 1u);
+  EXPECT_EQ(w_.uploader.committed[0].step, 70);
+  EXPECT_EQ(w_.signals, (std::vector<int>{SIGUSR1, SIGTERM}));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"snapshot", "start", "stop"}));
+}
+
+TEST_F(AgentLoopTest, ANoticeCompletesTheLifecycleHookOnceTheTrainerIsStopped) {
+  flags_["lifecycle_hook"] = "drain";
+  flags_["checkpoint_signal"] = "none";
+  w_.At(seconds(2), [&] { w_.checkpoints.Write(40); });
+  w_.At(seconds(3), [&] { w_.imds.PostNotice(seconds(120)); });
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitInterrupted);
+  ASSERT_EQ(w_.uploader.committed.size(), 1u);
+  EXPECT_EQ(w_.autoscaling.calls,
+            (std::vector<std::string>{"Describe i-test", "Complete asg-1 drain i-test"}));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"lifecycle-complete", "notice", "snapshot", "start",
+                                                "stop"}));
+}
+
+}  // namespace
+}  // namespace sg::testing
