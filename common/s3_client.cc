@@ -1,253 +1,29 @@
+// S3Client: each operation as a call built from its parts (common/s3_request_builders.h),
+// signed and sent by the SignedCallExecutor under the S3 answer rules
+// (common/s3_answer_rules.h), its answer read by the response parsers
+// (common/s3_response_xml.cc).
 #include "common/s3_client.h"
 
 #include <charconv>
-#include <pugixml.hpp>
 
 #include "common/crypto.h"
-#include "common/sigv4.h"
-#include "common/strings.h"
+#include "common/s3_answer_rules.h"
+#include "common/s3_request_builders.h"
+#include "common/s3_response_xml.h"
 
 namespace sg {
+
+using s3_detail::CompleteMultipartUploadXml;
+using s3_detail::CreateBucketConfigurationXml;
+using s3_detail::DeleteObjectsXml;
+using s3_detail::S3Rules;
+using s3_detail::Unquote;
+
 namespace {
-
-std::string Unquote(std::string s) {
-  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
-  return s;
-}
-
-std::string XmlEscape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-S3ErrorInfo ErrorOf(const HttpResponse& resp) {
-  static const std::map<long, std::string> kStatusCodes = {
-      {403, "AccessDenied"},       {404, "NoSuchKey"},    {409, "ConditionalRequestConflict"},
-      {412, "PreconditionFailed"}, {416, "InvalidRange"}, {500, "InternalError"},
-      {503, "ServiceUnavailable"},
-  };
-  S3ErrorInfo e = ParseS3ErrorXml(resp.body).value_or(S3ErrorInfo{});
-  CompleteErrorInfo(e, resp, kStatusCodes, "x-amz-request-id");
-  return e;
-}
-
-// CompleteMultipartUpload can fail after sending 200 OK, with an <Error> in
-// the body: the answer as the 5xx it stands for, so it is judged (and
-// retried) like one. nullopt for any other answer.
-std::optional<HttpResponse> FailureInside200(const HttpResponse& resp) {
-  if (resp.status < 200 || resp.status >= 300) return std::nullopt;
-  auto error = ParseS3ErrorXml(resp.body);
-  if (!error) return std::nullopt;
-  HttpResponse failed = resp;
-  failed.status = error->code == "SlowDown" ? 503 : 500;
-  return failed;
-}
-
-// How the executor reads S3's answers to one call.
-AnswerRules S3Rules(std::string operation, std::string resource, bool error_in_200) {
-  AnswerRules rules;
-  rules.classify = [error_in_200](const StatusOr<HttpResponse>& resp) {
-    if (error_in_200 && resp.ok()) {
-      if (auto failed = FailureInside200(*resp)) return ClassifyS3Response(*failed);
-    }
-    return ClassifyS3Response(resp);
-  };
-  rules.error = [operation = std::move(operation), resource = std::move(resource),
-                 error_in_200](const HttpResponse& resp) {
-    std::optional<HttpResponse> failed = error_in_200 ? FailureInside200(resp) : std::nullopt;
-    return S3ErrorStatus(operation, resource, ErrorOf(failed ? *failed : resp));
-  };
-  return rules;
-}
 
 bool IsAwsEndpoint(const S3ClientOptions& o) { return o.endpoint.empty(); }
 
-std::string ChildText(const pugi::xml_node& node, const char* name) {
-  return node.child(name).text().as_string();
-}
-
-StatusOr<pugi::xml_document> ParseXml(std::string_view body, const std::string& what) {
-  pugi::xml_document doc;
-  auto result = doc.load_buffer(body.data(), body.size());
-  if (!result) {
-    return Status::Corruption(what + ": the S3 answer is not XML (" +
-                              std::string(result.description()) + ")");
-  }
-  return doc;
-}
-
 }  // namespace
-
-std::optional<S3ErrorInfo> ParseS3ErrorXml(std::string_view body) {
-  return ParseAwsErrorXml(body, "Error");
-}
-
-StatusOr<ListPage> ParseListObjectsV2Xml(std::string_view body, const std::string& what) {
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
-  pugi::xml_node root = doc.child("ListBucketResult");
-  if (!root) return Status::Corruption(what + ": no ListBucketResult");
-  ListPage page;
-  for (pugi::xml_node c : root.children("Contents")) {
-    ObjectInfo o;
-    o.key = ChildText(c, "Key");
-    o.size = c.child("Size").text().as_ullong();
-    o.etag = Unquote(ChildText(c, "ETag"));
-    if (auto t = ParseAwsTime(ChildText(c, "LastModified"))) o.modified = *t;
-    page.objects.push_back(std::move(o));
-  }
-  if (std::string(root.child("IsTruncated").text().as_string()) == "true") {
-    page.next_token = ChildText(root, "NextContinuationToken");
-    if (page.next_token.empty()) {
-      return Status::Corruption(what + ": truncated listing without NextContinuationToken");
-    }
-  }
-  return page;
-}
-
-StatusOr<std::string> ParseInitiateMultipartUploadXml(std::string_view body,
-                                                      const std::string& what) {
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
-  std::string id = ChildText(doc.child("InitiateMultipartUploadResult"), "UploadId");
-  if (id.empty()) return Status::Corruption(what + ": no UploadId");
-  return id;
-}
-
-StatusOr<std::string> ParseCompleteMultipartUploadXml(std::string_view body,
-                                                      const std::string& what) {
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
-  pugi::xml_node root = doc.child("CompleteMultipartUploadResult");
-  if (!root) return Status::Corruption(what + ": no CompleteMultipartUploadResult");
-  return Unquote(ChildText(root, "ETag"));
-}
-
-StatusOr<MultipartUploadsPage> ParseListMultipartUploadsXml(std::string_view body) {
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, "ListMultipartUploads"));
-  pugi::xml_node root = doc.child("ListMultipartUploadsResult");
-  if (!root) return Status::Corruption("ListMultipartUploads: no ListMultipartUploadsResult");
-  MultipartUploadsPage page;
-  for (pugi::xml_node u : root.children("Upload")) {
-    page.uploads.push_back(
-        {ChildText(u, "Key"), ChildText(u, "UploadId"), ChildText(u, "Initiated")});
-  }
-  page.truncated = std::string(root.child("IsTruncated").text().as_string()) == "true";
-  if (page.truncated) {
-    page.next_key_marker = ChildText(root, "NextKeyMarker");
-    page.next_upload_id_marker = ChildText(root, "NextUploadIdMarker");
-    if (page.next_key_marker.empty() && page.next_upload_id_marker.empty()) {
-      return Status::Corruption("ListMultipartUploads: truncated listing without markers");
-    }
-  }
-  return page;
-}
-
-StatusOr<PartsPage> ParseListPartsXml(std::string_view body, const std::string& what) {
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
-  pugi::xml_node root = doc.child("ListPartsResult");
-  if (!root) return Status::Corruption(what + ": no ListPartsResult");
-  PartsPage page;
-  for (pugi::xml_node p : root.children("Part")) {
-    page.parts.push_back({p.child("PartNumber").text().as_int(), Unquote(ChildText(p, "ETag")),
-                          p.child("Size").text().as_ullong()});
-  }
-  page.truncated = std::string(root.child("IsTruncated").text().as_string()) == "true";
-  if (page.truncated) {
-    page.next_part_number_marker = ChildText(root, "NextPartNumberMarker");
-    if (page.next_part_number_marker.empty()) {
-      return Status::Corruption(what + ": truncated listing without marker");
-    }
-  }
-  return page;
-}
-
-StatusOr<std::optional<DeleteFailure>> ParseDeleteResultXml(std::string_view body,
-                                                            const std::string& what) {
-  SG_ASSIGN_OR_RETURN(pugi::xml_document doc, ParseXml(body, what));
-  for (pugi::xml_node e : doc.child("DeleteResult").children("Error")) {
-    DeleteFailure f;
-    f.key = ChildText(e, "Key");
-    f.error.code = ChildText(e, "Code");
-    f.error.message = ChildText(e, "Message");
-    return std::optional<DeleteFailure>(std::move(f));
-  }
-  return std::optional<DeleteFailure>();
-}
-
-Outcome ClassifyS3Response(const StatusOr<HttpResponse>& response) {
-  static const ErrorOutcomes kOutcomes = {
-      .clock_skew = {"RequestTimeTooSkewed"},
-      .throttled = {"SlowDown", "Throttling", "RequestLimitExceeded"},
-      // ConditionalRequestConflict: a conflicting conditional write is in
-      // progress, and AWS asks to retry.
-      .server_error = {"ConditionalRequestConflict", "RequestTimeout", "InternalError"},
-      // Not 501 (NotImplemented) or 505: retrying cannot help there.
-      .server_failed = [](long s) { return s == 500 || s == 502 || s == 503 || s == 504; }};
-  // S3Rules checks <Error> in the 200s where S3 sends them.
-  return ClassifyAwsAnswer(response, ErrorOf, kOutcomes);
-}
-
-Status S3ErrorStatus(const std::string& operation, const std::string& resource,
-                     const S3ErrorInfo& e) {
-  static const ErrorCodeGroups kCodes = {
-      {StatusCode::kNotFound, {"NoSuchKey", "NoSuchBucket", "NoSuchUpload"}},
-      {StatusCode::kPreconditionFailed, {"PreconditionFailed", "ConditionalRequestConflict"}},
-      {StatusCode::kOutOfRange, {"InvalidRange"}},
-      {StatusCode::kInvalidArgument,
-       {"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "EntityTooLarge"}},
-      {StatusCode::kCorruption, {"BadDigest", "InvalidDigest"}},
-  };
-  return AwsErrorStatus(AwsErrorCode(e, kCodes), operation + " " + resource, e);
-}
-
-S3Address BuildS3Address(const S3ClientOptions& o, const std::string& bucket,
-                         const std::string& key,
-                         const std::vector<std::pair<std::string, std::string>>& query) {
-  std::string scheme = "https://";
-  std::string authority;
-  if (!o.endpoint.empty()) {
-    const size_t sep = o.endpoint.find("://");
-    scheme = o.endpoint.substr(0, sep + 3);
-    authority = o.endpoint.substr(sep + 3);
-    while (!authority.empty() && authority.back() == '/') authority.pop_back();
-  } else {
-    authority = "s3." + o.region + ".amazonaws.com";
-  }
-  // Dots in a bucket name break the TLS wildcard of virtual-hosted names.
-  const bool path_style = o.force_path_style || !o.endpoint.empty() ||
-                          bucket.find('.') != std::string::npos || bucket.empty();
-  S3Address a;
-  if (path_style) {
-    a.host = authority;
-    a.path = "/" + bucket + (key.empty() ? "" : "/" + key);
-    if (bucket.empty()) a.path = "/";
-  } else {
-    a.host = bucket + "." + authority;
-    a.path = "/" + key;
-  }
-  a.url = scheme + a.host + UriEncode(a.path, /*keep_slash=*/true);
-  if (!query.empty()) a.url += "?" + CanonicalQueryString(query);
-  return a;
-}
 
 S3Client::S3Client(HttpTransport& transport, CredentialsProvider& credentials, Clock& clock,
                    S3ClientOptions options, UniformRandom random)
@@ -399,9 +175,7 @@ Status S3Client::DeleteObject(const std::string& bucket, const std::string& key)
 Status S3Client::DeleteObjects(const std::string& bucket, const std::vector<std::string>& keys) {
   if (keys.empty()) return Status::Ok();
   if (keys.size() > 1000) return Status::InvalidArgument("DeleteObjects takes at most 1000 keys");
-  std::string body = "<Delete><Quiet>true</Quiet>";
-  for (const std::string& k : keys) body += "<Object><Key>" + XmlEscape(k) + "</Key></Object>";
-  body += "</Delete>";
+  std::string body = DeleteObjectsXml(keys);
   Call call("DeleteObjects", "POST", bucket, "", {{"delete", ""}});
   call.headers.emplace_back("Content-MD5", Base64Encode(Md5(body)));
   call.headers.emplace_back("Content-Type", "application/xml");
@@ -419,8 +193,7 @@ Status S3Client::DeleteObjects(const std::string& bucket, const std::vector<std:
 Status S3Client::CreateBucket(const std::string& bucket) {
   Call call("CreateBucket", "PUT", bucket, "");
   if (options_.region != "us-east-1") {
-    call.body = "<CreateBucketConfiguration><LocationConstraint>" + XmlEscape(options_.region) +
-                "</LocationConstraint></CreateBucketConfiguration>";
+    call.body = CreateBucketConfigurationXml(options_.region);
   }
   auto resp = Execute(std::move(call));
   if (!resp.ok() && resp.status().reason() != "BucketAlreadyOwnedByYou") return resp.status();
@@ -453,12 +226,7 @@ StatusOr<S3PutResult> S3Client::CompleteMultipartUpload(const std::string& bucke
                                                         const std::string& upload_id,
                                                         const std::vector<PartInfo>& parts,
                                                         const PutCondition& condition) {
-  std::string body = "<CompleteMultipartUpload>";
-  for (const PartInfo& p : parts) {
-    body += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>\"" +
-            XmlEscape(p.etag) + "\"</ETag></Part>";
-  }
-  body += "</CompleteMultipartUpload>";
+  std::string body = CompleteMultipartUploadXml(parts);
   Call call("CompleteMultipartUpload", "POST", bucket, key, {{"uploadId", upload_id}});
   call.headers.emplace_back("Content-Type", "application/xml");
   if (condition.kind == PutCondition::Kind::kCreateOnly) {
