@@ -293,12 +293,9 @@ Status Agent::DrawFence() {
 
 Status Agent::RestoreAtStart() {
   const auto start = c_.clock.Monotonic();
+  // One listing of the history, for the comparison and for the restore.
   SnapshotCatalog catalog(c_.store, cfg_.job);
-  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
-  std::vector<Manifest> history;  // readable manifests, newest first
-  for (uint64_t seq : committed) {
-    if (auto m = catalog.ReadManifest(seq); m.ok()) history.push_back(std::move(*m));
-  }
+  SG_ASSIGN_OR_RETURN(SnapshotHistory history, catalog.History());
   std::error_code ec;
   std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
   // A local checkpoint the store does not hold (the agent restarted on the
@@ -306,7 +303,8 @@ Status Agent::RestoreAtStart() {
   auto local = DetectSettledNow(detector_, SettleTime(cfg_), c_.clock);
   if (local.ok() && !local->empty()) {
     const Checkpoint& l = local->front();
-    const LocalComparison cmp = CompareLocalCheckpoint(cfg_.checkpoint_dir, l, history);
+    const LocalComparison cmp =
+        CompareLocalCheckpoint(cfg_.checkpoint_dir, l, history.Readable());
     if (cmp.standing != LocalStanding::kOlder) {
       result_.resumed_step = l.step;
       resume_ = cfg_.checkpoint_dir + "/" + l.resume;
@@ -328,7 +326,7 @@ Status Agent::RestoreAtStart() {
     }
     LogInfo("the local checkpoint {} is older than the store's ({}); restoring", l.id, cmp.why);
   }
-  if (committed.empty()) {
+  if (history.empty()) {
     LogInfo("no snapshot of job {} yet: starting fresh", cfg_.job);
     return Status::Ok();
   }
@@ -339,10 +337,10 @@ Status Agent::RestoreAtStart() {
   options.replace_foreign = true;
   Restorer restorer(c_.store, options);
   SG_ASSIGN_OR_RETURN(RestoreResult restored,
-                      restorer.Restore(cfg_.job, cfg_.checkpoint_dir, std::nullopt));
-  auto manifest = catalog.ReadManifest(restored.seq);
+                      restorer.RestoreNewest(history, cfg_.checkpoint_dir));
+  const Manifest* manifest = history.Find(restored.seq);
   result_.restore_seconds = SecondsSince(c_.clock, start);
-  if (manifest.ok()) {
+  if (manifest) {
     committed_step_ = manifest->step;
     result_.resumed_step = manifest->step;
   }
@@ -381,24 +379,19 @@ StatusOr<SnapshotResult> Agent::Upload(const Checkpoint& checkpoint,
                       CapturedCheckpoint::Capture(cfg_.checkpoint_dir, checkpoint, staging_root_));
   SnapshotRequest request;
   request.job = cfg_.job;
-  for (const CapturedFile& f : capture.files()) request.files.push_back({f.relpath, f.staged_path});
   request.preset = std::string(PresetName(cfg_.preset));
-  request.step = checkpoint.step;
-  request.resume = checkpoint.resume == "." ? "" : checkpoint.resume;
   request.instance = c_.instance;
   {
     std::lock_guard<std::mutex> lock(lease_mu_);
     request.generation = lease_.generation();
   }
   request.cancel = cancel;
-  request.verify_before_commit = [&]() -> Status {
-    SG_RETURN_IF_ERROR(capture.Verify());
-    // Fencing: the commit follows a successful renewal, well inside the
-    // lease timeout, so no successor can have taken the job meanwhile.
-    return RenewLease();
-  };
+  // The writer has verified the capture by then. Fencing: the commit
+  // follows a successful renewal, well inside the lease timeout, so no
+  // successor can have taken the job meanwhile.
+  request.verify_before_commit = [&]() -> Status { return RenewLease(); };
   SnapshotWriter writer(c_.store, c_.clock, SnapshotOptionsOf(cfg_));
-  return writer.Write(request);
+  return writer.Write(capture, request);
 }
 
 std::optional<Checkpoint> Agent::NewestUncommitted() {
