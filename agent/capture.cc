@@ -111,7 +111,7 @@ StatusOr<struct stat> CopyUnchanged(const std::string& relpath, const std::strin
   if (!(IdentityOf(before) == IdentityOf(after)) ||
       copied != static_cast<uint64_t>(before.st_size)) {
     return FileChanged(relpath, "changed while it was copied (" +
-                                DescribeChange(IdentityOf(before), IdentityOf(after)) + ")");
+                                    DescribeChange(IdentityOf(before), IdentityOf(after)) + ")");
   }
   return before;
 }
@@ -261,8 +261,8 @@ Status CapturedCheckpoint::Verify() const {
     }
     const FileIdentity now = IdentityOf(st);
     if (!(now == f.identity)) {
-      return FileChanged(f.relpath,
-                     "was rewritten in place while captured (" + DescribeChange(f.identity, now) + ")");
+      return FileChanged(f.relpath, "was rewritten in place while captured (" +
+                                        DescribeChange(f.identity, now) + ")");
     }
   }
   return Status::Ok();

@@ -303,8 +303,7 @@ Status Agent::RestoreAtStart() {
   auto local = DetectSettledNow(detector_, SettleTime(cfg_), c_.clock);
   if (local.ok() && !local->empty()) {
     const Checkpoint& l = local->front();
-    const LocalComparison cmp =
-        CompareLocalCheckpoint(cfg_.checkpoint_dir, l, history.Readable());
+    const LocalComparison cmp = CompareLocalCheckpoint(cfg_.checkpoint_dir, l, history.Readable());
     if (cmp.standing != LocalStanding::kOlder) {
       result_.resumed_step = l.step;
       resume_ = cfg_.checkpoint_dir + "/" + l.resume;
@@ -336,8 +335,7 @@ Status Agent::RestoreAtStart() {
   RestoreOptions options;
   options.replace_foreign = true;
   Restorer restorer(c_.store, options);
-  SG_ASSIGN_OR_RETURN(RestoreResult restored,
-                      restorer.RestoreNewest(history, cfg_.checkpoint_dir));
+  SG_ASSIGN_OR_RETURN(RestoreResult restored, restorer.RestoreNewest(history, cfg_.checkpoint_dir));
   const Manifest* manifest = history.Find(restored.seq);
   result_.restore_seconds = SecondsSince(c_.clock, start);
   if (manifest) {

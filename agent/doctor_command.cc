@@ -7,8 +7,8 @@
 
 #include "agent/exit_codes.h"
 #include "agent/progress.h"
-#include "agent/snapshot_commands.h"
 #include "agent/snapshot_catalog.h"
+#include "agent/snapshot_commands.h"
 #include "agent/store_layout.h"
 #include "common/aws_credentials.h"
 #include "common/files.h"

@@ -16,8 +16,8 @@
 #include "agent/snapshot_catalog.h"
 #include "agent/snapshot_file_reader.h"
 #include "agent/snapshot_reader.h"
-#include "agent/store_layout.h"
 #include "agent/snapshot_writer.h"
+#include "agent/store_layout.h"
 #include "common/log.h"
 #include "common/s3_store.h"
 #include "common/store_url.h"
@@ -251,7 +251,9 @@ int RunRestoreCommand(const Config& config, const Environment& env,
     const bool nothing = result.status().Is(StatusCode::kNotFound) && !args.seq;
     const bool foreign = result.status().reason() == "ForeignFiles";
     return Fail("restore", result.status(),
-                nothing ? kExitNothingToRestore : foreign ? kExitUsage : kExitFailure);
+                nothing   ? kExitNothingToRestore
+                : foreign ? kExitUsage
+                          : kExitFailure);
   }
   LogInfo("restored snapshot {} of job {} into {} ({}); kept {} entries that were there",
           SeqName(result->seq), config.job, result->dir, HumanBytes(result->bytes),

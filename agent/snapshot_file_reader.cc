@@ -28,7 +28,7 @@ SnapshotFileReader::SnapshotFileReader(ObjectStore& store, std::string job, int 
     : store_(store), job_(std::move(job)), parallel_reads_(std::max(1, parallel_reads)) {}
 
 Status SnapshotFileReader::Read(const Manifest& manifest, const OpenFileSink& open,
-                            const ProgressFn& progress) {
+                                const ProgressFn& progress) {
   return ReadAll(manifest, open, /*name_every_damaged_file=*/false, progress);
 }
 
@@ -37,7 +37,7 @@ Status SnapshotFileReader::Verify(const Manifest& manifest, const ProgressFn& pr
 }
 
 Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink& open,
-                               bool name_every_damaged_file, const ProgressFn& progress) {
+                                   bool name_every_damaged_file, const ProgressFn& progress) {
   std::atomic<uint64_t> done{0};
   std::mutex progress_mu;
   auto report = [&](uint64_t n) {
@@ -85,7 +85,7 @@ Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink&
 }
 
 Status SnapshotFileReader::ReadFile(const ManifestFile& file, FileSink* sink,
-                                const std::function<void(uint64_t)>& progress) {
+                                    const std::function<void(uint64_t)>& progress) {
   const std::string key = JobPrefix(job_) + file.key;
   // Small files are one range: no pool of readers for them.
   const int parallel = file.stored_size > kReadRange ? parallel_reads_ : 1;

@@ -70,8 +70,8 @@ class SnapshotWriter {
   StatusOr<SnapshotResult> UploadAndCommit(const CapturedCheckpoint& capture,
                                            const SnapshotRequest& request, Manifest manifest,
                                            const ProgressFn& progress);
-  StatusOr<ManifestFile> UploadFile(const std::string& job, uint64_t seq, const CapturedFile& source,
-                                    const ProgressFn& progress);
+  StatusOr<ManifestFile> UploadFile(const std::string& job, uint64_t seq,
+                                    const CapturedFile& source, const ProgressFn& progress);
 
   ObjectStore& store_;
   Clock& clock_;

@@ -112,6 +112,10 @@ TEST_F(RestoreSafetyE2E, RunsRestoreAtStartKeepsTheTrainersOtherFiles) {
 TEST_F(RestoreSafetyE2E, ALocalCheckpointTheStoreLacksIsResumedAndUploadedFirst) {
   Commit({{"last.pt", {"version 6", 0644}}});
   WriteTree(dir_.Join("ckpt"), {{"last.pt", {"version 8", 0644}}});
+  // Settled already: written before the agent starts, as after a restart (the
+  // agent takes a file modified within the settle time as still being written).
+  std::filesystem::last_write_time(dir_.Join("ckpt/last.pt"),
+                                   std::filesystem::file_time_type::clock::now() - 5s);
   const std::string trainer =
       "import os\n"
       "r = os.environ.get('SPOTGUARD_RESUME_FROM', '')\n"

@@ -43,8 +43,7 @@ class StatusCli : public ::testing::Test {
   uint64_t Snapshot(const std::string& name, size_t bytes, std::optional<int64_t> step) {
     SnapshotRequest req;
     req.job = "e2e";
-    auto capture =
-        CaptureFile(name, dir_.WriteFile("ckpt/" + name, std::string(bytes, 'w')), step);
+    auto capture = CaptureFile(name, dir_.WriteFile("ckpt/" + name, std::string(bytes, 'w')), step);
     EXPECT_TRUE(capture.ok()) << capture.status().ToString();
     if (!capture.ok()) return 0;
     req.instance = "i-0abc";

@@ -77,8 +77,8 @@ TEST_F(CrashFixes, RestoreRemovesTheTempDirsOfKilledRestoresOnly) {
   dir_.WriteFile(dead + "/m", "partial");
   // A restore writes its marker (naming itself) first: killed before its
   // swap, its temp dir holds only its own download.
-  ASSERT_TRUE(WriteRestoreMarker(dir_.Join(dead), dead.substr(dead.rfind("restore-") + 8), 1, {})
-                  .ok());
+  ASSERT_TRUE(
+      WriteRestoreMarker(dir_.Join(dead), dead.substr(dead.rfind("restore-") + 8), 1, {}).ok());
   dir_.WriteFile(live + "/m", "in progress elsewhere");
   dir_.WriteFile("out/notes", "old");
   auto r = Restore("out");

@@ -14,8 +14,8 @@ namespace sg::testing {
 // Every file below `root`, read where it is, as a checkpoint of `step`
 // resuming from `resume` ("." = the directory).
 inline StatusOr<CapturedCheckpoint> CaptureTree(const std::string& root,
-                                               std::optional<int64_t> step = std::nullopt,
-                                               std::string resume = ".") {
+                                                std::optional<int64_t> step = std::nullopt,
+                                                std::string resume = ".") {
   Checkpoint checkpoint;
   for (const auto& [rel, f] : ReadTree(root)) checkpoint.relpaths.push_back(rel);
   checkpoint.step = step;
@@ -25,7 +25,7 @@ inline StatusOr<CapturedCheckpoint> CaptureTree(const std::string& root,
 
 // One file, read where it is, as the checkpoint's only file `rel`.
 inline StatusOr<CapturedCheckpoint> CaptureFile(const std::string& rel, const std::string& path,
-                                               std::optional<int64_t> step = std::nullopt) {
+                                                std::optional<int64_t> step = std::nullopt) {
   Checkpoint checkpoint;
   checkpoint.step = step;
   return CapturedCheckpoint::InPlace(std::map<std::string, std::string>{{rel, path}},

@@ -12,8 +12,8 @@
 #include "agent/retention.h"
 #include "agent/snapshot_file_reader.h"
 #include "agent/snapshot_reader.h"
-#include "agent/store_layout.h"
 #include "agent/snapshot_writer.h"
+#include "agent/store_layout.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/fake_clock.h"
@@ -64,7 +64,6 @@ class SnapshotTest : public FileStoreTest {
     Restorer restorer(*store_, RestoreOptions{});
     return restorer.Restore("job", dir_.Join(to), seq);
   }
-
 };
 
 TEST_F(SnapshotTest, ManySmallFilesAndABigOneRoundTripByteIdentical) {
@@ -123,9 +122,8 @@ TEST_F(SnapshotTest, RestoreAddsTheSnapshotAndKeepsWhatWasThere) {
   auto r = Restore("ckpt");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   // Files restore did not put there are never its to delete (restore_rule_test.cc).
-  EXPECT_EQ(ReadTree(dir_.Join("ckpt")), (Tree{{"new.pt", {"new", 0644}},
-                                              {"old.pt", {"old", 0644}},
-                                              {"stale/x", {"x", 0644}}}));
+  EXPECT_EQ(ReadTree(dir_.Join("ckpt")),
+            (Tree{{"new.pt", {"new", 0644}}, {"old.pt", {"old", 0644}}, {"stale/x", {"x", 0644}}}));
   // No temporary directory is left beside the target.
   for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
     EXPECT_EQ(e.path().filename().string().find("spotguard-restore"), std::string::npos)
