@@ -14,6 +14,32 @@
 #include "common/log.h"
 
 namespace sg {
+
+FileIdentity IdentityOf(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<uint64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+std::string DescribeChange(const FileIdentity& was, const FileIdentity& now) {
+  std::string d;
+  if (was.ino != now.ino || was.dev != now.dev) d += "inode changed; ";
+  if (was.size != now.size) {
+    d += "size " + std::to_string(was.size) + " -> " + std::to_string(now.size) + "; ";
+  }
+  if (was.mtime_ns != now.mtime_ns) {
+    d += "mtime +" + std::to_string(now.mtime_ns - was.mtime_ns) + " ns; ";
+  }
+  if (d.size() >= 2) d.resize(d.size() - 2);
+  return d;
+}
+
+Status FileChanged(const std::string& relpath, std::string_view what) {
+  return Status::Unavailable(relpath + " " + std::string(what) +
+                             "; take the next complete checkpoint")
+      .WithReason("FileChanged");
+}
+
 namespace {
 
 // File timestamps come from the kernel's coarse clock, which advances once a
@@ -21,12 +47,6 @@ namespace {
 // this far past a file's mtime, any later write gives it a different mtime.
 constexpr std::chrono::milliseconds kTimestampGranularity(25);
 constexpr size_t kCopyBuffer = 1 << 20;
-
-FileIdentity IdentityOf(const struct stat& st) {
-  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-          static_cast<uint64_t>(st.st_size),
-          static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
-}
 
 int64_t WallNowNs() {
   struct timespec ts {};
@@ -58,31 +78,13 @@ bool IsSafeRelpath(const std::string& rel) {
   }
 }
 
-std::string Describe(const FileIdentity& was, const FileIdentity& now) {
-  std::string d;
-  if (was.ino != now.ino || was.dev != now.dev) d += "inode changed; ";
-  if (was.size != now.size) {
-    d += "size " + std::to_string(was.size) + " -> " + std::to_string(now.size) + "; ";
-  }
-  if (was.mtime_ns != now.mtime_ns) {
-    d += "mtime +" + std::to_string(now.mtime_ns - was.mtime_ns) + " ns; ";
-  }
-  if (d.size() >= 2) d.resize(d.size() - 2);
-  return d;
-}
-
-Status Changed(const std::string& relpath, std::string_view what) {
-  return Status::Unavailable(relpath + " " + std::string(what) +
-                             "; take the next complete checkpoint");
-}
-
 // Copies `src` to `dst` (a new file), failing with kUnavailable when the
 // source changes while it is read. Returns the stat of the source.
 StatusOr<struct stat> CopyUnchanged(const std::string& relpath, const std::string& src,
                                     const std::string& dst) {
   auto in = OpenFile(src, O_RDONLY);
   if (!in.ok()) {
-    if (in.status().Is(StatusCode::kNotFound)) return Changed(relpath, "vanished");
+    if (in.status().Is(StatusCode::kNotFound)) return FileChanged(relpath, "vanished");
     return in.status();
   }
   struct stat before {};
@@ -108,8 +110,8 @@ StatusOr<struct stat> CopyUnchanged(const std::string& relpath, const std::strin
   if (::fstat(in->get(), &after) != 0) return Status::FromErrno(errno, "stat " + src);
   if (!(IdentityOf(before) == IdentityOf(after)) ||
       copied != static_cast<uint64_t>(before.st_size)) {
-    return Changed(relpath, "changed while it was copied (" +
-                                Describe(IdentityOf(before), IdentityOf(after)) + ")");
+    return FileChanged(relpath, "changed while it was copied (" +
+                                    DescribeChange(IdentityOf(before), IdentityOf(after)) + ")");
   }
   return before;
 }
@@ -188,7 +190,7 @@ StatusOr<CapturedCheckpoint> CapturedCheckpoint::Capture(const std::string& chec
       any_linked = true;
       newest_linked_ns = std::max(newest_linked_ns, IdentityOf(st).mtime_ns);
     } else if (errno == ENOENT) {
-      return Changed(rel, "vanished");
+      return FileChanged(rel, "vanished");
     } else if (errno == EXDEV || errno == EPERM || errno == EMLINK || errno == EOPNOTSUPP) {
       // Another filesystem, protected_hardlinks, too many links, or no links
       // at all: a private copy, checked against the source before and after.
@@ -196,7 +198,7 @@ StatusOr<CapturedCheckpoint> CapturedCheckpoint::Capture(const std::string& chec
       if (::lstat(dst.c_str(), &st) != 0) return Status::FromErrno(errno, "stat " + dst);
       st.st_mode = src_st.st_mode;
       if (IdentityOf(src_st).mtime_ns > detected_ns) {
-        return Changed(rel, "was modified after the checkpoint was detected");
+        return FileChanged(rel, "was modified after the checkpoint was detected");
       }
     } else {
       return Status::FromErrno(errno, "link " + src + " into " + captured.staging_dir_);
@@ -205,7 +207,7 @@ StatusOr<CapturedCheckpoint> CapturedCheckpoint::Capture(const std::string& chec
     file.size = static_cast<uint64_t>(st.st_size);
     file.identity = IdentityOf(st);
     if (file.linked && file.identity.mtime_ns > detected_ns) {
-      return Changed(rel, "was modified after the checkpoint was detected");
+      return FileChanged(rel, "was modified after the checkpoint was detected");
     }
     captured.files_.push_back(std::move(file));
   }
@@ -220,16 +222,47 @@ StatusOr<CapturedCheckpoint> CapturedCheckpoint::Capture(const std::string& chec
   return captured;
 }
 
+StatusOr<CapturedCheckpoint> CapturedCheckpoint::InPlace(
+    const std::map<std::string, std::string>& files, Checkpoint checkpoint) {
+  if (files.empty()) return Status::InvalidArgument("a snapshot needs at least one file");
+  CapturedCheckpoint captured;
+  checkpoint.relpaths.clear();
+  for (const auto& [rel, path] : files) {  // sorted by relpath
+    CapturedFile file;
+    file.relpath = rel;
+    file.staged_path = path;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return Status::FromErrno(errno, "stat " + path);
+    if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + " is not a regular file");
+    file.mode = st.st_mode & 07777;
+    file.size = static_cast<uint64_t>(st.st_size);
+    file.identity = IdentityOf(st);
+    checkpoint.relpaths.push_back(rel);
+    captured.files_.push_back(std::move(file));
+  }
+  captured.checkpoint_ = std::move(checkpoint);
+  return captured;
+}
+
+StatusOr<CapturedCheckpoint> CapturedCheckpoint::InPlace(const std::string& dir,
+                                                         Checkpoint checkpoint) {
+  std::map<std::string, std::string> files;
+  for (const std::string& rel : checkpoint.relpaths) files[rel] = dir + "/" + rel;
+  return InPlace(files, std::move(checkpoint));
+}
+
 Status CapturedCheckpoint::Verify() const {
   for (const CapturedFile& f : files_) {
     struct stat st {};
-    if (::lstat(f.staged_path.c_str(), &st) != 0) {
-      return Changed(f.relpath, "vanished from the staging dir");
+    // stat, not lstat: a file read in place may be named by a symlink.
+    if (::stat(f.staged_path.c_str(), &st) != 0) {
+      return FileChanged(f.relpath,
+                         staging_dir_.empty() ? "vanished" : "vanished from the staging dir");
     }
     const FileIdentity now = IdentityOf(st);
     if (!(now == f.identity)) {
-      return Changed(f.relpath,
-                     "was rewritten in place while captured (" + Describe(f.identity, now) + ")");
+      return FileChanged(f.relpath, "was rewritten in place while captured (" +
+                                        DescribeChange(f.identity, now) + ")");
     }
   }
   return Status::Ok();

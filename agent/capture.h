@@ -7,14 +7,20 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "agent/checkpoint.h"
 #include "common/status.h"
 
+struct stat;
+
 namespace sg {
 
+// What tells a file apart from a rewrite of it: a file whose identity is the
+// same before and after it is read was not written meanwhile (as far as the
+// timestamp tick shows; docs/checkpoints.md).
 struct FileIdentity {
   uint64_t dev = 0;
   uint64_t ino = 0;
@@ -22,27 +28,46 @@ struct FileIdentity {
   int64_t mtime_ns = 0;
   bool operator==(const FileIdentity&) const = default;
 };
+FileIdentity IdentityOf(const struct stat& st);
+// "size 10 -> 12; mtime +5000 ns": what differs between two identities.
+std::string DescribeChange(const FileIdentity& was, const FileIdentity& now);
+
+// The one error for "a file changed while it was captured or read": code
+// kUnavailable (take the next complete checkpoint), reason "FileChanged".
+// `what` says how, e.g. "changed while it was read".
+Status FileChanged(const std::string& relpath, std::string_view what);
 
 struct CapturedFile {
   std::string relpath;      // relative to checkpoint_dir
-  std::string staged_path;  // absolute; read the bytes from here
+  std::string staged_path;  // absolute; read the bytes from here (the file itself in place)
   uint32_t mode = 0;        // permission bits of the original
   uint64_t size = 0;
   FileIdentity identity;  // of staged_path when captured
-  bool linked = false;    // a hardlink to the trainer's file, else a private copy
+  bool linked = false;    // a hardlink to the trainer's file, else a private copy (or in place)
 };
 
 class CapturedCheckpoint {
  public:
   // Stages every file of `checkpoint` below `staging_root` (created if
   // missing; must be on the same filesystem as checkpoint_dir for links).
-  // Fails with kUnavailable when the checkpoint changed or vanished since it
-  // was detected (a file newer than checkpoint.newest_mtime, a file gone, a
-  // file changing while copied): detect again and take the next complete
-  // state. Other codes are real errors (no space, permissions).
+  // Fails with FileChanged (kUnavailable) when the checkpoint changed or
+  // vanished since it was detected (a file newer than
+  // checkpoint.newest_mtime, a file gone, a file changing while copied):
+  // detect again and take the next complete state. Other codes are real
+  // errors (no space, permissions).
   static StatusOr<CapturedCheckpoint> Capture(const std::string& checkpoint_dir,
                                               const Checkpoint& checkpoint,
                                               const std::string& staging_root);
+  // Files read where they are, without staging (`spotguard snapshot --dir
+  // DIR | FILE...`, tests): `files` maps each relpath to the file it is read
+  // from, and `checkpoint` gives the rest (its relpaths are set from
+  // `files`). Their identities are taken now, so a file rewritten before or
+  // while it is read, or before the commit, fails the snapshot.
+  // InvalidArgument for a path that is not a regular file.
+  static StatusOr<CapturedCheckpoint> InPlace(const std::map<std::string, std::string>& files,
+                                              Checkpoint checkpoint);
+  // The same for checkpoint.relpaths below `dir`.
+  static StatusOr<CapturedCheckpoint> InPlace(const std::string& dir, Checkpoint checkpoint);
 
   CapturedCheckpoint(CapturedCheckpoint&& other) noexcept;
   CapturedCheckpoint& operator=(CapturedCheckpoint&& other) noexcept;
@@ -56,7 +81,7 @@ class CapturedCheckpoint {
   const std::string& staging_dir() const { return staging_dir_; }
   uint64_t total_bytes() const;
 
-  // Re-stats every staged file; kUnavailable naming the first file whose
+  // Re-stats every staged file; FileChanged naming the first file whose
   // inode, size or mtime changed since the capture (it was rewritten in place
   // while staged, so bytes read from it may be torn). Call it after reading
   // everything; bytes read before an OK Verify() are the captured state.

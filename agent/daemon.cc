@@ -34,6 +34,7 @@
 #include "agent/snapshot_commands.h"
 #include "agent/snapshot_reader.h"
 #include "agent/snapshot_writer.h"
+#include "agent/store_layout.h"
 #include "agent/supervisor.h"
 #include "agent/trainer_record.h"
 #include "common/files.h"
@@ -154,7 +155,7 @@ bool Agent::SignalPending() {
 }
 
 StatusOr<bool> Agent::AlreadyComplete() {
-  auto marker = c_.store.Head(cfg_.job + "/complete");
+  auto marker = c_.store.Head(CompleteKey(cfg_.job));
   if (marker.ok()) return true;
   if (marker.status().Is(StatusCode::kNotFound)) return false;
   return marker.status();
@@ -200,24 +201,19 @@ StatusOr<SnapshotResult> Agent::Upload(const Checkpoint& checkpoint,
                       CapturedCheckpoint::Capture(cfg_.checkpoint_dir, checkpoint, staging_root_));
   SnapshotRequest request;
   request.job = cfg_.job;
-  for (const CapturedFile& f : capture.files()) request.files.push_back({f.relpath, f.staged_path});
   request.preset = std::string(PresetName(cfg_.preset));
-  request.step = checkpoint.step;
-  request.resume = checkpoint.resume == "." ? "" : checkpoint.resume;
   request.instance = c_.instance;
   {
     std::lock_guard<std::mutex> lock(lease_mu_);
     request.generation = lease_.generation();
   }
   request.cancel = cancel;
-  request.verify_before_commit = [&]() -> Status {
-    SG_RETURN_IF_ERROR(capture.Verify());
-    // Fencing: the commit follows a successful renewal, well inside the
-    // lease timeout, so no successor can have taken the job meanwhile.
-    return RenewLease();
-  };
+  // The writer has verified the capture by then. Fencing: the commit
+  // follows a successful renewal, well inside the lease timeout, so no
+  // successor can have taken the job meanwhile.
+  request.verify_before_commit = [&]() -> Status { return RenewLease(); };
   SnapshotWriter writer(c_.store, c_.clock, SnapshotOptionsOf(cfg_));
-  return writer.Write(request);
+  return writer.Write(capture, request);
 }
 
 std::optional<Checkpoint> Agent::NewestLocal() {

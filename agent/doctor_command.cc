@@ -6,10 +6,10 @@
 #include <iostream>
 
 #include "agent/exit_codes.h"
-#include "agent/manifest.h"
 #include "agent/progress.h"
+#include "agent/snapshot_catalog.h"
 #include "agent/snapshot_commands.h"
-#include "agent/snapshot_reader.h"
+#include "agent/store_layout.h"
 #include "common/aws_credentials.h"
 #include "common/files.h"
 #include "common/store_url.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/store_layout.h"
 #include "common/log.h"
 #include "common/strings.h"
 
@@ -43,12 +44,12 @@ Status EventLog::Put(std::string_view kind, const nlohmann::ordered_json& detail
   for (char c : time) {
     if (c != '-' && c != ':') stamp += c;
   }
-  const std::string key = job_ + "/events/" + stamp + "-" + std::string(kind) + ".json";
+  const std::string key = EventKey(job_, stamp, kind);
   return store_.Put(key, body.dump(), PutCondition::CreateOnly()).status();
 }
 
 StatusOr<std::vector<nlohmann::json>> EventLog::Recent(size_t limit) {
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, job_ + "/events/"));
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, EventsPrefix(job_)));
   std::sort(objects.begin(), objects.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key > b.key; });
   std::vector<nlohmann::json> out;

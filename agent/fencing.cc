@@ -4,28 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/lease.h"
-#include "agent/manifest.h"
-#include "agent/snapshot_reader.h"
+#include "agent/snapshot_catalog.h"
 #include "common/log.h"
 
 namespace sg {
-
-std::string FencesPrefix(const std::string& job) { return job + "/fences/"; }
-
-std::string FenceKey(const std::string& job, const Fence& fence) {
-  return FencesPrefix(job) + SeqName(fence.generation) + "-" + SeqName(fence.after_seq);
-}
-
-std::optional<Fence> ParseFenceKey(const std::string& job, const std::string& key) {
-  const std::string prefix = FencesPrefix(job);
-  if (!key.starts_with(prefix)) return std::nullopt;
-  const std::string_view rest = std::string_view(key).substr(prefix.size());
-  if (rest.size() != 21 || rest[10] != '-') return std::nullopt;
-  auto generation = ParseSeqName(rest.substr(0, 10));
-  auto after = ParseSeqName(rest.substr(11));
-  if (!generation || !after) return std::nullopt;
-  return Fence{*generation, *after};
-}
 
 FenceTable::FenceTable(std::vector<Fence> fences) : fences_(std::move(fences)) {
   std::sort(fences_.begin(), fences_.end(), [](const Fence& a, const Fence& b) {
@@ -79,7 +61,7 @@ StatusOr<Fence> DrawFence(ObjectStore& store, const std::string& job, uint64_t g
 }
 
 StatusOr<uint64_t> LeaseGenerationNow(ObjectStore& store, const std::string& job) {
-  auto body = store.Get(job + "/lease");
+  auto body = store.Get(LeaseKey(job));
   if (!body.ok()) {
     if (body.status().Is(StatusCode::kNotFound)) return uint64_t{0};
     return body.status();

@@ -13,7 +13,7 @@
 // fence of a later generation G > g has s <= S: a writer of an older
 // generation cannot add to the history once a newer generation has drawn
 // its line, however late its requests land. Fences hold their data in the
-// key, so one LIST reads them all.
+// key (Fence, FenceKey in agent/store_layout.h), so one LIST reads them all.
 #pragma once
 
 #include <cstdint>
@@ -21,18 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "agent/store_layout.h"
 #include "common/object_store.h"
 
 namespace sg {
-
-struct Fence {
-  uint64_t generation = 0;
-  uint64_t after_seq = 0;  // the newest seq of the history when it was drawn
-};
-
-std::string FencesPrefix(const std::string& job);  // "<job>/fences/"
-std::string FenceKey(const std::string& job, const Fence& fence);
-std::optional<Fence> ParseFenceKey(const std::string& job, const std::string& key);
 
 class FenceTable {
  public:

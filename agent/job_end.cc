@@ -1,5 +1,6 @@
 #include "agent/job_end.h"
 
+#include "agent/store_layout.h"
 #include "common/log.h"
 #include "common/process.h"
 
@@ -26,7 +27,7 @@ void WriteCompleteMarker(ObjectStore& store, Clock& clock, EventLog& events, con
                                          {"instance", instance},
                                          {"seq", OrNull(seq)},
                                          {"step", OrNull(step)}};
-  auto put = store.Put(job + "/complete", marker.dump(), PutCondition::CreateOnly());
+  auto put = store.Put(CompleteKey(job), marker.dump(), PutCondition::CreateOnly());
   if (!put.ok() && !put.status().Is(StatusCode::kPreconditionFailed)) {
     LogError("writing the complete marker failed: {}", put.status().message());
   }

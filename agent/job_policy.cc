@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "agent/exit_codes.h"
-#include "agent/manifest.h"
 #include "agent/notice_budget.h"
 #include "agent/presets.h"
+#include "agent/store_layout.h"
 #include "common/log.h"
 #include "common/signal_names.h"
 

@@ -9,6 +9,7 @@
 #include "agent/manifest.h"
 #include "agent/presets.h"
 #include "agent/snapshot_reader.h"
+#include "agent/store_layout.h"
 #include "agent/trainer_record.h"
 #include "common/files.h"
 #include "common/log.h"
@@ -98,12 +99,9 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
   RestoredState& s = sp.state;
   const CheckpointDetector detector = CheckpointDetector::ForConfig(config);
   const auto start = clock.Monotonic();
+  // One listing of the history, for the comparison and for the restore.
   SnapshotCatalog catalog(store, config.job);
-  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
-  std::vector<Manifest> history;  // readable manifests, newest first
-  for (uint64_t seq : committed) {
-    if (auto m = catalog.ReadManifest(seq); m.ok()) history.push_back(std::move(*m));
-  }
+  SG_ASSIGN_OR_RETURN(SnapshotHistory history, catalog.History());
   std::error_code ec;
   std::filesystem::create_directories(config.checkpoint_dir, ec);
   // A local checkpoint the store does not hold (the agent restarted on the
@@ -111,7 +109,8 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
   auto local = DetectSettledNow(detector, SettleTime(config), clock);
   if (local.ok() && !local->empty()) {
     const Checkpoint& l = local->front();
-    const LocalComparison cmp = CompareLocalCheckpoint(config.checkpoint_dir, l, history);
+    const LocalComparison cmp =
+        CompareLocalCheckpoint(config.checkpoint_dir, l, history.Readable());
     if (cmp.standing != LocalStanding::kOlder) {
       sp.resumed_step = l.step;
       s.resume = config.checkpoint_dir + "/" + l.resume;
@@ -133,7 +132,7 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
     }
     LogInfo("the local checkpoint {} is older than the store's ({}); restoring", l.id, cmp.why);
   }
-  if (committed.empty()) {
+  if (history.empty()) {
     LogInfo("no snapshot of job {} yet: starting fresh", config.job);
     return sp;
   }
@@ -144,10 +143,10 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
   options.replace_foreign = true;
   Restorer restorer(store, options);
   SG_ASSIGN_OR_RETURN(RestoreResult restored,
-                      restorer.Restore(config.job, config.checkpoint_dir, std::nullopt));
-  auto manifest = catalog.ReadManifest(restored.seq);
+                      restorer.RestoreNewest(history, config.checkpoint_dir));
+  const Manifest* manifest = history.Find(restored.seq);
   sp.restore_seconds = SecondsSince(clock, start);
-  if (manifest.ok()) {
+  if (manifest) {
     s.committed_step = manifest->step;
     sp.resumed_step = manifest->step;
   }

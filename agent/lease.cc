@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/store_layout.h"
 #include "common/log.h"
 #include "common/proc_stat.h"
 
@@ -15,7 +16,7 @@ LeaseKeeper::LeaseKeeper(ObjectStore& store, Clock& clock, std::string job, std:
       clock_(clock),
       job_(std::move(job)),
       instance_(std::move(instance)),
-      key_(job_ + "/lease"),
+      key_(LeaseKey(job_)),
       options_(options) {}
 
 AgentIdentity ThisAgent() {

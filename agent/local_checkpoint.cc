@@ -6,6 +6,7 @@
 #include <set>
 
 #include "agent/restore_placement.h"
+#include "agent/store_layout.h"
 #include "common/crypto.h"
 #include "common/files.h"
 

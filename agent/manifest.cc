@@ -1,10 +1,10 @@
 #include "agent/manifest.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <set>
 #include <stdexcept>
 
+#include "agent/store_layout.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -24,39 +24,6 @@ uint64_t Manifest::TotalStored() const {
   uint64_t n = 0;
   for (const ManifestFile& f : files) n += f.stored_size;
   return n;
-}
-
-std::string SeqName(uint64_t seq) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%010llu", static_cast<unsigned long long>(seq));
-  return buf;
-}
-
-std::optional<uint64_t> ParseSeqName(std::string_view name) {
-  if (name.size() != 10) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : name) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return v;
-}
-
-std::string JobPrefix(const std::string& job) { return job + "/"; }
-std::string SnapshotsPrefix(const std::string& job) { return job + "/snapshots/"; }
-std::string SnapshotPrefix(const std::string& job, uint64_t seq) {
-  return SnapshotsPrefix(job) + SeqName(seq) + "/";
-}
-std::string ManifestKey(const std::string& job, uint64_t seq) {
-  return SnapshotPrefix(job, seq) + "manifest.json";
-}
-std::string ClaimKey(const std::string& job, uint64_t seq) {
-  return SnapshotPrefix(job, seq) + "claim";
-}
-std::string LatestKey(const std::string& job) { return job + "/latest"; }
-
-std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec) {
-  return "snapshots/" + SeqName(seq) + "/files/" + path + (codec == Codec::kNone ? "" : ".zst");
 }
 
 Status CheckRelativePath(std::string_view path) {
@@ -179,7 +146,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
     if (Status st = CheckRelativePath(m.resume); !st.ok()) return corrupt("resume " + st.message());
   }
   std::set<std::string> paths;
-  const std::string key_prefix = "snapshots/" + SeqName(seq) + "/files/";
+  const std::string key_prefix = FileObjectsPrefix(seq);
   for (const ManifestFile& f : m.files) {
     if (Status st = CheckRelativePath(f.path); !st.ok()) return corrupt(st.message());
     if (!paths.insert(f.path).second) return corrupt("path \"" + f.path + "\" appears twice");

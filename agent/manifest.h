@@ -1,10 +1,5 @@
-// The snapshot manifest (format "spotguard-snapshot/1") and the store layout
-// of docs/design.md §4. docs/format.md is the human description of both.
-//
-//   <job>/snapshots/<seq>/claim            seq taken by a writer (create-only)
-//   <job>/snapshots/<seq>/files/<path>.zst the file's frames
-//   <job>/snapshots/<seq>/manifest.json    written last: its presence commits
-//   <job>/latest                           newest committed seq (a hint)
+// The snapshot manifest (format "spotguard-snapshot/1"), which
+// docs/format.md describes. Its keys are agent/store_layout.h's.
 #pragma once
 
 #include <cstdint>
@@ -53,19 +48,6 @@ struct Manifest {
   uint64_t TotalSize() const;
   uint64_t TotalStored() const;
 };
-
-// "0000000042": ten digits, so that name order is numeric order.
-std::string SeqName(uint64_t seq);
-std::optional<uint64_t> ParseSeqName(std::string_view name);
-
-std::string JobPrefix(const std::string& job);                     // "<job>/"
-std::string SnapshotsPrefix(const std::string& job);               // "<job>/snapshots/"
-std::string SnapshotPrefix(const std::string& job, uint64_t seq);  // ".../<seq>/"
-std::string ManifestKey(const std::string& job, uint64_t seq);
-std::string ClaimKey(const std::string& job, uint64_t seq);
-std::string LatestKey(const std::string& job);
-// Key of a file's object, relative to the job prefix.
-std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec);
 
 // A path a manifest may name: relative, no empty, "." or ".." segment, no
 // NUL, not longer than 4096 bytes. Says what is wrong otherwise.

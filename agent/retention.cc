@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "agent/manifest.h"
-#include "agent/snapshot_reader.h"
+#include "agent/snapshot_catalog.h"
+#include "agent/store_layout.h"
 #include "common/log.h"
 
 namespace sg {
@@ -20,11 +20,8 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   };
   std::map<uint64_t, Dir, std::greater<>> dirs;  // newest seq first
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store, SnapshotsPrefix(job)));
-  const size_t skip = SnapshotsPrefix(job).size();
   for (const ObjectInfo& o : objects) {
-    const std::string_view rest = std::string_view(o.key).substr(skip);
-    auto seq = rest.size() > 11 && rest[10] == '/' ? ParseSeqName(rest.substr(0, 10))
-                                                   : std::optional<uint64_t>();
+    auto seq = SnapshotSeqOfKey(job, o.key);
     if (!seq) continue;  // not ours; leave it alone
     Dir& d = dirs[*seq];
     d.keys.push_back(o.key);
@@ -33,9 +30,10 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   }
 
   // A fenced writer's late manifest commits nothing (agent/fencing.h): its
-  // dir is removed like an abandoned one, and it never counts as kept.
+  // dir is removed like an abandoned one, and it never counts as kept. The
+  // catalog judges the listing above: the snapshots are listed once.
   SnapshotCatalog catalog(store, job);
-  SG_RETURN_IF_ERROR(catalog.Committed().status());
+  SG_RETURN_IF_ERROR(catalog.CommittedIn(objects).status());
   for (uint64_t seq : catalog.Fenced()) {
     if (auto it = dirs.find(seq); it != dirs.end()) it->second.fenced = true;
   }
@@ -69,8 +67,7 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
     if (d.committed) {
       if (kept < options.keep) {
         ++kept;
-        auto text = store.Get(ManifestKey(job, seq));
-        if (text.ok() && ParseManifest(*text, job, seq).ok()) ++kept_readable;
+        if (catalog.ReadManifest(seq).ok()) ++kept_readable;
         continue;
       }
       if (kept_readable == 0) {

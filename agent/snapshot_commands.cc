@@ -4,18 +4,20 @@
 
 #include <filesystem>
 #include <iostream>
-#include <set>
+#include <map>
 
 #include "agent/capture.h"
 #include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
 #include "agent/fencing.h"
-#include "agent/manifest.h"
 #include "agent/presets.h"
 #include "agent/progress.h"
 #include "agent/retention.h"
+#include "agent/snapshot_catalog.h"
+#include "agent/snapshot_file_reader.h"
 #include "agent/snapshot_reader.h"
 #include "agent/snapshot_writer.h"
+#include "agent/store_layout.h"
 #include "common/log.h"
 #include "common/s3_store.h"
 #include "common/store_url.h"
@@ -50,10 +52,11 @@ std::string HostName() {
 
 // The files of an explicit snapshot: every regular file below `dir`, or the
 // FILE arguments (named relative to the checkpoint dir when inside it).
-StatusOr<std::vector<SnapshotSource>> SourcesFor(const Config& config,
-                                                 const SnapshotCommandArgs& args) {
+// Maps each relpath to the file it is read from.
+StatusOr<std::map<std::string, std::string>> SourcesFor(const Config& config,
+                                                        const SnapshotCommandArgs& args) {
   namespace fs = std::filesystem;
-  std::vector<SnapshotSource> out;
+  std::map<std::string, std::string> out;
   std::error_code ec;
   if (!args.dir.empty()) {
     const fs::path root = fs::absolute(args.dir, ec).lexically_normal();
@@ -66,13 +69,12 @@ StatusOr<std::vector<SnapshotSource>> SourcesFor(const Config& config,
         continue;
       }
       if (!it->is_regular_file()) continue;
-      out.push_back({fs::relative(it->path(), root).string(), it->path().string()});
+      out[fs::relative(it->path(), root).string()] = it->path().string();
     }
     if (ec) return Status::IOError("reading " + args.dir + ": " + ec.message());
     if (out.empty()) return Status::InvalidArgument(args.dir + " holds no files");
     return out;
   }
-  std::set<std::string> seen;
   for (const std::string& f : args.files) {
     const fs::path p = fs::absolute(f, ec).lexically_normal();
     if (!fs::is_regular_file(p, ec)) return Status::InvalidArgument(f + " is not a regular file");
@@ -81,8 +83,9 @@ StatusOr<std::vector<SnapshotSource>> SourcesFor(const Config& config,
       const std::string inside = fs::relative(p, config.checkpoint_dir, ec).string();
       if (!ec && !inside.empty() && !inside.starts_with("..")) rel = inside;
     }
-    if (!seen.insert(rel).second) return Status::InvalidArgument("two files would both be " + rel);
-    out.push_back({rel, p.string()});
+    if (!out.emplace(rel, p.string()).second) {
+      return Status::InvalidArgument("two files would both be " + rel);
+    }
   }
   return out;
 }
@@ -119,20 +122,15 @@ int SnapshotNewestCheckpoint(const Config& config, ObjectStore& store) {
   if (!capture.ok()) return Fail("snapshot", capture.status());
   SnapshotRequest request;
   request.job = config.job;
-  for (const CapturedFile& f : capture->files())
-    request.files.push_back({f.relpath, f.staged_path});
   request.preset = std::string(PresetName(config.preset));
-  request.step = newest.step;
-  request.resume = newest.resume == "." ? "" : newest.resume;
   request.instance = HostName();
   auto generation = LeaseGenerationNow(store, config.job);
   if (!generation.ok()) return Fail("snapshot", generation.status());
   request.generation = *generation;
-  request.verify_before_commit = [&] { return capture->Verify(); };
   SnapshotWriter writer(store, SystemClock(), SnapshotOptionsOf(config));
   auto result = [&] {
     ProgressLine progress("snapshot", capture->total_bytes());
-    return writer.Write(request, [&](uint64_t done) { progress.Update(done); });
+    return writer.Write(*capture, request, [&](uint64_t done) { progress.Update(done); });
   }();
   if (!result.ok()) return Fail("snapshot", result.status());
   LogInfo("snapshot {} of job {} committed: checkpoint {} (step {})", SeqName(result->seq),
@@ -192,27 +190,25 @@ int RunSnapshotCommand(const Config& config, const Environment& env,
   auto sources = SourcesFor(config, args);
   if (!sources.ok()) return Fail("snapshot", sources.status(), kExitUsage);
 
-  uint64_t total = 0;
-  for (const SnapshotSource& s : *sources) {
-    std::error_code ec;
-    total += std::filesystem::file_size(s.read_from, ec);
-  }
+  Checkpoint named;  // what the manifest says: resume from the file when it is one
+  named.id = args.dir.empty() ? "files" : args.dir;
+  named.resume = sources->size() == 1 ? sources->begin()->first : ".";
+  auto capture = CapturedCheckpoint::InPlace(*sources, std::move(named));
+  if (!capture.ok()) return Fail("snapshot", capture.status());
   const SnapshotOptions options = SnapshotOptionsOf(config);
   SnapshotRequest request;
   request.job = config.job;
-  request.files = std::move(*sources);
   request.preset = std::string(PresetName(config.preset));
   request.instance = HostName();
   auto generation = LeaseGenerationNow(**store, config.job);
   if (!generation.ok()) return Fail("snapshot", generation.status());
   request.generation = *generation;
-  if (request.files.size() == 1) request.resume = request.files[0].path;
 
   SnapshotWriter writer(**store, SystemClock(), options);
   const auto start = std::chrono::steady_clock::now();
   StatusOr<SnapshotResult> result = [&] {
-    ProgressLine progress("snapshot", total);
-    return writer.Write(request, [&](uint64_t done) { progress.Update(done); });
+    ProgressLine progress("snapshot", capture->total_bytes());
+    return writer.Write(*capture, request, [&](uint64_t done) { progress.Update(done); });
   }();
   if (!result.ok()) return Fail("snapshot", result.status());
   const double secs =
@@ -255,7 +251,9 @@ int RunRestoreCommand(const Config& config, const Environment& env,
     const bool nothing = result.status().Is(StatusCode::kNotFound) && !args.seq;
     const bool foreign = result.status().reason() == "ForeignFiles";
     return Fail("restore", result.status(),
-                nothing ? kExitNothingToRestore : foreign ? kExitUsage : kExitFailure);
+                nothing   ? kExitNothingToRestore
+                : foreign ? kExitUsage
+                          : kExitFailure);
   }
   LogInfo("restored snapshot {} of job {} into {} ({}); kept {} entries that were there",
           SeqName(result->seq), config.job, result->dir, HumanBytes(result->bytes),
@@ -272,15 +270,16 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
   auto store = OpenStore(config, env);
   if (!store.ok()) return Fail("ls", store.status());
   SnapshotCatalog catalog(**store, config.job);
-  auto seqs = catalog.Committed();
-  if (!seqs.ok()) return Fail("ls", seqs.status());
+  auto history = catalog.History();
+  if (!history.ok()) return Fail("ls", history.status());
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (!json) {
     std::printf("%-10s  %-24s  %5s  %10s  %10s  %s\n", "SEQ", "CREATED", "FILES", "SIZE", "STORED",
                 "STEP");
   }
-  for (uint64_t seq : *seqs) {
-    auto m = catalog.ReadManifest(seq);
+  for (const SnapshotHistory::Entry& entry : history->entries) {
+    const uint64_t seq = entry.seq;
+    const StatusOr<Manifest>& m = entry.manifest;
     if (!m.ok()) {
       LogWarn("snapshot {}: {}", SeqName(seq), m.status().message());
       continue;
@@ -321,11 +320,11 @@ int RunVerifyCommand(const Config& config, const Environment& env, std::optional
   }
   auto manifest = catalog.ReadManifest(*seq);
   if (!manifest.ok()) return Fail("verify", manifest.status());
-  Restorer restorer(**store, RestoreOptions{});
+  SnapshotFileReader reader(**store, config.job);
   Status st;
   {
     ProgressLine progress("verify", manifest->TotalSize());
-    st = restorer.Verify(config.job, *manifest, [&](uint64_t done) { progress.Update(done); });
+    st = reader.Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
   }
   if (!st.ok()) return Fail("verify", st);
   std::cout << "snapshot " << SeqName(*seq) << ": " << manifest->files.size() << " files, "

@@ -7,33 +7,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
-#include <mutex>
 
-#include "agent/fencing.h"
 #include "agent/restore_placement.h"
-#include "common/bounded_executor.h"
+#include "agent/snapshot_file_reader.h"
+#include "agent/store_layout.h"
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/log.h"
-#include "common/ordered_pipeline.h"
 #include "common/strings.h"
 
 namespace sg {
 namespace {
 
-// Consecutive frames are fetched together up to about this many stored bytes.
-constexpr uint64_t kReadRange = 8ull << 20;
 constexpr uint64_t kFreeSpaceMargin = 64ull << 20;
 constexpr char kRestoreTempInfix[] = ".spotguard-restore-";
-
-bool FallsBack(const Status& st) {
-  // A snapshot that is damaged or incomplete: try the previous one. Anything
-  // else (network, permissions, a full disk) would fail the older one too.
-  return st.Is(StatusCode::kCorruption) || st.Is(StatusCode::kNotFound) ||
-         st.Is(StatusCode::kOutOfRange);
-}
 
 // Opens (creating when missing) the directory `rel` below `root_fd`, one
 // component at a time and never following a symlink, so no path can lead
@@ -129,193 +117,58 @@ Status CheckRestoreTarget(const std::string& target_dir, const std::string& pare
 
 }  // namespace
 
-SnapshotCatalog::SnapshotCatalog(ObjectStore& store, std::string job)
-    : store_(store), job_(std::move(job)) {}
-
-StatusOr<std::vector<uint64_t>> SnapshotCatalog::Committed() {
-  SG_ASSIGN_OR_RETURN(FenceTable fences, FenceTable::Read(store_, job_));
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, SnapshotsPrefix(job_)));
-  std::vector<uint64_t> seqs;
-  const size_t skip = SnapshotsPrefix(job_).size();
-  for (const ObjectInfo& o : objects) {
-    std::string_view rest = std::string_view(o.key).substr(skip);
-    if (rest.size() == 10 + std::string_view("/manifest.json").size() &&
-        rest.ends_with("/manifest.json")) {
-      if (auto seq = ParseSeqName(rest.substr(0, 10))) seqs.push_back(*seq);
-    }
-  }
-  std::sort(seqs.rbegin(), seqs.rend());
-  fenced_.clear();
-  const uint64_t admitted_below = fences.AdmitsAnyUpTo();
-  std::vector<uint64_t> admitted;
-  for (uint64_t seq : seqs) {
-    if (seq > admitted_below) {
-      // Only the manifest knows its generation. One that cannot be read is
-      // kept: ReadManifest reports the damage and restore falls back.
-      auto m = ReadManifest(seq);
-      if (m.ok()) {
-        if (auto fence = fences.Excluding(seq, m->generation)) {
-          LogWarn(
-              "snapshot {} was committed by lease generation {} after generation {} took over "
-              "at snapshot {}: a fenced writer's late commit, not part of the job's history",
-              SeqName(seq), m->generation, fence->generation, SeqName(fence->after_seq));
-          fenced_.push_back(seq);
-          continue;
-        }
-      }
-    }
-    admitted.push_back(seq);
-  }
-  return admitted;
-}
-
-StatusOr<Manifest> SnapshotCatalog::ReadManifest(uint64_t seq) {
-  if (auto it = read_.find(seq); it != read_.end()) return it->second;
-  SG_ASSIGN_OR_RETURN(std::string text, store_.Get(ManifestKey(job_, seq)));
-  SG_ASSIGN_OR_RETURN(Manifest m, ParseManifest(text, job_, seq));
-  read_.emplace(seq, m);
-  return m;
-}
-
 Restorer::Restorer(ObjectStore& store, RestoreOptions options) : store_(store), options_(options) {}
 
-Status Restorer::ReadFile(const std::string& job, const ManifestFile& file,
-                          const std::function<Status(std::string_view)>& sink,
-                          const std::function<void(uint64_t)>& progress) {
-  const std::string key = JobPrefix(job) + file.key;
-  // Small files are one range: no pool of readers for them.
-  const int parallel = file.stored_size > kReadRange ? std::max(1, options_.parallel_reads) : 1;
-  BoundedExecutor readers(parallel, parallel);
-  Sha256Stream sha;
-  uint64_t seen = 0;
-  OrderedPipeline<std::string> pipeline(readers, static_cast<size_t>(parallel),
-                                        [&](std::string raw) -> Status {
-                                          sha.Update(raw);
-                                          seen += raw.size();
-                                          if (progress) progress(raw.size());
-                                          return sink(raw);
-                                        });
-  uint64_t stored_offset = 0;
-  size_t frame = 0;
-  while (frame < file.frames.size()) {
-    // Frames [first, frame) in one ranged read.
-    const size_t first = frame;
-    const uint64_t range_offset = stored_offset;
-    uint64_t range_length = 0;
-    while (frame < file.frames.size() && (range_length == 0 || range_length < kReadRange)) {
-      range_length += file.frames[frame];
-      ++frame;
-    }
-    stored_offset += range_length;
-    const size_t last = frame;
-    SG_RETURN_IF_ERROR(pipeline.Submit([&, first, last, range_offset,
-                                        range_length]() -> StatusOr<std::string> {
-      auto stored = store_.Get(key, ByteRange{range_offset, range_length});
-      if (!stored.ok()) {
-        return Status(stored.status().code(),
-                      "file \"" + file.path + "\": " + stored.status().message());
-      }
-      if (stored->size() != range_length) {
-        return Status::Corruption("file \"" + file.path + "\": object " + file.key +
-                                  " is shorter than the manifest says");
-      }
-      std::string raw;
-      uint64_t at = 0;
-      for (size_t i = first; i < last; ++i) {
-        auto decoded = DecodeFrame(file.codec, std::string_view(*stored).substr(at, file.frames[i]),
-                                   file.FrameRawSize(i));
-        if (!decoded.ok()) {
-          return Status::Corruption("file \"" + file.path + "\": frame " + std::to_string(i) +
-                                    " of " + file.key + ": " + decoded.status().message());
-        }
-        raw += *decoded;
-        at += file.frames[i];
-      }
-      return raw;
-    }));
-  }
-  SG_RETURN_IF_ERROR(pipeline.Finish());
-  if (seen != file.size) {
-    return Status::Corruption("file \"" + file.path + "\": decoded " + std::to_string(seen) +
-                              " bytes, the manifest says " + std::to_string(file.size));
-  }
-  if (sha.FinishHex() != file.sha256) {
-    return Status::Corruption("file \"" + file.path + "\": SHA-256 does not match (object " +
-                              file.key + " is damaged)");
-  }
-  return Status::Ok();
-}
+namespace {
 
-Status Restorer::Verify(const std::string& job, const Manifest& manifest,
-                        const ProgressFn& progress) {
-  std::vector<std::string> bad;
-  uint64_t done = 0;
-  for (const ManifestFile& f : manifest.files) {
-    Status st = ReadFile(
-        job, f, [](std::string_view) { return Status::Ok(); },
-        [&](uint64_t n) {
-          done += n;
-          if (progress) progress(done);
-        });
-    if (!st.ok()) {
-      if (!FallsBack(st)) return st;  // not damage: the check itself failed
-      bad.push_back(st.message());
-    }
-  }
-  if (bad.empty()) return Status::Ok();
-  return Status::Corruption("snapshot " + SeqName(manifest.seq) +
-                            " is damaged: " + Join(bad, "; "));
-}
-
-Status Restorer::RestoreInto(const std::string& job, const Manifest& manifest,
-                             const std::string& dir, const ProgressFn& progress) {
-  SG_ASSIGN_OR_RETURN(UniqueFd root, OpenFile(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
-  std::atomic<uint64_t> done{0};
-  std::mutex progress_mu;
-  auto restore_file = [&](const ManifestFile& f) -> Status {
+// Writes one restored file below the temporary dir: created with
+// O_EXCL|O_NOFOLLOW in a directory opened without following symlinks, its
+// permission bits set and everything fsynced once its bytes are checked.
+class RestoredFile final : public FileSink {
+ public:
+  static StatusOr<std::unique_ptr<FileSink>> Create(int root_fd, const ManifestFile& f) {
     const size_t slash = f.path.rfind('/');
     const std::string parent = slash == std::string::npos ? "" : f.path.substr(0, slash);
     const std::string name = slash == std::string::npos ? f.path : f.path.substr(slash + 1);
-    SG_ASSIGN_OR_RETURN(UniqueFd parent_fd, OpenDirBeneath(root.get(), parent));
+    SG_ASSIGN_OR_RETURN(UniqueFd parent_fd, OpenDirBeneath(root_fd, parent));
     int raw_fd = ::openat(parent_fd.get(), name.c_str(),
                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (raw_fd < 0) return Status::FromErrno(errno, "create " + f.path);
-    UniqueFd out(raw_fd);
-    SG_RETURN_IF_ERROR(ReadFile(
-        job, f, [&](std::string_view raw) { return WriteAll(out.get(), raw, f.path); },
-        [&](uint64_t n) {
-          const uint64_t total = done += n;
-          if (progress) {
-            std::lock_guard<std::mutex> lock(progress_mu);
-            progress(total);
-          }
-        }));
-    // Permission bits only: a manifest never makes a setuid, setgid or sticky file.
-    if (::fchmod(out.get(), f.mode & 0777) != 0) return Status::FromErrno(errno, "chmod " + f.path);
-    if (::fsync(out.get()) != 0) return Status::FromErrno(errno, "fsync " + f.path);
-    if (::fsync(parent_fd.get()) != 0) return Status::FromErrno(errno, "fsync " + parent);
-    return Status::Ok();
-  };
-  // Files of one range several at a time (each costs a round trip); bigger
-  // ones one at a time, their ranges fetched and decoded in parallel.
-  const int parallel = std::max(1, options_.parallel_reads);
-  BoundedExecutor small_files(parallel, parallel);
-  for (const ManifestFile& f : manifest.files) {
-    Status st = f.stored_size <= kReadRange ? small_files.Submit([&] { return restore_file(f); })
-                                            : restore_file(f);
-    if (!st.ok()) {
-      (void)small_files.Wait();
-      return st;
-    }
+    return std::unique_ptr<FileSink>(
+        new RestoredFile(f, parent, std::move(parent_fd), UniqueFd(raw_fd)));
   }
-  return small_files.Wait();
-}
 
-StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t seq,
+  Status Append(std::string_view raw) override { return WriteAll(out_.get(), raw, file_.path); }
+
+  Status Finish() override {
+    // Permission bits only: a manifest never makes a setuid, setgid or sticky file.
+    if (::fchmod(out_.get(), file_.mode & 0777) != 0) {
+      return Status::FromErrno(errno, "chmod " + file_.path);
+    }
+    if (::fsync(out_.get()) != 0) return Status::FromErrno(errno, "fsync " + file_.path);
+    if (::fsync(parent_fd_.get()) != 0) return Status::FromErrno(errno, "fsync " + parent_);
+    return Status::Ok();
+  }
+
+ private:
+  RestoredFile(const ManifestFile& file, std::string parent, UniqueFd parent_fd, UniqueFd out)
+      : file_(file),
+        parent_(std::move(parent)),
+        parent_fd_(std::move(parent_fd)),
+        out_(std::move(out)) {}
+
+  const ManifestFile& file_;
+  const std::string parent_;
+  UniqueFd parent_fd_;
+  UniqueFd out_;
+};
+
+}  // namespace
+
+StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, const Manifest& manifest,
                                              const std::string& target_dir,
                                              const ProgressFn& progress) {
-  SnapshotCatalog catalog(store_, job);
-  SG_ASSIGN_OR_RETURN(Manifest manifest, catalog.ReadManifest(seq));
+  const uint64_t seq = manifest.seq;
   const std::string parent = DirName(target_dir);
   // Refuse before downloading anything when nothing could be written.
   SG_RETURN_IF_ERROR(CheckWritableDir(parent, "restore target " + target_dir));
@@ -347,7 +200,16 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
   if (::mkdir(temp.c_str(), 0755) != 0) return Status::FromErrno(errno, "mkdir " + temp);
   // The marker first: it tells a later cleanup that this dir was never swapped.
   Status st = WriteRestoreMarker(temp, id, seq, {});
-  if (st.ok()) st = RestoreInto(job, manifest, temp, progress);
+  if (st.ok()) {
+    auto root = OpenFile(temp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    st = root.status();
+    if (st.ok()) {
+      SnapshotFileReader reader(store_, job, options_.parallel_reads);
+      st = reader.Read(
+          manifest, [&](const ManifestFile& f) { return RestoredFile::Create(root->get(), f); },
+          progress);
+    }
+  }
   if (st.ok()) st = WriteRestoreMarker(temp, id, seq, paths);
   if (st.ok()) st = FsyncDir(temp);
   if (!st.ok()) {
@@ -379,32 +241,34 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, uint64_t se
 
 StatusOr<RestoreResult> Restorer::Restore(const std::string& job, const std::string& target_dir,
                                           std::optional<uint64_t> seq, const ProgressFn& progress) {
-  if (seq) return RestoreOne(job, *seq, target_dir, progress);
-
   SnapshotCatalog catalog(store_, job);
+  if (seq) {
+    SG_ASSIGN_OR_RETURN(Manifest manifest, catalog.ReadManifest(*seq));
+    return RestoreOne(job, manifest, target_dir, progress);
+  }
+  // The newest manifest by listing, not `latest`: a writer killed between
+  // its manifest and `latest`, above a seq abandoned earlier, leaves
+  // `latest` naming an older snapshot with no manifest right after it.
+  SG_ASSIGN_OR_RETURN(SnapshotHistory history, catalog.History());
+  return RestoreNewest(history, target_dir, progress);
+}
+
+StatusOr<RestoreResult> Restorer::RestoreNewest(const SnapshotHistory& history,
+                                                const std::string& target_dir,
+                                                const ProgressFn& progress) {
+  const std::string& job = history.job;
   std::vector<std::string> rejected;
-  std::vector<uint64_t> tried;
-  auto attempt = [&](uint64_t s) -> std::optional<StatusOr<RestoreResult>> {
-    tried.push_back(s);
-    auto r = RestoreOne(job, s, target_dir, progress);
+  for (const SnapshotHistory::Entry& entry : history.entries) {
+    auto r = entry.manifest.ok() ? RestoreOne(job, *entry.manifest, target_dir, progress)
+                                 : StatusOr<RestoreResult>(entry.manifest.status());
     if (r.ok()) {
       r->rejected = rejected;
       return r;
     }
-    if (!FallsBack(r.status())) return StatusOr<RestoreResult>(r.status());
-    LogError("SNAPSHOT {} IS DAMAGED, falling back to the previous one: {}", SeqName(s),
+    if (!IsDamage(r.status())) return r.status();
+    LogError("SNAPSHOT {} IS DAMAGED, falling back to the previous one: {}", SeqName(entry.seq),
              r.status().message());
-    rejected.push_back(SeqName(s) + ": " + r.status().message());
-    return std::nullopt;
-  };
-
-  // The newest manifest by listing, not `latest`: a writer killed between
-  // its manifest and `latest`, above a seq abandoned earlier, leaves
-  // `latest` naming an older snapshot with no manifest right after it.
-  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
-  for (uint64_t s : committed) {
-    if (std::find(tried.begin(), tried.end(), s) != tried.end()) continue;
-    if (auto done = attempt(s)) return *done;
+    rejected.push_back(SeqName(entry.seq) + ": " + r.status().message());
   }
   if (!rejected.empty()) {
     return Status::Corruption("no good snapshot of job \"" + job + "\": " + Join(rejected, "; "));

@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "agent/store_layout.h"
 #include "common/bounded_executor.h"
 #include "common/crypto.h"
 #include "common/files.h"
@@ -22,27 +23,15 @@ namespace {
 constexpr uint64_t kSampleSize = 1 << 20;
 constexpr int kClaimAttempts = 100;
 
-struct FileIdentity {
-  ino_t inode;
-  off_t size;
-  struct timespec mtime;
-  bool operator==(const FileIdentity& o) const {
-    return inode == o.inode && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
-           mtime.tv_nsec == o.mtime.tv_nsec;
-  }
-};
-
-StatusOr<FileIdentity> Identify(int fd, const std::string& path, struct stat* out = nullptr) {
+// The identity of the open file `fd`, which must still be the captured one.
+Status CheckUnchanged(int fd, const CapturedFile& source, std::string_view when) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + path);
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + " is not a regular file");
-  if (out) *out = st;
-  return FileIdentity{st.st_ino, st.st_size, st.st_mtim};
-}
-
-Status Changed(const std::string& path) {
-  return Status::Cancelled(path + " changed while it was read; this capture is not committed")
-      .WithReason("FileChanged");
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + source.staged_path);
+  const FileIdentity now = IdentityOf(st);
+  if (now == source.identity) return Status::Ok();
+  return FileChanged(source.relpath, std::string(when) + " (" +
+                                         DescribeChange(source.identity, now) +
+                                         "); this capture is not committed");
 }
 
 }  // namespace
@@ -57,11 +46,8 @@ SnapshotWriter::SnapshotWriter(ObjectStore& store, Clock& clock, SnapshotOptions
 StatusOr<uint64_t> SnapshotWriter::ClaimSeq(const std::string& job, const std::string& claim_body) {
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, SnapshotsPrefix(job)));
   uint64_t highest = 0;
-  const size_t skip = SnapshotsPrefix(job).size();
   for (const ObjectInfo& o : objects) {
-    if (auto seq = ParseSeqName(std::string_view(o.key).substr(skip, 10))) {
-      highest = std::max(highest, *seq);
-    }
+    if (auto seq = SnapshotSeqOfKey(job, o.key)) highest = std::max(highest, *seq);
   }
   for (uint64_t seq = highest + 1; seq <= highest + kClaimAttempts; ++seq) {
     auto claimed = store_.Put(ClaimKey(job, seq), claim_body, PutCondition::CreateOnly());
@@ -73,24 +59,28 @@ StatusOr<uint64_t> SnapshotWriter::ClaimSeq(const std::string& job, const std::s
 }
 
 StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64_t seq,
-                                                  const SnapshotSource& source,
+                                                  const CapturedFile& source,
                                                   const ProgressFn& progress) {
-  SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(source.read_from, O_RDONLY));
-  struct stat st {};
-  SG_ASSIGN_OR_RETURN(const FileIdentity before, Identify(fd.get(), source.read_from, &st));
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  auto fd = OpenFile(source.staged_path, O_RDONLY);
+  if (!fd.ok()) {
+    if (fd.status().Is(StatusCode::kNotFound)) return FileChanged(source.relpath, "vanished");
+    return fd.status();
+  }
+  SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed since it was captured"));
+  const uint64_t size = source.size;
+  const std::string& read_from = source.staged_path;
 
   ManifestFile file;
-  file.path = source.path;
+  file.path = source.relpath;
   file.size = size;
-  file.mode = st.st_mode & 07777;
+  file.mode = source.mode;
   file.frame_size = kFrameSize;
   file.codec = Codec::kNone;
   if (size > 0) {
     // Sample the start, middle and end to pick the codec.
     std::vector<std::string> samples;
     for (uint64_t at : {uint64_t{0}, size / 2, size > kSampleSize ? size - kSampleSize : 0}) {
-      SG_ASSIGN_OR_RETURN(std::string s, PreadUpTo(fd.get(), at, kSampleSize, source.read_from));
+      SG_ASSIGN_OR_RETURN(std::string s, PreadUpTo(fd->get(), at, kSampleSize, read_from));
       samples.push_back(std::move(s));
       if (size <= kSampleSize) break;
     }
@@ -115,8 +105,10 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   const int level = options_.level;
   for (uint64_t offset = 0; offset < size; offset += kFrameSize) {
     const uint64_t want = std::min(kFrameSize, size - offset);
-    SG_ASSIGN_OR_RETURN(std::string raw, PreadUpTo(fd.get(), offset, want, source.read_from));
-    if (raw.size() != want) return Changed(source.read_from);  // it shrank under us
+    SG_ASSIGN_OR_RETURN(std::string raw, PreadUpTo(fd->get(), offset, want, read_from));
+    if (raw.size() != want) {  // it shrank under us
+      return FileChanged(source.relpath, "shrank while it was read; this capture is not committed");
+    }
     if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
     sha.Update(raw);
     if (progress) progress(raw.size());
@@ -124,18 +116,19 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
         [codec, level, raw = std::move(raw)]() { return EncodeFrame(codec, raw, level); }));
   }
   SG_RETURN_IF_ERROR(pipeline.Finish());
-  SG_ASSIGN_OR_RETURN(const FileIdentity after, Identify(fd.get(), source.read_from));
-  if (!(after == before)) return Changed(source.read_from);
+  SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed while it was read"));
   file.sha256 = sha.FinishHex();
   SG_RETURN_IF_ERROR(writer->Commit().status());
   return file;
 }
 
-StatusOr<SnapshotResult> SnapshotWriter::Write(const SnapshotRequest& request,
+StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture,
+                                               const SnapshotRequest& request,
                                                const ProgressFn& progress) {
-  if (request.files.empty()) return Status::InvalidArgument("a snapshot needs at least one file");
-  for (const SnapshotSource& f : request.files) SG_RETURN_IF_ERROR(CheckRelativePath(f.path));
-  if (!request.resume.empty()) SG_RETURN_IF_ERROR(CheckRelativePath(request.resume));
+  if (capture.files().empty()) return Status::InvalidArgument("a snapshot needs at least one file");
+  for (const CapturedFile& f : capture.files()) SG_RETURN_IF_ERROR(CheckRelativePath(f.relpath));
+  const std::string& resume = capture.checkpoint().resume;
+  if (resume != "." && !resume.empty()) SG_RETURN_IF_ERROR(CheckRelativePath(resume));
 
   Manifest manifest;
   manifest.job = request.job;
@@ -143,8 +136,8 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const SnapshotRequest& request,
   manifest.created = FormatUtc(clock_.Now(), /*millis=*/true);
   manifest.instance = request.instance;
   manifest.preset = request.preset;
-  manifest.step = request.step;
-  manifest.resume = request.resume;
+  manifest.step = capture.checkpoint().step;
+  manifest.resume = resume == "." ? "" : resume;
 
   const nlohmann::ordered_json claim = {{"instance", request.instance},
                                         {"generation", request.generation},
@@ -152,7 +145,7 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const SnapshotRequest& request,
   SG_ASSIGN_OR_RETURN(manifest.seq, ClaimSeq(request.job, claim.dump()));
   const uint64_t seq = manifest.seq;
   cancel_ = request.cancel;
-  auto result = UploadAndCommit(request, std::move(manifest), progress);
+  auto result = UploadAndCommit(capture, request, std::move(manifest), progress);
   cancel_ = nullptr;
   if (!result.ok()) {
     // Take back what this attempt uploaded (best effort; what a crash leaves
@@ -171,12 +164,14 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const SnapshotRequest& request,
   return result;
 }
 
-StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const SnapshotRequest& request,
+StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const CapturedCheckpoint& capture,
+                                                         const SnapshotRequest& request,
                                                          Manifest manifest,
                                                          const ProgressFn& progress) {
+  const std::vector<CapturedFile>& sources = capture.files();
   // Big files one at a time (their frames are compressed in parallel); small
   // ones several at once, since each costs a round trip more than CPU.
-  std::vector<ManifestFile> files(request.files.size());
+  std::vector<ManifestFile> files(sources.size());
   std::atomic<uint64_t> done_bytes{0};
   std::mutex progress_mu;
   auto report = [&](uint64_t n) {
@@ -188,13 +183,10 @@ StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const SnapshotRequest& 
   };
   {
     BoundedExecutor small_files(options_.files_in_flight, options_.files_in_flight);
-    for (size_t i = 0; i < request.files.size(); ++i) {
-      struct stat st {};
-      const bool small = ::stat(request.files[i].read_from.c_str(), &st) == 0 &&
-                         static_cast<uint64_t>(st.st_size) < kFrameSize;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const bool small = sources[i].size < kFrameSize;
       auto upload = [&, i]() -> Status {
-        SG_ASSIGN_OR_RETURN(files[i],
-                            UploadFile(request.job, manifest.seq, request.files[i], report));
+        SG_ASSIGN_OR_RETURN(files[i], UploadFile(request.job, manifest.seq, sources[i], report));
         return Status::Ok();
       };
       Status st_upload = small ? small_files.Submit(upload) : upload();
@@ -210,6 +202,7 @@ StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const SnapshotRequest& 
             [](const ManifestFile& a, const ManifestFile& b) { return a.path < b.path; });
 
   if (request.cancel && request.cancel->load()) return Status::Cancelled("snapshot cancelled");
+  SG_RETURN_IF_ERROR(capture.Verify());
   if (request.verify_before_commit) SG_RETURN_IF_ERROR(request.verify_before_commit());
 
   // The commit point.

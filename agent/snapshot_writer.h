@@ -1,5 +1,5 @@
-// Turns a set of files into a committed snapshot (docs/design.md §4,
-// §5): claim a seq that no other writer can take, upload every file as
+// Turns a captured checkpoint (agent/capture.h) into a committed snapshot
+// (docs/design.md §4, §5): claim a seq that no other writer can take, upload every file as
 // independent zstd frames (read, compress and upload overlap), then the
 // manifest with a create-only write, then `latest`. A crash at any point
 // leaves the previous snapshot restorable; gc removes the leftovers.
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/capture.h"
 #include "agent/manifest.h"
 #include "common/clock.h"
 #include "common/object_store.h"
@@ -19,21 +20,15 @@
 
 namespace sg {
 
-struct SnapshotSource {
-  std::string path;       // relative path recorded in the manifest
-  std::string read_from;  // absolute path to read (a staged copy, or the file itself)
-};
-
+// What the manifest says besides the files; its step and resume come from
+// the captured checkpoint.
 struct SnapshotRequest {
   std::string job;
-  std::vector<SnapshotSource> files;
   std::string preset;
-  std::optional<int64_t> step;
-  std::string resume;  // relative path; "" = the directory
   uint64_t generation = 0;
   std::string instance;
-  // Runs after every object is uploaded and before the manifest: a capture
-  // that finds its files changed returns an error and nothing is committed.
+  // Runs after every object is uploaded and the capture is verified, before
+  // the manifest (the agent renews its lease here): an error commits nothing.
   std::function<Status()> verify_before_commit;
   // Set from another thread to give up (a notice pre-empts a periodic
   // upload); the snapshot then fails with Cancelled and commits nothing.
@@ -61,19 +56,22 @@ class SnapshotWriter {
  public:
   SnapshotWriter(ObjectStore& store, Clock& clock, SnapshotOptions options);
 
-  // Uploads and commits. A file that changes while it is read (size, mtime
-  // or inode differ before and after) fails the snapshot with reason
-  // "FileChanged"; nothing is committed then.
-  StatusOr<SnapshotResult> Write(const SnapshotRequest& request, const ProgressFn& progress = {});
+  // Uploads the files of `capture` and commits them. A file whose identity
+  // (agent/capture.h) is not the captured one when it is opened, after it is
+  // read, or before the commit (CapturedCheckpoint::Verify) fails the
+  // snapshot with FileChanged; nothing is committed then.
+  StatusOr<SnapshotResult> Write(const CapturedCheckpoint& capture, const SnapshotRequest& request,
+                                 const ProgressFn& progress = {});
 
   // Takes the next free seq with a create-only claim object.
   StatusOr<uint64_t> ClaimSeq(const std::string& job, const std::string& claim_body);
 
  private:
-  StatusOr<SnapshotResult> UploadAndCommit(const SnapshotRequest& request, Manifest manifest,
+  StatusOr<SnapshotResult> UploadAndCommit(const CapturedCheckpoint& capture,
+                                           const SnapshotRequest& request, Manifest manifest,
                                            const ProgressFn& progress);
   StatusOr<ManifestFile> UploadFile(const std::string& job, uint64_t seq,
-                                    const SnapshotSource& source, const ProgressFn& progress);
+                                    const CapturedFile& source, const ProgressFn& progress);
 
   ObjectStore& store_;
   Clock& clock_;

@@ -9,6 +9,7 @@
 #include "agent/progress.h"
 #include "agent/snapshot_commands.h"
 #include "agent/snapshot_reader.h"
+#include "agent/store_layout.h"
 #include "common/aws_credentials.h"
 #include "common/log.h"
 
@@ -16,15 +17,6 @@ namespace sg {
 namespace {
 
 constexpr size_t kInterruptionsShown = 5;
-
-// "<job>/events/20261122T082200.123Z-notice.json" -> "notice".
-std::string KindOfEventKey(const std::string& key) {
-  const size_t slash = key.rfind('/');
-  std::string name = key.substr(slash == std::string::npos ? 0 : slash + 1);
-  if (name.ends_with(".json")) name.resize(name.size() - 5);
-  const size_t dash = name.find('-');
-  return dash == std::string::npos ? "" : name.substr(dash + 1);
-}
 
 std::optional<std::chrono::seconds> AgeOf(const std::string& utc, Clock::WallTime now) {
   if (utc.empty()) return std::nullopt;
@@ -107,13 +99,13 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
   s.job = job;
   s.store = store.Describe();
 
-  SG_ASSIGN_OR_RETURN(std::optional<std::string> lease, GetIfPresent(store, job + "/lease"));
+  SG_ASSIGN_OR_RETURN(std::optional<std::string> lease, GetIfPresent(store, LeaseKey(job)));
   if (lease) {
     auto parsed = LeaseKeeper::Parse(*lease);
     if (parsed.ok()) {
       s.lease = *parsed;
     } else {
-      s.problems.push_back(job + "/lease: " + parsed.status().message());
+      s.problems.push_back(LeaseKey(job) + ": " + parsed.status().message());
     }
   }
 
@@ -129,7 +121,7 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
     s.problems.push_back("snapshot " + SeqName(seq) + ": " + m.status().message());
   }
 
-  SG_ASSIGN_OR_RETURN(std::optional<std::string> complete, GetIfPresent(store, job + "/complete"));
+  SG_ASSIGN_OR_RETURN(std::optional<std::string> complete, GetIfPresent(store, CompleteKey(job)));
   if (complete) {
     s.complete = true;
     auto j = nlohmann::json::parse(*complete, nullptr, /*allow_exceptions=*/false);
@@ -141,17 +133,17 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
       if (j.contains("step") && j["step"].is_number_integer()) c.step = j["step"].get<int64_t>();
       s.completion = c;
     } else {
-      s.problems.push_back(job + "/complete: the marker is not a JSON object");
+      s.problems.push_back(CompleteKey(job) + ": the marker is not a JSON object");
     }
   }
 
-  const std::string events_prefix = job + "/events/";
+  const std::string events_prefix = EventsPrefix(job);
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> events, ListAll(store, events_prefix));
   s.event_count = events.size();
   std::sort(events.begin(), events.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key > b.key; });
   for (const ObjectInfo& o : events) {
-    if (!IsInterruptionKind(KindOfEventKey(o.key))) continue;
+    if (!IsInterruptionKind(EventKindOfKey(o.key))) continue;
     ++s.interruption_count;
     if (s.interruptions.size() >= kInterruptionsShown) continue;
     auto body = store.Get(o.key);

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench/s3_file_transfer.h"
 #include "common/log.h"
 #include "common/s3_store.h"
-#include "common/s3_transfer.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include "common/aws_environment.h"
 #include "common/object_store.h"
 #include "common/s3_client.h"
-#include "common/s3_transfer.h"
+#include "common/s3_multipart.h"
 #include "common/store_url.h"
 
 namespace sg {

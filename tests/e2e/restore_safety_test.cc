@@ -8,6 +8,7 @@
 #include "agent/snapshot_writer.h"
 #include "common/crypto.h"
 #include "tests/e2e/agent_e2e_fixture.h"
+#include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/tree.h"
 
@@ -22,11 +23,12 @@ class RestoreSafetyE2E : public AgentE2E {
     WriteTree(src, tree);
     SnapshotRequest req;
     req.job = "job";
-    for (const auto& [rel, f] : tree) req.files.push_back({rel, src + "/" + rel});
-    req.step = step;
+    auto capture = CaptureTree(src, step);
+    EXPECT_TRUE(capture.ok()) << capture.status().ToString();
+    if (!capture.ok()) return 0;
     req.instance = "i-earlier";
     SnapshotWriter writer(*store_, SystemClock(), SnapshotOptions{});
-    auto r = writer.Write(req);
+    auto r = writer.Write(*capture, req);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? r->seq : 0;
   }
@@ -110,6 +112,10 @@ TEST_F(RestoreSafetyE2E, RunsRestoreAtStartKeepsTheTrainersOtherFiles) {
 TEST_F(RestoreSafetyE2E, ALocalCheckpointTheStoreLacksIsResumedAndUploadedFirst) {
   Commit({{"last.pt", {"version 6", 0644}}});
   WriteTree(dir_.Join("ckpt"), {{"last.pt", {"version 8", 0644}}});
+  // Settled already: written before the agent starts, as after a restart (the
+  // agent takes a file modified within the settle time as still being written).
+  std::filesystem::last_write_time(dir_.Join("ckpt/last.pt"),
+                                   std::filesystem::file_time_type::clock::now() - 5s);
   const std::string trainer =
       "import os\n"
       "r = os.environ.get('SPOTGUARD_RESUME_FROM', '')\n"

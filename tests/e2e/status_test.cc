@@ -10,6 +10,7 @@
 #include "agent/lease.h"
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
+#include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -42,12 +43,13 @@ class StatusCli : public ::testing::Test {
   uint64_t Snapshot(const std::string& name, size_t bytes, std::optional<int64_t> step) {
     SnapshotRequest req;
     req.job = "e2e";
-    req.files = {{name, dir_.WriteFile("ckpt/" + name, std::string(bytes, 'w'))}};
-    req.step = step;
+    auto capture = CaptureFile(name, dir_.WriteFile("ckpt/" + name, std::string(bytes, 'w')), step);
+    EXPECT_TRUE(capture.ok()) << capture.status().ToString();
+    if (!capture.ok()) return 0;
     req.instance = "i-0abc";
     req.generation = 1;
     SnapshotWriter writer(*store_, SystemClock(), SnapshotOptions{});
-    auto r = writer.Write(req);
+    auto r = writer.Write(*capture, req);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? r->seq : 0;
   }

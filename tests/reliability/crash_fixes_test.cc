@@ -15,6 +15,7 @@
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"
+#include "tests/support/capture_in_place.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree.h"
 
@@ -32,10 +33,12 @@ class CrashFixes : public ::testing::Test {
     const std::string src = dir_.WriteFile("src-" + RandomHex(3) + "/m", content);
     SnapshotRequest req;
     req.job = "job";
-    req.files = {{"m", src}};
+    auto capture = CaptureFile("m", src);
+    EXPECT_TRUE(capture.ok()) << capture.status().ToString();
+    if (!capture.ok()) return 0;
     req.preset = "generic";
     SnapshotWriter writer(*store_, SystemClock(), SnapshotOptions{});
-    auto r = writer.Write(req);
+    auto r = writer.Write(*capture, req);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? r->seq : 0;
   }
@@ -74,8 +77,8 @@ TEST_F(CrashFixes, RestoreRemovesTheTempDirsOfKilledRestoresOnly) {
   dir_.WriteFile(dead + "/m", "partial");
   // A restore writes its marker (naming itself) first: killed before its
   // swap, its temp dir holds only its own download.
-  ASSERT_TRUE(WriteRestoreMarker(dir_.Join(dead), dead.substr(dead.rfind("restore-") + 8), 1, {})
-                  .ok());
+  ASSERT_TRUE(
+      WriteRestoreMarker(dir_.Join(dead), dead.substr(dead.rfind("restore-") + 8), 1, {}).ok());
   dir_.WriteFile(live + "/m", "in progress elsewhere");
   dir_.WriteFile("out/notes", "old");
   auto r = Restore("out");

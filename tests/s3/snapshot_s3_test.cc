@@ -13,6 +13,7 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "tests/support/big_file.h"
+#include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
@@ -45,14 +46,9 @@ class S3Snapshots : public ::testing::Test {
   StatusOr<SnapshotResult> Snapshot(const std::string& root) {
     SnapshotRequest req;
     req.job = "job";
-    for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
-      if (e.is_regular_file()) {
-        req.files.push_back(
-            {std::filesystem::relative(e.path(), root).string(), e.path().string()});
-      }
-    }
+    SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture, CaptureTree(root));
     SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
-    return writer.Write(req);
+    return writer.Write(capture, req);
   }
 
   S3TestEnv env_;

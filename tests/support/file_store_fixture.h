@@ -10,6 +10,7 @@
 
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
+#include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree.h"
@@ -28,14 +29,15 @@ class FileStoreTest : public ::testing::Test {
 
   // Writes `tree` under a scratch dir and commits it as the next snapshot of
   // `request.job` ("job" when empty), with the rest of `request` as given.
-  StatusOr<SnapshotResult> CommitTree(const Tree& tree, SnapshotRequest request = {}) {
+  StatusOr<SnapshotResult> CommitTree(const Tree& tree, SnapshotRequest request = {},
+                                      std::optional<int64_t> step = std::nullopt) {
     const std::string src = dir_.Join("src-" + std::to_string(++sources_));
     WriteTree(src, tree);
     if (request.job.empty()) request.job = "job";
     if (request.instance.empty()) request.instance = "i-test";
-    for (const auto& [rel, f] : tree) request.files.push_back({rel, src + "/" + rel});
+    SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture, CaptureTree(src, step));
     SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
-    return writer.Write(request);
+    return writer.Write(capture, request);
   }
 
   TempDir dir_;

@@ -71,14 +71,13 @@ class FencingTest : public FileStoreTest {
                                   const std::function<void()>& before_manifest = {}) {
     SnapshotRequest req;
     req.preset = "pytorch";
-    req.step = step;
     req.generation = holder.generation();
     req.verify_before_commit = [&]() -> Status {
       SG_RETURN_IF_ERROR(holder.Renew());
       if (before_manifest) before_manifest();
       return Status::Ok();
     };
-    return CommitTree({{"model.pt", {content, 0644}}}, req);
+    return CommitTree({{"model.pt", {content, 0644}}}, req, step);
   }
 
   std::vector<uint64_t> History() {

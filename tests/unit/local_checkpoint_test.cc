@@ -34,11 +34,11 @@ class LocalCheckpointTest : public FileStoreTest {
   void Commit(const Checkpoint& c) {
     SnapshotRequest req;
     req.job = "job";
-    for (const std::string& rel : c.relpaths) req.files.push_back({rel, Ckpt() + "/" + rel});
-    req.step = c.step;
     req.instance = "i";
+    auto capture = CapturedCheckpoint::InPlace(Ckpt(), c);
+    ASSERT_TRUE(capture.ok()) << capture.status().ToString();
     SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
-    auto r = writer.Write(req);
+    auto r = writer.Write(*capture, req);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     history_.insert(history_.begin(), r->manifest);
   }

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/s3_client.h"
-#include "common/s3_transfer.h"
+#include "common/s3_multipart.h"
 
 namespace sg {
 namespace {

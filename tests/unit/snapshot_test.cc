@@ -10,8 +10,10 @@
 
 #include "agent/manifest.h"
 #include "agent/retention.h"
+#include "agent/snapshot_file_reader.h"
 #include "agent/snapshot_reader.h"
 #include "agent/snapshot_writer.h"
+#include "agent/store_layout.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/fake_clock.h"
@@ -38,10 +40,11 @@ std::string Float32Weights(size_t count, unsigned seed) {
 
 class SnapshotTest : public FileStoreTest {
  protected:
-  std::vector<SnapshotSource> SourcesOf(const std::string& root) {
-    std::vector<SnapshotSource> out;
-    for (const auto& [rel, f] : ReadTree(root)) out.push_back({rel, root + "/" + rel});
-    return out;
+  // Writes with `writer` every file below `root`, read where it is.
+  StatusOr<SnapshotResult> WriteTreeAt(SnapshotWriter& writer, const SnapshotRequest& req,
+                                       const std::string& root, std::string resume = ".") {
+    SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture, CaptureTree(root, std::nullopt, resume));
+    return writer.Write(capture, req);
   }
 
   // Snapshots the tree as it is now; returns the seq.
@@ -50,11 +53,9 @@ class SnapshotTest : public FileStoreTest {
     WriteTree(src, tree);
     SnapshotRequest req;
     req.job = "job";
-    req.files = SourcesOf(src);
     req.preset = "generic";
-    req.resume = std::move(resume);
     SnapshotWriter writer(store ? *store : *store_, clock_, SnapshotOptions{});
-    auto r = writer.Write(req);
+    auto r = WriteTreeAt(writer, req, src, resume.empty() ? "." : resume);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? r->seq : 0;
   }
@@ -63,7 +64,6 @@ class SnapshotTest : public FileStoreTest {
     Restorer restorer(*store_, RestoreOptions{});
     return restorer.Restore("job", dir_.Join(to), seq);
   }
-
 };
 
 TEST_F(SnapshotTest, ManySmallFilesAndABigOneRoundTripByteIdentical) {
@@ -122,9 +122,8 @@ TEST_F(SnapshotTest, RestoreAddsTheSnapshotAndKeepsWhatWasThere) {
   auto r = Restore("ckpt");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   // Files restore did not put there are never its to delete (restore_rule_test.cc).
-  EXPECT_EQ(ReadTree(dir_.Join("ckpt")), (Tree{{"new.pt", {"new", 0644}},
-                                              {"old.pt", {"old", 0644}},
-                                              {"stale/x", {"x", 0644}}}));
+  EXPECT_EQ(ReadTree(dir_.Join("ckpt")),
+            (Tree{{"new.pt", {"new", 0644}}, {"old.pt", {"old", 0644}}, {"stale/x", {"x", 0644}}}));
   // No temporary directory is left beside the target.
   for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
     EXPECT_EQ(e.path().filename().string().find("spotguard-restore"), std::string::npos)
@@ -200,9 +199,8 @@ TEST_F(SnapshotTest, ACrashBetweenObjectsAndManifestLeavesThePreviousSnapshot) {
   SnapshotRequest req;
   WriteTree(dir_.Join("next"), {{"model.pt", {RandomBytes(1 << 20, 5), 0644}}});
   req.job = "job";
-  req.files = SourcesOf(dir_.Join("next"));
   SnapshotWriter writer(faulty, clock_, SnapshotOptions{});
-  ASSERT_FALSE(writer.Write(req).ok());
+  ASSERT_FALSE(WriteTreeAt(writer, req, dir_.Join("next")).ok());
   ASSERT_TRUE(faulty.dead());
   // The dead writer left its claim and objects behind.
   EXPECT_TRUE(std::filesystem::exists(dir_.Join("store/job/snapshots/0000000002/claim")));
@@ -232,9 +230,8 @@ TEST_F(SnapshotTest, AFailedSnapshotTakesBackWhatItUploaded) {
   SnapshotRequest req;
   WriteTree(dir_.Join("next"), {{"a", {"two", 0644}}});
   req.job = "job";
-  req.files = SourcesOf(dir_.Join("next"));
   SnapshotWriter writer(faulty, clock_, SnapshotOptions{});
-  ASSERT_FALSE(writer.Write(req).ok());
+  ASSERT_FALSE(WriteTreeAt(writer, req, dir_.Join("next")).ok());
   auto left = ListAll(*store_, SnapshotPrefix("job", 2));
   ASSERT_TRUE(left.ok());
   EXPECT_TRUE(left->empty());
@@ -250,9 +247,8 @@ TEST_F(SnapshotTest, AFileRewrittenWhileReadIsNeverCommitted) {
   });
   SnapshotRequest req;
   req.job = "job";
-  req.files = SourcesOf(src);
   SnapshotWriter writer(faulty, clock_, SnapshotOptions{});
-  auto r = writer.Write(req);
+  auto r = WriteTreeAt(writer, req, src);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().reason(), "FileChanged") << r.status().ToString();
   SnapshotCatalog catalog(*store_, "job");
@@ -265,10 +261,9 @@ TEST_F(SnapshotTest, AVerifyHookCanRefuseTheCommit) {
   WriteTree(src, {{"a", {"x", 0644}}});
   SnapshotRequest req;
   req.job = "job";
-  req.files = SourcesOf(src);
   req.verify_before_commit = [] { return Status::Cancelled("capture changed"); };
   SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
-  EXPECT_FALSE(writer.Write(req).ok());
+  EXPECT_FALSE(WriteTreeAt(writer, req, src).ok());
   EXPECT_TRUE(SnapshotCatalog(*store_, "job").Committed()->empty());
 }
 
@@ -337,9 +332,8 @@ TEST_F(SnapshotTest, RacingWritersNeverShareASeq) {
     threads.emplace_back([&, i] {
       SnapshotRequest req;
       req.job = "job";
-      req.files = SourcesOf(src);
       SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
-      auto r = writer.Write(req);
+      auto r = WriteTreeAt(writer, req, src);
       seqs[i] = r.ok() ? r->seq : 0;
     });
   }
@@ -358,7 +352,7 @@ TEST_F(SnapshotTest, VerifyNamesEveryDamagedFile) {
   }
   auto m = SnapshotCatalog(*store_, "job").ReadManifest(1);
   ASSERT_TRUE(m.ok());
-  Status st = Restorer(*store_, RestoreOptions{}).Verify("job", *m);
+  Status st = SnapshotFileReader(*store_, "job").Verify(*m);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("\"a\""), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("\"b\""), std::string::npos) << st.message();

@@ -1,11 +1,10 @@
-// Moving big objects through S3 quickly: multipart uploads with several parts
-// in flight and parallel ranged downloads. Memory is bounded by
+// Multipart uploads with several parts in flight: how the s3:// store's
+// writer (common/s3_store.h) puts a big object. Memory is bounded by
 // parts_in_flight x part_size (8 x 8 MiB = 64 MiB by default, plus one part
 // being filled by the caller).
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -63,34 +62,5 @@ class MultipartUpload {
   std::vector<PartInfo> done_;
   std::unique_ptr<BoundedExecutor> executor_;
 };
-
-// Uploads a local file: one PUT when it fits in a part, else multipart.
-// Returns the etag.
-StatusOr<std::string> UploadFile(S3Client& client, const std::string& bucket,
-                                 const std::string& key, const std::string& path,
-                                 const TransferOptions& options,
-                                 const PutCondition& condition = {});
-
-// Fetches the object in ranges with up to parts_in_flight requests at once and
-// hands each piece to `sink` (called from several threads, in any order).
-Status ParallelGet(S3Client& client, const std::string& bucket, const std::string& key,
-                   uint64_t size, const TransferOptions& options,
-                   const std::function<Status(uint64_t offset, std::string data)>& sink);
-
-// Downloads the object into `path` (created or truncated), writing each range
-// in place with pwrite, then fsyncs. Returns the number of bytes.
-StatusOr<uint64_t> DownloadFile(S3Client& client, const std::string& bucket, const std::string& key,
-                                const std::string& path, const TransferOptions& options);
-
-}  // namespace sg
-
-namespace sg {
-
-// Downloads the object in parallel ranges but hands the bytes to `consumer`
-// strictly in order (e.g. a decompressor). At most parts_in_flight ranges are
-// fetched ahead of the consumer.
-Status DownloadInOrder(S3Client& client, const std::string& bucket, const std::string& key,
-                       const TransferOptions& options,
-                       const std::function<Status(std::string_view)>& consumer);
 
 }  // namespace sg

@@ -1,0 +1,89 @@
+#include "agent/snapshot_catalog.h"
+
+#include <algorithm>
+
+#include "agent/fencing.h"
+#include "agent/store_layout.h"
+#include "common/log.h"
+
+namespace sg {
+
+std::vector<Manifest> SnapshotHistory::Readable() const {
+  std::vector<Manifest> out;
+  for (const Entry& e : entries) {
+    if (e.manifest.ok()) out.push_back(*e.manifest);
+  }
+  return out;
+}
+
+const Manifest* SnapshotHistory::Find(uint64_t seq) const {
+  for (const Entry& e : entries) {
+    if (e.seq == seq && e.manifest.ok()) return &*e.manifest;
+  }
+  return nullptr;
+}
+
+SnapshotCatalog::SnapshotCatalog(ObjectStore& store, std::string job)
+    : store_(store), job_(std::move(job)) {}
+
+StatusOr<std::vector<uint64_t>> SnapshotCatalog::Committed() {
+  SG_ASSIGN_OR_RETURN(FenceTable fences, FenceTable::Read(store_, job_));
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, SnapshotsPrefix(job_)));
+  return Admitted(fences, objects);
+}
+
+StatusOr<std::vector<uint64_t>> SnapshotCatalog::CommittedIn(
+    const std::vector<ObjectInfo>& snapshot_objects) {
+  SG_ASSIGN_OR_RETURN(FenceTable fences, FenceTable::Read(store_, job_));
+  return Admitted(fences, snapshot_objects);
+}
+
+std::vector<uint64_t> SnapshotCatalog::Admitted(const FenceTable& fences,
+                                                const std::vector<ObjectInfo>& snapshot_objects) {
+  std::vector<uint64_t> seqs;
+  for (const ObjectInfo& o : snapshot_objects) {
+    if (auto seq = ManifestSeqOfKey(job_, o.key)) seqs.push_back(*seq);
+  }
+  std::sort(seqs.rbegin(), seqs.rend());
+  fenced_.clear();
+  const uint64_t admitted_below = fences.AdmitsAnyUpTo();
+  std::vector<uint64_t> admitted;
+  for (uint64_t seq : seqs) {
+    if (seq > admitted_below) {
+      // Only the manifest knows its generation. One that cannot be read is
+      // kept: ReadManifest reports the damage and restore falls back.
+      auto m = ReadManifest(seq);
+      if (m.ok()) {
+        if (auto fence = fences.Excluding(seq, m->generation)) {
+          LogWarn(
+              "snapshot {} was committed by lease generation {} after generation {} took over "
+              "at snapshot {}: a fenced writer's late commit, not part of the job's history",
+              SeqName(seq), m->generation, fence->generation, SeqName(fence->after_seq));
+          fenced_.push_back(seq);
+          continue;
+        }
+      }
+    }
+    admitted.push_back(seq);
+  }
+  return admitted;
+}
+
+StatusOr<SnapshotHistory> SnapshotCatalog::History() {
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, Committed());
+  SnapshotHistory history;
+  history.job = job_;
+  history.fenced = fenced_;
+  for (uint64_t seq : committed) history.entries.push_back({seq, ReadManifest(seq)});
+  return history;
+}
+
+StatusOr<Manifest> SnapshotCatalog::ReadManifest(uint64_t seq) {
+  if (auto it = read_.find(seq); it != read_.end()) return it->second;
+  SG_ASSIGN_OR_RETURN(std::string text, store_.Get(ManifestKey(job_, seq)));
+  SG_ASSIGN_OR_RETURN(Manifest m, ParseManifest(text, job_, seq));
+  read_.emplace(seq, m);
+  return m;
+}
+
+}  // namespace sg

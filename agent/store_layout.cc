@@ -1,0 +1,98 @@
+#include "agent/store_layout.h"
+
+#include <cstdio>
+
+namespace sg {
+namespace {
+
+constexpr std::string_view kManifestName = "manifest.json";
+
+}  // namespace
+
+std::string SeqName(uint64_t seq) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%010llu", static_cast<unsigned long long>(seq));
+  return buf;
+}
+
+std::optional<uint64_t> ParseSeqName(std::string_view name) {
+  if (name.size() != 10) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : name) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+std::string JobPrefix(const std::string& job) { return job + "/"; }
+std::string SnapshotsPrefix(const std::string& job) { return JobPrefix(job) + "snapshots/"; }
+std::string SnapshotPrefix(const std::string& job, uint64_t seq) {
+  return SnapshotsPrefix(job) + SeqName(seq) + "/";
+}
+std::string ManifestKey(const std::string& job, uint64_t seq) {
+  return SnapshotPrefix(job, seq) + std::string(kManifestName);
+}
+std::string ClaimKey(const std::string& job, uint64_t seq) {
+  return SnapshotPrefix(job, seq) + "claim";
+}
+std::string LatestKey(const std::string& job) { return JobPrefix(job) + "latest"; }
+
+std::string FileObjectsPrefix(uint64_t seq) { return "snapshots/" + SeqName(seq) + "/files/"; }
+
+std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec) {
+  return FileObjectsPrefix(seq) + path + (codec == Codec::kNone ? "" : ".zst");
+}
+
+std::optional<uint64_t> SnapshotSeqOfKey(const std::string& job, std::string_view key) {
+  const std::string prefix = SnapshotsPrefix(job);
+  if (!key.starts_with(prefix)) return std::nullopt;
+  const std::string_view rest = key.substr(prefix.size());
+  if (rest.size() <= 11 || rest[10] != '/') return std::nullopt;
+  return ParseSeqName(rest.substr(0, 10));
+}
+
+std::optional<uint64_t> ManifestSeqOfKey(const std::string& job, std::string_view key) {
+  auto seq = SnapshotSeqOfKey(job, key);
+  if (!seq || key.size() != SnapshotsPrefix(job).size() + 11 + kManifestName.size() ||
+      !key.ends_with(kManifestName)) {
+    return std::nullopt;
+  }
+  return seq;
+}
+
+std::string LeaseKey(const std::string& job) { return JobPrefix(job) + "lease"; }
+std::string CompleteKey(const std::string& job) { return JobPrefix(job) + "complete"; }
+
+std::string FencesPrefix(const std::string& job) { return JobPrefix(job) + "fences/"; }
+
+std::string FenceKey(const std::string& job, const Fence& fence) {
+  return FencesPrefix(job) + SeqName(fence.generation) + "-" + SeqName(fence.after_seq);
+}
+
+std::optional<Fence> ParseFenceKey(const std::string& job, const std::string& key) {
+  const std::string prefix = FencesPrefix(job);
+  if (!key.starts_with(prefix)) return std::nullopt;
+  const std::string_view rest = std::string_view(key).substr(prefix.size());
+  if (rest.size() != 21 || rest[10] != '-') return std::nullopt;
+  auto generation = ParseSeqName(rest.substr(0, 10));
+  auto after = ParseSeqName(rest.substr(11));
+  if (!generation || !after) return std::nullopt;
+  return Fence{*generation, *after};
+}
+
+std::string EventsPrefix(const std::string& job) { return JobPrefix(job) + "events/"; }
+
+std::string EventKey(const std::string& job, std::string_view stamp, std::string_view kind) {
+  return EventsPrefix(job) + std::string(stamp) + "-" + std::string(kind) + ".json";
+}
+
+std::string EventKindOfKey(std::string_view key) {
+  const size_t slash = key.rfind('/');
+  std::string_view name = key.substr(slash == std::string_view::npos ? 0 : slash + 1);
+  if (name.ends_with(".json")) name.remove_suffix(5);
+  const size_t dash = name.find('-');
+  return dash == std::string_view::npos ? "" : std::string(name.substr(dash + 1));
+}
+
+}  // namespace sg
