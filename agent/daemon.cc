@@ -32,7 +32,7 @@
 #include "agent/presets.h"
 #include "agent/retention.h"
 #include "agent/snapshot_commands.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "agent/snapshot_writer.h"
 #include "agent/store_layout.h"
 #include "agent/supervisor.h"

@@ -8,7 +8,7 @@
 #include "agent/local_checkpoint.h"
 #include "agent/manifest.h"
 #include "agent/presets.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "agent/store_layout.h"
 #include "agent/trainer_record.h"
 #include "common/files.h"

@@ -15,7 +15,7 @@
 #include "agent/retention.h"
 #include "agent/snapshot_catalog.h"
 #include "agent/snapshot_file_reader.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "agent/snapshot_writer.h"
 #include "agent/store_layout.h"
 #include "common/log.h"

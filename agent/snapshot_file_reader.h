@@ -1,7 +1,7 @@
 // Reading a snapshot's files back (docs/design.md §7, docs/format.md "Checks
 // on restore"): each file's frames are fetched with parallel ranged reads,
 // decoded in parallel, and its size and SHA-256 checked. Restore
-// (agent/snapshot_reader.h) writes what it reads; `verify` reads the same way and
+// (agent/restorer.h) writes what it reads; `verify` reads the same way and
 // writes nothing.
 #pragma once
 

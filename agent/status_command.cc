@@ -8,7 +8,7 @@
 #include "agent/exit_codes.h"
 #include "agent/progress.h"
 #include "agent/snapshot_commands.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "agent/store_layout.h"
 #include "common/aws_credentials.h"
 #include "common/log.h"

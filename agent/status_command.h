@@ -1,4 +1,4 @@
-// `spotguard status [--json]`: the job's state as the store holds it (DESIGN
+// `spotguard status [--json]`: the job's state as the store holds it (docs/design.md
 // §2): who holds the lease and how fresh its heartbeat is, the newest
 // committed snapshot (the last upload), whether the job is complete, and the
 // recent events with the interruptions among them. Reads only; works from

@@ -13,7 +13,7 @@
 
 #include "agent/events.h"
 #include "agent/manifest.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "common/files.h"
 #include "common/s3_store.h"
 #include "tests/support/agent_process.h"

@@ -15,7 +15,7 @@
 
 #include "agent/events.h"
 #include "agent/manifest.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "common/files.h"
 #include "tests/e2e/agent_e2e_fixture.h"
 #include "tests/support/agent_process.h"

@@ -25,7 +25,7 @@
 
 #include "agent/fencing.h"
 #include "agent/manifest.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/s3_store.h"

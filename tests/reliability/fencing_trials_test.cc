@@ -32,7 +32,7 @@
 #include <regex>
 
 #include "agent/manifest.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "common/files.h"
 #include "common/strings.h"
 #include "tests/reliability/crash_support.h"

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "agent/manifest.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "agent/snapshot_writer.h"
 #include "common/crypto.h"
 #include "common/files.h"

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/presets.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"

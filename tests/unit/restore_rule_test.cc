@@ -11,7 +11,7 @@
 
 #include "agent/manifest.h"
 #include "agent/restore_placement.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"

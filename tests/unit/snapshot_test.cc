@@ -11,7 +11,7 @@
 #include "agent/manifest.h"
 #include "agent/retention.h"
 #include "agent/snapshot_file_reader.h"
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 #include "agent/snapshot_writer.h"
 #include "agent/store_layout.h"
 #include "common/file_store.h"

@@ -1,4 +1,4 @@
-#include "agent/snapshot_reader.h"
+#include "agent/restorer.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,8 +1,8 @@
 // Restoring a snapshot into a checkpoint dir (docs/design.md §7): the newest
 // good snapshot of the job's history (agent/snapshot_catalog.h), read and
 // checked by agent/snapshot_file_reader.h into a temporary dir beside the
-// target, which
-// replaces the target only when all of it is good (agent/restore_placement.h).
+// target, which replaces the target only when all of it is good
+// (agent/restore_placement.h).
 // A snapshot that fails its checks is reported by name and the previous one
 // is tried.
 #pragma once
