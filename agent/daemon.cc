@@ -30,9 +30,9 @@
 #include "agent/local_checkpoint.h"
 #include "agent/manifest.h"
 #include "agent/presets.h"
+#include "agent/restorer.h"
 #include "agent/retention.h"
 #include "agent/snapshot_commands.h"
-#include "agent/restorer.h"
 #include "agent/snapshot_writer.h"
 #include "agent/store_layout.h"
 #include "agent/supervisor.h"
@@ -388,7 +388,7 @@ JobActions Agent::FindCheckpoints() {
     LogWarn("looking for checkpoints failed: {}", all.status().message());
     return policy_.OnCheckpoints(Now(), {}, std::nullopt);
   }
-  return policy_.OnCheckpoints(Now(), *all, checkpoints_->NextSettle());
+  return policy_.OnCheckpoints(Now(), *all, checkpoints_->NextSettle(), checkpoints_->Writing());
 }
 
 void Agent::Finish(int exit_code) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "agent/exit_codes.h"
+#include "agent/job_policy_detail.h"
 #include "agent/notice_budget.h"
 #include "agent/presets.h"
 #include "agent/store_layout.h"
@@ -11,31 +12,8 @@
 #include "common/signal_names.h"
 
 namespace sg {
-namespace {
 
-using std::chrono::duration_cast;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-using Level = job_action::Log::Level;
-
-// A trainer's last checkpoint may still be settling when it exits.
-constexpr milliseconds kAfterExitSlack{200};
-// A final upload that fails is tried this often at most.
-constexpr int kFinalAttempts = 3;
-
-double SecondsBetween(Clock::MonoTime from, Clock::MonoTime to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-nlohmann::ordered_json OrNull(const auto& optional) {
-  return optional ? nlohmann::ordered_json(*optional) : nlohmann::ordered_json(nullptr);
-}
-
-void Say(JobActions& out, Level level, std::string message) {
-  out.push_back(job_action::Log{level, std::move(message)});
-}
-
-}  // namespace
+using namespace job_policy_detail;  // NOLINT(google-build-using-namespace)
 
 std::string_view JobPhaseName(JobPhase phase) {
   switch (phase) {
@@ -94,7 +72,7 @@ JobActions JobPolicy::OnRestored(PolicyTime t, const RestoredState& restored) {
 
 JobActions JobPolicy::OnTick(PolicyTime t) {
   JobActions out;
-  if (phase_ == JobPhase::kFinalSnapshot) {
+  if (phase_ == JobPhase::kFinalSnapshot || (phase_ == JobPhase::kStopping && stopped_)) {
     if (!upload_) out.push_back(job_action::FindCheckpoints{});
     return out;
   }
@@ -113,11 +91,15 @@ JobActions JobPolicy::OnTick(PolicyTime t) {
 }
 
 JobActions JobPolicy::OnCheckpoints(PolicyTime t, const std::vector<Checkpoint>& newest_first,
-                                    std::optional<Clock::MonoTime> next_settle) {
+                                    std::optional<Clock::MonoTime> next_settle, bool writing) {
   JobActions out;
   if (upload_) return out;
   if (phase_ == JobPhase::kFinalSnapshot) {
-    DecideFinal(t, newest_first, out);
+    DecideFinal(t, newest_first, writing, out);
+    return out;
+  }
+  if (phase_ == JobPhase::kStopping && stopped_) {
+    AfterStop(t, newest_first, writing, out);
     return out;
   }
   if (phase_ != JobPhase::kTraining) return out;
@@ -131,30 +113,6 @@ JobActions JobPolicy::OnCheckpoints(PolicyTime t, const std::vector<Checkpoint>&
     next_upload_ = t.mono + std::min<milliseconds>(o_.upload_interval, seconds(1));
   }
   return out;
-}
-
-void JobPolicy::DecideFinal(PolicyTime t, const std::vector<Checkpoint>& newest_first,
-                            JobActions& out) {
-  const bool fresh = asked_ && !newest_first.empty() && IsNewerThan(newest_first.front(), *asked_);
-  if (!fresh && t.mono < final_until_) return;  // wait for the trainer's checkpoint
-  if (asked_) {
-    if (fresh) {
-      Say(out, Level::kInfo, Format("the trainer wrote checkpoint {}", newest_first.front().id));
-    } else {
-      Say(out, Level::kWarn, "no new checkpoint in time; committing the newest existing one");
-    }
-    asked_.reset();
-  }
-  final_until_ = t.mono;  // decided: a retry does not wait again
-  std::optional<Checkpoint> target = FirstNewerThan(newest_first, committed_);
-  if (!target) {
-    Say(out, Level::kInfo, "the newest checkpoint is already committed");
-    Stop(t, out);
-    return;
-  }
-  ++final_attempts_;
-  upload_ = Upload{*target, true};
-  out.push_back(job_action::StartUpload{*target, true});
 }
 
 JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcome) {
@@ -171,8 +129,14 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
       Committed(outcome, upload.checkpoint, out);
       if (upload.final) {
         final_seq_ = outcome.seq;
-        if (end_ == JobEnd::kNotice) notice_to_commit_ = SecondsBetween(notice_at_, t.mono);
-        Stop(t, out);
+        if (end_ == JobEnd::kNotice) {
+          notice_to_commit_ = seen_late_ + SecondsBetween(notice_at_, t.mono);
+        }
+        if (stopped_) {
+          Finish(out);
+        } else {
+          Stop(t, out);
+        }
       }
       return out;
     case UploadOutcome::Kind::kNotCommitted:
@@ -189,6 +153,10 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
                        : Format("upload of checkpoint {} failed: {}", id, outcome.message));
       if (!upload.final) return out;
       break;
+  }
+  if (stopped_) {  // what the trainer wrote on the stop signal: no second try
+    Finish(out);
+    return out;
   }
   // A final upload that did not commit: again while there is time.
   if (final_attempts_ < kFinalAttempts && t.mono < final_retry_until_) {
@@ -245,12 +213,14 @@ JobActions JobPolicy::OnTrainerExited(PolicyTime t, const ExitStatus& status) {
     Say(out, Level::kWarn,
         Format("the trainer ended ({}) while the job was ending", status.ToString()));
     final_until_ = std::min(final_until_, t.mono + o_.settle + kAfterExitSlack);
+    final_hard_until_ = std::min(final_hard_until_, t.mono + o_.settle + kAfterExitSlack);
     return out;
   }
   if (phase_ != JobPhase::kTraining) return out;
   if (status.success()) {
     Say(out, Level::kInfo, "the trainer finished (exit 0); final snapshot");
-    BeginFinal(t, JobEnd::kComplete, t.mono + o_.settle + kAfterExitSlack, /*ask=*/false, out);
+    const Clock::MonoTime settled = t.mono + o_.settle + kAfterExitSlack;
+    BeginFinal(t, JobEnd::kComplete, settled, settled, /*signal=*/false, out);
     return out;
   }
   Event("crash", {{"exit", status.ToString()}, {"attempt", attempt_}}, out);
@@ -310,25 +280,38 @@ JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& even
   notice_ = event;
   // Nothing but the final snapshot until the trainer is stopped.
   defer_ = true;
-  Say(out, Level::kWarn, "INTERRUPTION NOTICE: " + event.Describe());
+  // Time left: to the deadline the notice names, else two minutes. The
+  // notice is posted two minutes before its deadline: how late we read it.
+  left_ = kNoticeLead;
+  seen_late_ = 0;
+  if (event.time && event.kind == InterruptionEvent::Kind::kNotice) {
+    left_ = duration_cast<milliseconds>(*event.time - t.wall);
+    seen_late_ = std::max(0.0, std::chrono::duration<double>(kNoticeLead - left_).count());
+  }
+  Say(out, Level::kWarn,
+      Format("INTERRUPTION NOTICE: {} (read {:.1f}s after it was posted)", event.Describe(),
+             seen_late_));
   out.push_back(job_action::Notify{"STATUS=interruption notice: " + event.Describe()});
   out.push_back(job_action::WriteNoticeFile{event});
-  Event("notice", event.ToJson(), out);
-  // Time left: to the deadline the notice names, else two minutes.
-  left_ = seconds(120);
-  if (event.time && event.kind == InterruptionEvent::Kind::kNotice) {
-    left_ = duration_cast<milliseconds>(duration_cast<seconds>(*event.time - t.wall));
-  }
+  nlohmann::ordered_json data = event.ToJson();
+  data["read_after_seconds"] = seen_late_;
+  data["seconds_left_when_read"] = static_cast<double>(left_.count()) / 1000.0;
+  Event("notice", std::move(data), out);
   // Wait for the trainer's checkpoint no longer than leaves time to upload it.
   const NoticeBudget budget = ComputeNoticeBudget(left_, newest_bytes, upload_rate_);
+  const bool signal = o_.checkpoint_signal && trainer_running_;
+  // Without a checkpoint signal, the trainer may answer the notice file: it
+  // gets a quarter of the budget for that, then the stop signal (on which
+  // many trainers save; AfterStop uploads that too).
+  const milliseconds window =
+      !trainer_running_ ? milliseconds(0) : (signal ? budget.wait : budget.wait / 4);
   Say(out, Level::kInfo,
-      Format("{}s until the deadline; waiting up to {:.1f}s for a checkpoint (upload estimate "
-             "{:.1f}s)",
-             duration_cast<seconds>(left_).count(),
-             static_cast<double>(budget.wait.count()) / 1000.0,
+      Format("{:.1f}s until the deadline; waiting up to {:.1f}s for a checkpoint (upload "
+             "estimate {:.1f}s)",
+             static_cast<double>(left_.count()) / 1000.0,
+             static_cast<double>(window.count()) / 1000.0,
              static_cast<double>(budget.upload_estimate.count()) / 1000.0));
-  const bool ask = o_.checkpoint_signal && trainer_running_;
-  BeginFinal(t, JobEnd::kNotice, t.mono + (ask ? budget.wait : milliseconds(0)), ask, out);
+  BeginFinal(t, JobEnd::kNotice, t.mono + window, t.mono + budget.wait, signal, out);
   final_retry_until_ = notice_at_ + left_ - kNoticeSafety;
   return out;
 }
@@ -339,82 +322,11 @@ JobActions JobPolicy::OnStopSignal(PolicyTime t) {
   out.push_back(job_action::Notify{"STOPPING=1"});
   Say(out, Level::kInfo, "stopping: last checkpoint, upload, stop the trainer");
   defer_ = true;
-  const bool ask = o_.checkpoint_signal && trainer_running_;
+  const bool signal = o_.checkpoint_signal && trainer_running_;
   const milliseconds wait = std::min<milliseconds>(o_.stop_grace, seconds(60));
-  BeginFinal(t, JobEnd::kSignal, t.mono + (ask ? wait : milliseconds(0)), ask, out);
+  BeginFinal(t, JobEnd::kSignal, t.mono + (signal ? wait : milliseconds(0)), t.mono + wait, signal,
+             out);
   return out;
-}
-
-void JobPolicy::BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until, bool ask,
-                           JobActions& out) {
-  phase_ = JobPhase::kFinalSnapshot;
-  end_ = end;
-  final_until_ = until;
-  final_retry_until_ = t.mono + std::min<milliseconds>(o_.stop_grace, seconds(60));
-  restart_at_.reset();  // a trainer waiting for its restart stays down
-  if (upload_ && !upload_->final) out.push_back(job_action::CancelUpload{});
-  if (ask) {
-    Say(out, Level::kInfo,
-        Format("asking the trainer for a checkpoint ({})", SignalName(*o_.checkpoint_signal)));
-    // A checkpoint finished after this moment answers the request.
-    asked_ = CheckpointMark{"", std::nullopt, t.wall};
-    out.push_back(job_action::SignalTrainer{});
-  }
-}
-
-void JobPolicy::Stop(PolicyTime t, JobActions& out) {
-  if (end_ == JobEnd::kComplete) {
-    out.push_back(job_action::WriteCompleteMarker{last_seq_, committed_step_});
-    Exit(kExitOk, /*release_lease=*/true, out);
-    // After the lease is released: scaling to zero must not wait on it.
-    out.insert(out.end() - 1, job_action::PerformOnComplete{});
-    return;
-  }
-  phase_ = JobPhase::kStopping;
-  milliseconds grace = o_.stop_grace;
-  if (end_ == JobEnd::kNotice) {
-    // Stopped in time for the instance's end, five seconds in hand.
-    const milliseconds left = left_ - duration_cast<milliseconds>(t.mono - notice_at_);
-    grace = std::clamp<milliseconds>(left - seconds(5), milliseconds(0), o_.stop_grace);
-  } else if (end_ == JobEnd::kFenced) {
-    grace = std::min<milliseconds>(o_.stop_grace, seconds(10));
-  }
-  stopping_elapsed_ = SecondsBetween(notice_at_, t.mono);
-  out.push_back(job_action::StopTrainer{grace});
-}
-
-JobActions JobPolicy::OnTrainerStopped(PolicyTime /*t*/) {
-  JobActions out;
-  if (phase_ != JobPhase::kStopping) return out;
-  trainer_running_ = false;
-  switch (end_) {
-    case JobEnd::kFenced:
-      out.push_back(job_action::RecordEvent{"fenced", {{"reason", fenced_why_}}});
-      Exit(kExitFenced, /*release_lease=*/false, out);
-      return out;
-    case JobEnd::kNotice: {
-      out.push_back(job_action::CompleteLifecycleHook{});
-      Housekeeping(out);
-      Event("stop",
-            {{"reason", "notice"},
-             {"action", notice_ ? notice_->action : ""},
-             {"notice_to_commit_seconds", OrNull(notice_to_commit_)},
-             {"seq", OrNull(final_seq_)}},
-            out);
-      Say(out, Level::kInfo,
-          Format("interrupted: {} in {:.1f}s from the notice; exiting {}",
-                 final_seq_ ? "snapshot " + SeqName(*final_seq_) + " committed"
-                            : std::string("nothing new to commit"),
-                 stopping_elapsed_, static_cast<int>(kExitInterrupted)));
-      Exit(kExitInterrupted, /*release_lease=*/true, out);
-      return out;
-    }
-    default:
-      Housekeeping(out);
-      Event("stop", {{"reason", "signal"}}, out);
-      Exit(kExitOk, /*release_lease=*/true, out);
-      return out;
-  }
 }
 
 JobActions JobPolicy::OnFenced(PolicyTime t, const std::string& why) {

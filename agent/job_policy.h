@@ -166,8 +166,9 @@ class JobPolicy {
   JobActions OnTick(PolicyTime t);
   // The answer to FindCheckpoints: complete checkpoints, newest first, and
   // when something now settling is due to become complete.
+  // `writing`: a checkpoint file is being written (not settled yet).
   JobActions OnCheckpoints(PolicyTime t, const std::vector<Checkpoint>& newest_first,
-                           std::optional<Clock::MonoTime> next_settle);
+                           std::optional<Clock::MonoTime> next_settle, bool writing = false);
   JobActions OnUploadFinished(PolicyTime t, const UploadOutcome& outcome);
   JobActions OnTrainerExited(PolicyTime t, const ExitStatus& status);
   JobActions OnTrainerStartFailed(PolicyTime t, const std::string& why);
@@ -186,11 +187,19 @@ class JobPolicy {
   };
 
   // Leaves kTraining for kFinalSnapshot: cancel the periodic upload, ask
-  // the trainer for a checkpoint (when `ask`) and wait for one until `until`.
-  void BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until, bool ask, JobActions& out);
+  // the trainer for a checkpoint (by signal when `signal`) and wait for one
+  // until `until`, and for a write in progress until `hard_until`.
+  void BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until, Clock::MonoTime hard_until,
+                  bool signal, JobActions& out);
   // kFinalSnapshot: upload the newest uncommitted checkpoint, or stop.
-  void DecideFinal(PolicyTime t, const std::vector<Checkpoint>& newest_first, JobActions& out);
+  void DecideFinal(PolicyTime t, const std::vector<Checkpoint>& newest_first, bool writing,
+                   JobActions& out);
   void Stop(PolicyTime t, JobActions& out);
+  // kStopping, trainer stopped: a checkpoint it wrote on the stop signal
+  // goes up too, when time allows; then the end.
+  void AfterStop(PolicyTime t, const std::vector<Checkpoint>& newest_first, bool writing,
+                 JobActions& out);
+  void Finish(JobActions& out);
   void Committed(const UploadOutcome& outcome, const Checkpoint& checkpoint, JobActions& out);
   void Event(std::string kind, nlohmann::ordered_json data, JobActions& out);
   void Housekeeping(JobActions& out);
@@ -217,7 +226,14 @@ class JobPolicy {
   Clock::MonoTime next_checkpoint_signal_{};
 
   // kFinalSnapshot
-  Clock::MonoTime final_until_{};
+  Clock::MonoTime final_until_{};       // waiting for an answer until then
+  Clock::MonoTime final_hard_until_{};  // and for a write in progress until then
+  bool stopped_ = false;                // the trainer is stopped (kStopping)
+  Clock::MonoTime after_stop_until_{};
+  std::optional<CheckpointMark>
+      seen_before_stop_;  // the newest at the final decision  // a checkpoint written on the stop
+                          // settles until then
+  double seen_late_ = 0;  // seconds from the notice's posting to our reading
   std::optional<CheckpointMark> asked_;  // the checkpoint request; newer answers it
   Clock::MonoTime notice_at_{};
   std::chrono::milliseconds left_{0};  // at the notice, to its deadline

@@ -53,6 +53,8 @@ class CheckpointSource {
   virtual StatusOr<std::vector<Checkpoint>> Complete() = 0;
   // When something now settling becomes complete; nothing when nothing settles.
   virtual std::optional<Clock::MonoTime> NextSettle() = 0;
+  // True while a file in the checkpoint dir is being written or settling.
+  virtual bool Writing() = 0;
 };
 
 // One upload at a time, in the background.

@@ -40,6 +40,7 @@ class WatchedCheckpoints final : public CheckpointSource {
   void Poll() override;
   StatusOr<std::vector<Checkpoint>> Complete() override;
   std::optional<Clock::MonoTime> NextSettle() override { return watcher_->NextSettle(); }
+  bool Writing() override { return !watcher_->Unsettled().empty(); }
 
  private:
   WatchedCheckpoints(std::unique_ptr<CheckpointWatcher> watcher, CheckpointDetector detector)

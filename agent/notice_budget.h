@@ -10,6 +10,8 @@
 
 namespace sg {
 
+// A spot notice is posted this long before the deadline it names.
+inline constexpr std::chrono::milliseconds kNoticeLead{120'000};
 // Time kept in hand before a notice's deadline for committing and stopping.
 inline constexpr std::chrono::milliseconds kNoticeSafety{15'000};
 // Assumed upload rate until one has been measured.

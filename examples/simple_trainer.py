@@ -9,13 +9,18 @@ should follow under spotguard:
   * SIGUSR1 means "checkpoint now" (set checkpoint_signal: SIGUSR1); the
     checkpoint is written at the next step boundary;
   * SIGTERM stops it at once (the default action), as it stops most
-    trainers; the newest checkpoint is the resume point;
+    trainers; the newest checkpoint is the resume point. With
+    --save-on-sigterm it saves a checkpoint first (the Lightning and Hugging
+    Face convention);
+  * with --save-on-notice it watches SPOTGUARD_NOTICE_FILE and saves a
+    checkpoint once when the file appears (for checkpoint_signal: none);
   * --resume PATH (or SPOTGUARD_RESUME_FROM) continues from a checkpoint;
   * it exits 0 after --steps steps (the job is complete).
 
     simple_trainer.py --out DIR [--steps 200] [--step-seconds 0.05]
                       [--checkpoint-every 25] [--resume PATH]
                       [--fail-at STEP [--fail-attempts N]]
+                      [--save-on-notice] [--save-on-sigterm]
 
 Each checkpoint is JSON: {"step": N, "weights": [...], "history": sha}. A
 progress line per step goes to stdout ("step N loss X").
@@ -29,11 +34,17 @@ import sys
 import time
 
 checkpoint_requested = False
+stop_requested = False
 
 
 def on_usr1(signum, frame):
     global checkpoint_requested
     checkpoint_requested = True
+
+
+def on_term(signum, frame):
+    global stop_requested
+    stop_requested = True
 
 
 def save(out_dir, step, weights, history):
@@ -58,8 +69,16 @@ def main():
     ap.add_argument("--fail-at", type=int, default=-1, help="exit 1 at this step (crash test)")
     ap.add_argument("--fail-attempts", type=int, default=1_000_000,
                     help="only fail while SPOTGUARD_ATTEMPT is at most this")
+    ap.add_argument("--save-on-notice", action="store_true",
+                    help="save once when SPOTGUARD_NOTICE_FILE appears")
+    ap.add_argument("--save-on-sigterm", action="store_true",
+                    help="save a checkpoint on SIGTERM, then exit")
     args = ap.parse_args()
     signal.signal(signal.SIGUSR1, on_usr1)
+    if args.save_on_sigterm:
+        signal.signal(signal.SIGTERM, on_term)
+    notice_file = os.environ.get("SPOTGUARD_NOTICE_FILE", "") if args.save_on_notice else ""
+    notice_seen = False
 
     step, weights, history = 0, [0.0] * 8, hashlib.sha256(b"start").hexdigest()
     if args.resume:
@@ -75,6 +94,14 @@ def main():
 
     global checkpoint_requested
     while step < args.steps:
+        if stop_requested:
+            save(args.out, step, weights, history)
+            print("saved on SIGTERM", flush=True)
+            sys.exit(0)
+        if notice_file and not notice_seen and os.path.exists(notice_file):
+            notice_seen = True
+            checkpoint_requested = True
+            print("interruption notice seen", flush=True)
         time.sleep(args.step_seconds)
         step += 1
         weights = [w + 0.01 * ((step * (i + 1)) % 7 - 3) for i, w in enumerate(weights)]

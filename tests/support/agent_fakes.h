@@ -74,6 +74,8 @@ class FakeCheckpoints final : public CheckpointSource {
   void Poll() override {}
   StatusOr<std::vector<Checkpoint>> Complete() override { return newest_first_; }
   std::optional<Clock::MonoTime> NextSettle() override { return std::nullopt; }
+  bool Writing() override { return writing; }
+  bool writing = false;  // a checkpoint is being written
 
  private:
   Clock& clock_;

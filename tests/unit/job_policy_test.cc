@@ -99,6 +99,15 @@ class JobPolicyTest : public ::testing::Test {
     EXPECT_EQ(EventKinds(started), std::vector<std::string>{"start"});
   }
 
+  // The trainer stopped, and nothing new written on the stop signal: the end.
+  JobActions StopAndEnd(PolicyTime t, const std::vector<Checkpoint>& on_disk) {
+    JobActions stopped = policy_->OnTrainerStopped(t);
+    EXPECT_NE(Find<a::FindCheckpoints>(stopped), nullptr);
+    JobActions end = policy_->OnCheckpoints(t, on_disk, std::nullopt);
+    stopped.insert(stopped.end(), end.begin(), end.end());
+    return stopped;
+  }
+
   static InterruptionEvent Notice(PolicyTime t, seconds left) {
     InterruptionEvent e;
     e.kind = InterruptionEvent::Kind::kNotice;
@@ -150,7 +159,7 @@ TEST_F(JobPolicyTest, ANoticeAsksForACheckpointCommitsItStopsTheTrainerAndExits7
   ASSERT_TRUE(p.notice_to_commit().has_value());
   EXPECT_DOUBLE_EQ(*p.notice_to_commit(), 8.0);
 
-  JobActions stopped = p.OnTrainerStopped(At(seconds(20)));
+  JobActions stopped = StopAndEnd(At(seconds(20)), {Ckpt(200, seconds(13))});
   EXPECT_NE(Find<a::CompleteLifecycleHook>(stopped), nullptr);
   EXPECT_EQ(EventKinds(stopped), (std::vector<std::string>{"notice", "snapshot", "stop"}));
   EXPECT_NE(Find<a::RunRetention>(stopped), nullptr);
@@ -181,21 +190,114 @@ TEST_F(JobPolicyTest, ANoticeWithNoTimeForAFreshCheckpointCommitsTheNewestComple
   EXPECT_EQ(Find<a::StopTrainer>(committed)->grace, seconds(11));
 }
 
-TEST_F(JobPolicyTest, ANoticeWithoutACheckpointSignalCommitsWhatIsThereWithoutWaiting) {
+TEST_F(JobPolicyTest, WithoutACheckpointSignalTheNoticeFileGetsAQuarterOfTheBudget) {
   options_.checkpoint_signal.reset();
   StartTraining();
   JobPolicy& p = *policy_;
+  // 120 s left, 1 MiB: a budget of about 105 s, a quarter of it for the notice file.
   JobActions notice =
       p.OnInterruption(At(seconds(10)), Notice(At(seconds(10)), seconds(120)), 1 << 20);
   EXPECT_EQ(Find<a::SignalTrainer>(notice), nullptr);
-  // Nothing newer than the store's step 100: stop at once.
-  JobActions nothing = p.OnCheckpoints(At(seconds(10)), {Ckpt(100, -seconds(600))}, {});
+  ASSERT_NE(Find<a::WriteNoticeFile>(notice), nullptr);
+  EXPECT_TRUE(Said(notice, "waiting up to 26.2s for a checkpoint"));
+  // Nothing new yet: no stop signal while the trainer may still answer.
+  EXPECT_TRUE(p.OnCheckpoints(At(seconds(20)), {Ckpt(100, -seconds(600))}, {}).empty());
+  // It answered the notice file with step 130.
+  JobActions upload =
+      p.OnCheckpoints(At(seconds(21)), {Ckpt(130, seconds(21)), Ckpt(100, -seconds(600))}, {});
+  EXPECT_TRUE(Said(upload, "the trainer wrote checkpoint step_130.pt"));
+  ASSERT_NE(Find<a::StartUpload>(upload), nullptr);
+  EXPECT_EQ(Find<a::StartUpload>(upload)->checkpoint.step, 130);
+}
+
+TEST_F(JobPolicyTest, WithoutAnAnswerToTheNoticeFileTheStopComesAfterTheWindow) {
+  options_.checkpoint_signal.reset();
+  StartTraining();
+  JobPolicy& p = *policy_;
+  p.OnInterruption(At(seconds(10)), Notice(At(seconds(10)), seconds(120)), 1 << 20);
+  EXPECT_TRUE(p.OnCheckpoints(At(seconds(36)), {Ckpt(100, -seconds(600))}, {}).empty());
+  // The window has passed: nothing newer than the store's step 100, stop.
+  JobActions nothing = p.OnCheckpoints(At(seconds(37)), {Ckpt(100, -seconds(600))}, {});
   EXPECT_TRUE(Said(nothing, "the newest checkpoint is already committed"));
   ASSERT_NE(Find<a::StopTrainer>(nothing), nullptr);
-  JobActions stopped = p.OnTrainerStopped(At(seconds(11)));
+  JobActions stopped = StopAndEnd(At(seconds(38)), {Ckpt(100, -seconds(600))});
   EXPECT_TRUE(Said(stopped, "nothing new to commit"));
   EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitInterrupted);
   EXPECT_FALSE(p.notice_to_commit().has_value());
+}
+
+TEST_F(JobPolicyTest, ACheckpointBeingWrittenAtTheNoticeIsWaitedForWithinTheBudget) {
+  options_.checkpoint_signal.reset();
+  StartTraining();
+  JobPolicy& p = *policy_;
+  p.OnInterruption(At(seconds(10)), Notice(At(seconds(10)), seconds(120)), 1 << 20);
+  // Past the notice-file window, but step 200 is still being written.
+  EXPECT_TRUE(p.OnCheckpoints(At(seconds(60)), {Ckpt(100, -seconds(600))}, {}, true).empty());
+  JobActions upload = p.OnCheckpoints(
+      At(seconds(70)), {Ckpt(200, seconds(69)), Ckpt(100, -seconds(600))}, {}, false);
+  ASSERT_NE(Find<a::StartUpload>(upload), nullptr);
+  EXPECT_EQ(Find<a::StartUpload>(upload)->checkpoint.step, 200);
+}
+
+TEST_F(JobPolicyTest, AWriteThatOutlastsTheBudgetIsNotWaitedForPastIt) {
+  StartTraining();
+  JobPolicy& p = *policy_;
+  // 60 s left, 1 GiB to upload (20.5 s): 24.5 s for the checkpoint.
+  p.OnInterruption(At(seconds(0)), Notice(At(seconds(0)), seconds(60)), 1ull << 30);
+  EXPECT_TRUE(p.OnCheckpoints(At(seconds(24)), {Ckpt(150, -seconds(5))}, {}, true).empty());
+  JobActions upload = p.OnCheckpoints(At(seconds(25)), {Ckpt(150, -seconds(5))}, {}, true);
+  ASSERT_NE(Find<a::StartUpload>(upload), nullptr);
+  EXPECT_EQ(Find<a::StartUpload>(upload)->checkpoint.step, 150);
+}
+
+TEST_F(JobPolicyTest, ACheckpointWrittenOnTheStopSignalIsUploadedBeforeTheExit) {
+  options_.checkpoint_signal.reset();
+  options_.settle = seconds(2);
+  StartTraining();
+  JobPolicy& p = *policy_;
+  p.OnInterruption(At(seconds(10)), Notice(At(seconds(10)), seconds(40)), 1 << 20);
+  // 40 s left: a window of a quarter of 40 - 15 s. Nothing answers.
+  JobActions stop = p.OnCheckpoints(At(seconds(17)), {Ckpt(100, -seconds(600))}, {});
+  ASSERT_NE(Find<a::StopTrainer>(stop), nullptr);
+  // The trainer saves step 180 on SIGTERM; it settles for 2 s.
+  JobActions stopped = p.OnTrainerStopped(At(seconds(18)));
+  ASSERT_NE(Find<a::FindCheckpoints>(stopped), nullptr);
+  EXPECT_TRUE(p.OnCheckpoints(At(seconds(18)), {Ckpt(100, -seconds(600))}, {}, true).empty());
+  EXPECT_NE(Find<a::FindCheckpoints>(p.OnTick(At(seconds(19)))), nullptr);
+  JobActions upload = p.OnCheckpoints(
+      At(seconds(20)), {Ckpt(180, seconds(18)), Ckpt(100, -seconds(600))}, {}, false);
+  EXPECT_TRUE(Said(upload, "on the stop signal"));
+  ASSERT_NE(Find<a::StartUpload>(upload), nullptr);
+  EXPECT_EQ(Find<a::StartUpload>(upload)->checkpoint.step, 180);
+  EXPECT_EQ(Find<a::Exit>(upload), nullptr);
+  JobActions end =
+      p.OnUploadFinished(At(seconds(22)), {UploadOutcome::Kind::kCommitted, 5, 1, 1, 2, ""});
+  EXPECT_EQ(EventKinds(end), (std::vector<std::string>{"notice", "snapshot", "stop"}));
+  EXPECT_EQ(std::get<a::Exit>(end.back()).code, kExitInterrupted);
+  // Posted 80 s before it was read (40 s of 120 left), committed 12 s later.
+  EXPECT_DOUBLE_EQ(*p.notice_to_commit(), 92.0);
+  EXPECT_EQ(p.committed_step(), 180);
+}
+
+TEST_F(JobPolicyTest, NoticeToCommitCountsFromWhenTheNoticeWasPosted) {
+  StartTraining();
+  JobPolicy& p = *policy_;
+  // Read 30 s after it was posted: 90 s were left.
+  JobActions notice =
+      p.OnInterruption(At(seconds(40)), Notice(At(seconds(40)), seconds(90)), 1 << 20);
+  EXPECT_TRUE(Said(notice, "read 30.0s after it was posted"));
+  p.OnCheckpoints(At(seconds(42)), {Ckpt(200, seconds(41))}, {});
+  p.OnUploadFinished(At(seconds(44)), {UploadOutcome::Kind::kCommitted, 4, 1, 1, 2, ""});
+  EXPECT_DOUBLE_EQ(*p.notice_to_commit(), 34.0);
+}
+
+TEST_F(JobPolicyTest, AJobThatNeverCommittedSaysSoNotAlreadyCommitted) {
+  options_.checkpoint_signal.reset();
+  StartTraining(/*restored=*/false);
+  policy_->OnStopSignal(At(seconds(5)));
+  JobActions nothing = policy_->OnCheckpoints(At(seconds(5)), {}, {});
+  EXPECT_TRUE(Said(nothing, "no complete checkpoint to commit"));
+  EXPECT_FALSE(Said(nothing, "already committed"));
 }
 
 TEST_F(JobPolicyTest, CrashRestartsFollowTheBackoffTimelineAndThenTheJobFails) {
@@ -322,7 +424,7 @@ TEST_F(JobPolicyTest, SigtermTakesALastSnapshotStopsTheTrainerAndExits0) {
   JobActions committed =
       p.OnUploadFinished(At(seconds(41)), {UploadOutcome::Kind::kCommitted, 5, 1, 1, 1, ""});
   EXPECT_EQ(Find<a::StopTrainer>(committed)->grace, seconds(30));
-  JobActions stopped = p.OnTrainerStopped(At(seconds(42)));
+  JobActions stopped = StopAndEnd(At(seconds(42)), {Ckpt(150, seconds(5))});
   EXPECT_EQ(EventKinds(stopped), (std::vector<std::string>{"snapshot", "stop"}));
   EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitOk);
   EXPECT_EQ(Find<a::CompleteLifecycleHook>(stopped), nullptr);
@@ -377,7 +479,7 @@ TEST_F(JobPolicyTest, AFinalUploadThatFailsIsTriedAgainWhileTimeIsLeft) {
       p.OnUploadFinished(At(seconds(30)), {UploadOutcome::Kind::kCommitted, 8, 1, 1, 9, ""});
   ASSERT_NE(Find<a::StopTrainer>(committed), nullptr);
   EXPECT_DOUBLE_EQ(*p.notice_to_commit(), 20.0);
-  JobActions stopped = p.OnTrainerStopped(At(seconds(31)));
+  JobActions stopped = StopAndEnd(At(seconds(31)), {Ckpt(200, seconds(11))});
   EXPECT_EQ(EventKinds(stopped), (std::vector<std::string>{"notice", "snapshot", "stop"}));
   EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitInterrupted);
 }
@@ -394,7 +496,7 @@ TEST_F(JobPolicyTest, AFinalUploadThatKeepsFailingStillStopsTheTrainerBeforeTheD
                            {UploadOutcome::Kind::kFailed, 0, 0, 0, 1, "connection refused"});
     EXPECT_EQ(Find<a::StopTrainer>(failed) != nullptr, attempt == 3) << attempt;
   }
-  JobActions stopped = p.OnTrainerStopped(At(seconds(17)));
+  JobActions stopped = StopAndEnd(At(seconds(17)), {Ckpt(200, seconds(1))});
   EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitInterrupted);
   EXPECT_FALSE(p.notice_to_commit().has_value());
 }

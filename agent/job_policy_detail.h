@@ -1,0 +1,36 @@
+// Helpers shared by the two files of the job policy (agent/job_policy.cc:
+// the observations; agent/job_policy_ending.cc: how a job ends). Internal:
+// nothing else includes this.
+#pragma once
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "agent/job_policy.h"
+
+namespace sg::job_policy_detail {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Level = job_action::Log::Level;
+
+// A trainer's last checkpoint may still be settling when it exits.
+inline constexpr milliseconds kAfterExitSlack{200};
+// A final upload that fails is tried this often at most.
+inline constexpr int kFinalAttempts = 3;
+
+inline double SecondsBetween(Clock::MonoTime from, Clock::MonoTime to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+inline nlohmann::ordered_json OrNull(const auto& optional) {
+  return optional ? nlohmann::ordered_json(*optional) : nlohmann::ordered_json(nullptr);
+}
+
+inline void Say(JobActions& out, Level level, std::string message) {
+  out.push_back(job_action::Log{level, std::move(message)});
+}
+
+}  // namespace sg::job_policy_detail

@@ -1,0 +1,155 @@
+// How the job policy ends a job (docs/design.md §9): the final-snapshot
+// phase (wait for the trainer's checkpoint, upload the newest), the stop,
+// a checkpoint written on the stop signal, and the exit.
+#include <algorithm>
+
+#include "agent/exit_codes.h"
+#include "agent/job_policy.h"
+#include "agent/job_policy_detail.h"
+#include "agent/notice_budget.h"
+#include "agent/store_layout.h"
+#include "common/log.h"
+#include "common/signal_names.h"
+
+namespace sg {
+
+using namespace job_policy_detail;  // NOLINT(google-build-using-namespace)
+
+void JobPolicy::BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until,
+                           Clock::MonoTime hard_until, bool signal, JobActions& out) {
+  phase_ = JobPhase::kFinalSnapshot;
+  end_ = end;
+  final_until_ = until;
+  final_hard_until_ = std::max(until, hard_until);
+  final_retry_until_ = t.mono + std::min<milliseconds>(o_.stop_grace, seconds(60));
+  restart_at_.reset();  // a trainer waiting for its restart stays down
+  if (upload_ && !upload_->final) out.push_back(job_action::CancelUpload{});
+  if ((until > t.mono || signal) && end != JobEnd::kComplete) {
+    // A checkpoint finished after this moment answers the request (the
+    // signal, or the notice file).
+    asked_ = CheckpointMark{"", std::nullopt, t.wall};
+  }
+  if (signal) {
+    Say(out, Level::kInfo,
+        Format("asking the trainer for a checkpoint ({})", SignalName(*o_.checkpoint_signal)));
+    out.push_back(job_action::SignalTrainer{});
+  }
+}
+
+void JobPolicy::DecideFinal(PolicyTime t, const std::vector<Checkpoint>& newest_first, bool writing,
+                            JobActions& out) {
+  const bool fresh = asked_ && !newest_first.empty() && IsNewerThan(newest_first.front(), *asked_);
+  if (!fresh) {
+    if (t.mono < final_until_) return;  // wait for the trainer's answer
+    // A checkpoint being written is waited for while the budget allows.
+    if (writing && t.mono < final_hard_until_) return;
+  }
+  if (asked_) {
+    if (fresh) {
+      Say(out, Level::kInfo, Format("the trainer wrote checkpoint {}", newest_first.front().id));
+    } else {
+      Say(out, Level::kWarn, "no new checkpoint in time; committing the newest existing one");
+    }
+    asked_.reset();
+  }
+  final_until_ = final_hard_until_ = t.mono;  // decided: a retry does not wait again
+  if (!newest_first.empty()) seen_before_stop_ = CheckpointMark::Of(newest_first.front());
+  std::optional<Checkpoint> target = FirstNewerThan(newest_first, committed_);
+  if (!target) {
+    Say(out, Level::kInfo,
+        committed_ ? "the newest checkpoint is already committed"
+                   : "no complete checkpoint to commit");
+    Stop(t, out);
+    return;
+  }
+  ++final_attempts_;
+  upload_ = Upload{*target, true};
+  out.push_back(job_action::StartUpload{*target, true});
+}
+
+void JobPolicy::Stop(PolicyTime t, JobActions& out) {
+  if (end_ == JobEnd::kComplete) {
+    out.push_back(job_action::WriteCompleteMarker{last_seq_, committed_step_});
+    Exit(kExitOk, /*release_lease=*/true, out);
+    // After the lease is released: scaling to zero must not wait on it.
+    out.insert(out.end() - 1, job_action::PerformOnComplete{});
+    return;
+  }
+  phase_ = JobPhase::kStopping;
+  milliseconds grace = o_.stop_grace;
+  if (end_ == JobEnd::kNotice) {
+    // Stopped in time for the instance's end, five seconds in hand.
+    const milliseconds left = left_ - duration_cast<milliseconds>(t.mono - notice_at_);
+    grace = std::clamp<milliseconds>(left - seconds(5), milliseconds(0), o_.stop_grace);
+  } else if (end_ == JobEnd::kFenced) {
+    grace = std::min<milliseconds>(o_.stop_grace, seconds(10));
+  }
+  stopping_elapsed_ = seen_late_ + SecondsBetween(notice_at_, t.mono);
+  out.push_back(job_action::StopTrainer{grace});
+}
+
+JobActions JobPolicy::OnTrainerStopped(PolicyTime t) {
+  JobActions out;
+  if (phase_ != JobPhase::kStopping || stopped_) return out;
+  trainer_running_ = false;
+  stopped_ = true;
+  if (end_ == JobEnd::kFenced) {
+    out.push_back(job_action::RecordEvent{"fenced", {{"reason", fenced_why_}}});
+    Exit(kExitFenced, /*release_lease=*/false, out);
+    return out;
+  }
+  // Many trainers save on the stop signal (Lightning, Hugging Face): what
+  // they wrote goes up too, once it has settled, while time allows.
+  after_stop_until_ = t.mono + o_.settle + kAfterExitSlack;
+  if (end_ == JobEnd::kNotice) {
+    after_stop_until_ = std::min(after_stop_until_, notice_at_ + left_ - kNoticeSafety);
+  }
+  out.push_back(job_action::FindCheckpoints{});
+  return out;
+}
+
+void JobPolicy::AfterStop(PolicyTime t, const std::vector<Checkpoint>& newest_first, bool writing,
+                          JobActions& out) {
+  const bool time_left = t.mono < after_stop_until_;
+  if (writing && time_left) return;  // it is still settling
+  // Only what was written after the final decision: a checkpoint the final
+  // upload already tried is not tried again here.
+  std::optional<Checkpoint> target = FirstNewerThan(newest_first, committed_);
+  if (target && seen_before_stop_ && !IsNewerThan(*target, *seen_before_stop_)) target.reset();
+  const bool may_upload =
+      end_ != JobEnd::kNotice || t.mono < notice_at_ + left_ - kNoticeSafety / 3;
+  if (target && may_upload) {
+    Say(out, Level::kInfo,
+        Format("the trainer wrote checkpoint {} on the stop signal; uploading it", target->id));
+    upload_ = Upload{*target, true};
+    out.push_back(job_action::StartUpload{*target, true});
+    return;
+  }
+  Finish(out);
+}
+
+void JobPolicy::Finish(JobActions& out) {
+  if (end_ == JobEnd::kNotice) {
+    out.push_back(job_action::CompleteLifecycleHook{});
+    Housekeeping(out);
+    Event("stop",
+          {{"reason", "notice"},
+           {"action", notice_ ? notice_->action : ""},
+           {"notice_to_commit_seconds", OrNull(notice_to_commit_)},
+           {"read_after_seconds", seen_late_},
+           {"seq", OrNull(final_seq_)}},
+          out);
+    Say(out, Level::kInfo,
+        Format("interrupted: {} in {:.1f}s from the notice; exiting {}",
+               final_seq_ ? "snapshot " + SeqName(*final_seq_) + " committed"
+                          : std::string("nothing new to commit"),
+               notice_to_commit_.value_or(stopping_elapsed_), static_cast<int>(kExitInterrupted)));
+    Exit(kExitInterrupted, /*release_lease=*/true, out);
+    return;
+  }
+  Housekeeping(out);
+  Event("stop", {{"reason", "signal"}}, out);
+  Exit(kExitOk, /*release_lease=*/true, out);
+}
+
+}  // namespace sg
