@@ -37,6 +37,8 @@
 #include "agent/store_layout.h"
 #include "agent/supervisor.h"
 #include "agent/trainer_record.h"
+#include "common/background_call.h"
+#include "common/background_queue.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/signal_names.h"
@@ -49,6 +51,9 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr auto kTick = milliseconds(100);
+// How long the exit waits for background work to end (docs/agent.md, "How
+// it ends").
+constexpr auto kExitWait = milliseconds(15'000);
 
 class Agent {
  public:
@@ -68,6 +73,8 @@ class Agent {
         autoscaling_(c.aws, c.clock) {}
 
   AgentResult Run();
+  // Threads of this agent were left running at the exit (EndBackgroundWork).
+  bool threads_left() const { return threads_left_; }
 
  private:
   // Setup, before the loop.
@@ -91,6 +98,9 @@ class Agent {
   JobActions StartTrainer(const job_action::StartTrainer& a);
   JobActions FindCheckpoints();
   void Finish(int exit_code);
+  // Waits, within kExitWait, for the upload, the renewal and the store work
+  // still running; what does not end in time is abandoned (AgentResult).
+  void EndBackgroundWork();
   uint64_t NewestBytes();
   std::optional<Checkpoint> NewestLocal();
   JobEndContext EndContext() { return {cfg_, c_.env, autoscaling(), events_, c_.instance}; }
@@ -123,8 +133,11 @@ class Agent {
 
   std::string resume_;  // what the trainer is (re)started from; "" = fresh
 
+  BackgroundCall<Status> renewal_;  // the lease renewal in flight
+  BackgroundQueue store_work_;      // event records, retention, the release
   Clock::MonoTime next_poll_{}, next_watchdog_{};
   bool done_ = false;
+  bool threads_left_ = false;
   AgentResult result_;
 };
 
@@ -257,17 +270,20 @@ void Agent::Loop() {
       (void)c_.notifier.Notify("WATCHDOG=1");
       next_watchdog_ = now + duration_cast<milliseconds>(*wd);
     }
-    {
-      std::unique_lock<std::mutex> lock(lease_mu_);
-      if (lease_.held() && lease_.RenewalDue()) {
-        Status st = lease_.Renew();
-        lock.unlock();
-        if (st.reason() == "Fenced") {
-          Perform(policy_.OnFenced(Now(), std::string(st.message())));
-        } else if (!st.ok()) {
-          LogWarn("renewing the lease failed (will retry): {}", st.message());
+    // The renewal runs on a thread of its own: a request that hangs must
+    // not keep the loop from the metadata service (docs/design.md §9).
+    if (renewal_.busy()) {
+      if (std::optional<Status> st = renewal_.Poll()) {
+        if (st->reason() == "Fenced") {
+          Perform(policy_.OnFenced(Now(), std::string(st->message())));
+        } else if (!st->ok()) {
+          LogWarn("renewing the lease failed (will retry): {}", st->message());
         }
       }
+    } else if (std::unique_lock<std::mutex> lock(lease_mu_, std::try_to_lock);
+               lock.owns_lock() && lease_.held() && lease_.RenewalDue()) {
+      lock.unlock();
+      renewal_.Start([this] { return RenewLease(); });
     }
     if (done_) break;
     if (uploader().busy()) {
@@ -346,10 +362,14 @@ JobActions Agent::Do(const JobAction& action) {
     }
     return policy_.OnTrainerStopped(Now());
   } else if (const auto* event = std::get_if<a::RecordEvent>(&action)) {
-    (void)events_.Record(event->kind, event->data);
+    store_work_.Post([this, kind = event->kind, data = event->data] {
+      (void)events_.Record(kind, data);
+    });
   } else if (std::holds_alternative<a::RunRetention>(action)) {
-    auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
-    if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
+    store_work_.Post([this] {
+      auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
+      if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
+    });
   } else if (std::holds_alternative<a::CompleteLifecycleHook>(action)) {
     CompleteLifecycleHook(EndContext());
   } else if (const auto* marker = std::get_if<a::WriteCompleteMarker>(&action)) {
@@ -358,12 +378,13 @@ JobActions Agent::Do(const JobAction& action) {
   } else if (std::holds_alternative<a::PerformOnComplete>(action)) {
     PerformOnComplete(EndContext());
   } else if (std::holds_alternative<a::ReleaseLease>(action)) {
-    std::lock_guard<std::mutex> lock(lease_mu_);
-    if (lease_.held()) {
+    store_work_.Post([this] {
+      std::lock_guard<std::mutex> lock(lease_mu_);
+      if (!lease_.held()) return;
       if (Status st = lease_.Release(); !st.ok()) {
         LogWarn("releasing the lease failed: {}", st.message());
       }
-    }
+    });
   } else if (const auto* exit = std::get_if<a::Exit>(&action)) {
     Finish(exit->code);
   }
@@ -389,6 +410,30 @@ JobActions Agent::FindCheckpoints() {
     return policy_.OnCheckpoints(Now(), {}, std::nullopt);
   }
   return policy_.OnCheckpoints(Now(), *all, checkpoints_->NextSettle(), checkpoints_->Writing());
+}
+
+void Agent::EndBackgroundWork() {
+  const auto until = c_.clock.Monotonic() + kExitWait;
+  auto left = [&] {
+    return std::max(milliseconds(0),
+                    duration_cast<milliseconds>(until - c_.clock.Monotonic()));
+  };
+  if (uploader().busy()) {
+    uploader().Cancel();
+    if (!uploader().Wait(left())) {
+      LogError("an upload still waits for the store; leaving it behind");
+      result_.abandoned = true;
+    }
+  }
+  threads_left_ |= c_.ports.uploader == nullptr && uploader_.left_any();
+  if (renewal_.busy() && !renewal_.WaitFor(left())) {
+    LogError("a lease renewal still waits for the store; leaving it behind");
+    result_.abandoned = threads_left_ = true;
+  }
+  if (!store_work_.DrainFor(left())) {
+    LogError("event records or the lease's release still wait for the store; leaving them behind");
+    result_.abandoned = threads_left_ = true;
+  }
 }
 
 void Agent::Finish(int exit_code) {
@@ -461,10 +506,7 @@ AgentResult Agent::Run() {
   (void)c_.notifier.Notify("STATUS=training");
   Perform(policy_.OnRestored(Now(), start->state));
   Loop();
-  if (uploader().busy()) {
-    uploader().Cancel();
-    (void)uploader().Wait();
-  }
+  EndBackgroundWork();
   trainer_.reset();
   finished_trainer_.reset();
   return result_;
@@ -477,8 +519,12 @@ std::string NoticeFilePath(const Config& config) {
 }
 
 AgentResult RunAgent(const AgentContext& context) {
-  Agent agent(context);
-  return agent.Run();
+  auto agent = std::make_unique<Agent>(context);
+  AgentResult result = agent->Run();
+  // Work given up on still runs on its threads and uses the agent: leave
+  // the agent to it; the caller ends the process.
+  if (agent->threads_left()) (void)agent.release();  // NOLINT(bugprone-unused-return-value)
+  return result;
 }
 
 }  // namespace sg

@@ -43,6 +43,10 @@ struct AgentResult {
   std::optional<int64_t> local_step;      // newest step on disk when the trainer stopped
   std::optional<int64_t> resumed_step;    // step the trainer was started from
   double restore_seconds = 0;
+  // Work on the store was still hanging at the exit and was left running:
+  // the caller must end the process without waiting for it (no destructor
+  // may run under it).
+  bool abandoned = false;
 };
 
 // Runs the job to its end. Returns the exit code of docs/design.md §2 and what

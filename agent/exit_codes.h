@@ -10,6 +10,9 @@ enum ExitCode : int {
   kExitNothingToRestore = 3,  // the store has no snapshot of the job
   kExitFenced = 4,            // another instance holds the job, or another agent on this
                               // host holds the checkpoint dir (agent/host_lock.h)
+  kExitNotCommitted = 74,     // interrupted, and a newer checkpoint than the store's could
+                              // not be committed in time: the previous snapshot is the
+                              // resume point
   kExitInterrupted = 75,      // interrupted after the final snapshot was committed
 };
 

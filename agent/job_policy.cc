@@ -73,7 +73,19 @@ JobActions JobPolicy::OnRestored(PolicyTime t, const RestoredState& restored) {
 JobActions JobPolicy::OnTick(PolicyTime t) {
   JobActions out;
   if (phase_ == JobPhase::kFinalSnapshot || (phase_ == JobPhase::kStopping && stopped_)) {
-    if (!upload_) out.push_back(job_action::FindCheckpoints{});
+    if (upload_ && !upload_->final && t.mono >= cancelled_until_) {
+      // The cancelled periodic upload does not end (a store that does not
+      // answer): go on without it.
+      Say(out, Level::kWarn,
+          Format("the cancelled upload of checkpoint {} does not end; going on without it",
+                 upload_->checkpoint.id));
+      upload_.reset();
+    }
+    if (!upload_) {
+      out.push_back(job_action::FindCheckpoints{});
+    } else if (end_ == JobEnd::kNotice && upload_->final && t.mono >= give_up_at_) {
+      GiveUpUpload(t, out);
+    }
     return out;
   }
   if (phase_ != JobPhase::kTraining) return out;
@@ -154,6 +166,7 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
       if (!upload.final) return out;
       break;
   }
+  final_failed_ = true;
   if (stopped_) {  // what the trainer wrote on the stop signal: no second try
     Finish(out);
     return out;
@@ -162,6 +175,7 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
   if (final_attempts_ < kFinalAttempts && t.mono < final_retry_until_) {
     Say(out, Level::kWarn,
         Format("trying the final snapshot again ({} of {})", final_attempts_ + 1, kFinalAttempts));
+    final_failed_ = false;
     return out;  // the next tick looks for the newest checkpoint again
   }
   if (end_ == JobEnd::kComplete) {

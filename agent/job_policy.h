@@ -200,6 +200,11 @@ class JobPolicy {
   void AfterStop(PolicyTime t, const std::vector<Checkpoint>& newest_first, bool writing,
                  JobActions& out);
   void Finish(JobActions& out);
+  // Starts the final upload of `target`, to be given up on at give_up_at_.
+  void StartFinalUpload(PolicyTime t, const Checkpoint& target, JobActions& out);
+  // The notice's deadline is near and the final upload still runs (a store
+  // that does not answer): stop waiting for it and end without it.
+  void GiveUpUpload(PolicyTime t, JobActions& out);
   void Committed(const UploadOutcome& outcome, const Checkpoint& checkpoint, JobActions& out);
   void Event(std::string kind, nlohmann::ordered_json data, JobActions& out);
   void Housekeeping(JobActions& out);
@@ -240,6 +245,10 @@ class JobPolicy {
   std::optional<InterruptionEvent> notice_;
   std::optional<uint64_t> final_seq_;    // committed by the final upload
   int final_attempts_ = 0;               // final uploads started
+  bool final_failed_ = false;  // a checkpoint newer than the store's was not committed
+  bool gave_up_ = false;       // an upload was given up on
+  Clock::MonoTime cancelled_until_{};  // the cancelled periodic upload is waited for until then
+  Clock::MonoTime give_up_at_{};  // a final upload still running then is abandoned
   Clock::MonoTime final_retry_until_{};  // a failed final upload is tried again until then
   std::optional<double> notice_to_commit_;
   double stopping_elapsed_ = 0;  // seconds from the notice to the stop

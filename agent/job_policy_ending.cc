@@ -23,7 +23,10 @@ void JobPolicy::BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until,
   final_hard_until_ = std::max(until, hard_until);
   final_retry_until_ = t.mono + std::min<milliseconds>(o_.stop_grace, seconds(60));
   restart_at_.reset();  // a trainer waiting for its restart stays down
-  if (upload_ && !upload_->final) out.push_back(job_action::CancelUpload{});
+  if (upload_ && !upload_->final) {
+    out.push_back(job_action::CancelUpload{});
+    cancelled_until_ = t.mono + kCancelWait;
+  }
   if ((until > t.mono || signal) && end != JobEnd::kComplete) {
     // A checkpoint finished after this moment answers the request (the
     // signal, or the notice file).
@@ -63,8 +66,33 @@ void JobPolicy::DecideFinal(PolicyTime t, const std::vector<Checkpoint>& newest_
     return;
   }
   ++final_attempts_;
-  upload_ = Upload{*target, true};
-  out.push_back(job_action::StartUpload{*target, true});
+  StartFinalUpload(t, *target, out);
+}
+
+void JobPolicy::StartFinalUpload(PolicyTime t, const Checkpoint& target, JobActions& out) {
+  const Clock::MonoTime deadline = notice_at_ + left_;
+  // Before the stop, give up in time for the trainer to get its stop signal
+  // 10 s before the deadline; after it, or when that has passed, 2 s before.
+  give_up_at_ = deadline - kGiveUpBeforeStop;
+  if (stopped_ || give_up_at_ <= t.mono) give_up_at_ = deadline - kGiveUpLast;
+  upload_ = Upload{target, true};
+  out.push_back(job_action::StartUpload{target, true});
+}
+
+void JobPolicy::GiveUpUpload(PolicyTime t, JobActions& out) {
+  Say(out, Level::kError,
+      Format("the upload of checkpoint {} did not finish before the deadline; the store does "
+             "not answer. Giving up on it",
+             upload_->checkpoint.id));
+  out.push_back(job_action::CancelUpload{});
+  upload_.reset();  // whatever it reports later is not waited for
+  final_failed_ = true;
+  gave_up_ = true;  // and no other upload starts while it may still run
+  if (stopped_) {
+    Finish(out);
+  } else {
+    Stop(t, out);
+  }
 }
 
 void JobPolicy::Stop(PolicyTime t, JobActions& out) {
@@ -118,11 +146,14 @@ void JobPolicy::AfterStop(PolicyTime t, const std::vector<Checkpoint>& newest_fi
   if (target && seen_before_stop_ && !IsNewerThan(*target, *seen_before_stop_)) target.reset();
   const bool may_upload =
       end_ != JobEnd::kNotice || t.mono < notice_at_ + left_ - kNoticeSafety / 3;
-  if (target && may_upload) {
+  if (target && (!may_upload || gave_up_)) {
+    final_failed_ = true;  // what it saved is newer than the store's
+    target.reset();
+  }
+  if (target) {
     Say(out, Level::kInfo,
         Format("the trainer wrote checkpoint {} on the stop signal; uploading it", target->id));
-    upload_ = Upload{*target, true};
-    out.push_back(job_action::StartUpload{*target, true});
+    StartFinalUpload(t, *target, out);
     return;
   }
   Finish(out);
@@ -139,12 +170,14 @@ void JobPolicy::Finish(JobActions& out) {
            {"read_after_seconds", seen_late_},
            {"seq", OrNull(final_seq_)}},
           out);
-    Say(out, Level::kInfo,
-        Format("interrupted: {} in {:.1f}s from the notice; exiting {}",
-               final_seq_ ? "snapshot " + SeqName(*final_seq_) + " committed"
-                          : std::string("nothing new to commit"),
-               notice_to_commit_.value_or(stopping_elapsed_), static_cast<int>(kExitInterrupted)));
-    Exit(kExitInterrupted, /*release_lease=*/true, out);
+    const int code = final_failed_ ? kExitNotCommitted : kExitInterrupted;
+    const std::string what = final_failed_ ? "the newest checkpoint could not be committed"
+                             : final_seq_  ? "snapshot " + SeqName(*final_seq_) + " committed"
+                                           : std::string("nothing new to commit");
+    Say(out, final_failed_ ? Level::kError : Level::kInfo,
+        Format("interrupted: {} in {:.1f}s from the notice; exiting {}", what,
+               notice_to_commit_.value_or(stopping_elapsed_), code));
+    Exit(code, /*release_lease=*/true, out);
     return;
   }
   Housekeeping(out);

@@ -65,15 +65,17 @@ class SnapshotUploader {
     double seconds = 0;  // from Start to the end
   };
   virtual ~SnapshotUploader() = default;
-  // REQUIRES: !busy().
+  // Starts an upload. One still in flight is left to itself: cancelled,
+  // never waited for again (its result is lost).
   virtual void Start(const Checkpoint& checkpoint) = 0;
   virtual bool busy() const = 0;
   // Asks the upload in flight to stop before its commit.
   virtual void Cancel() = 0;
   // The result once the upload ended; nullopt while it runs. Never blocks.
   virtual std::optional<Result> Poll() = 0;
-  // Waits for the upload in flight to end. REQUIRES: busy().
-  virtual Result Wait() = 0;
+  // Waits up to `limit` for the upload in flight to end; nullopt when it
+  // has not (it is stuck, e.g. in a request that never answers).
+  virtual std::optional<Result> Wait(std::chrono::milliseconds limit) = 0;
 };
 
 // The real parts the loop uses when none are given.

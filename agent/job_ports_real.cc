@@ -60,29 +60,18 @@ UploadOutcome OutcomeOf(const SnapshotUploader::Result& r) {
   return o;
 }
 
-ThreadUploader::~ThreadUploader() {
-  if (!busy()) return;
-  Cancel();
-  (void)Wait();
-}
-
 void ThreadUploader::Start(const Checkpoint& checkpoint) {
-  cancel_ = false;
-  future_ = std::async(std::launch::async, [this, checkpoint] {
-    const auto start = clock_.Monotonic();
-    StatusOr<SnapshotResult> r = upload_(checkpoint, &cancel_);
-    return Result{std::move(r), std::chrono::duration<double>(clock_.Monotonic() - start).count()};
+  if (busy()) {
+    *cancel_ = true;  // it stays cancelled; a new flag serves the new upload
+    left_any_ = true;
+  }
+  cancel_ = std::make_shared<std::atomic<bool>>(false);
+  call_.Start([upload = upload_, &clock = clock_, cancel = cancel_, checkpoint] {
+    const auto start = clock.Monotonic();
+    StatusOr<SnapshotResult> r = upload(checkpoint, cancel.get());
+    return Result{std::move(r), std::chrono::duration<double>(clock.Monotonic() - start).count()};
   });
 }
-
-std::optional<SnapshotUploader::Result> ThreadUploader::Poll() {
-  if (!busy() || future_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-    return std::nullopt;
-  }
-  return future_.get();
-}
-
-SnapshotUploader::Result ThreadUploader::Wait() { return future_.get(); }
 
 StatusOr<AutoScalingClient*> LazyAutoScaling::Client() {
   if (client_) return client_.get();

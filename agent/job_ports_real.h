@@ -4,7 +4,6 @@
 #pragma once
 
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +13,7 @@
 #include "agent/job_policy.h"
 #include "agent/job_ports.h"
 #include "agent/presets.h"
+#include "common/background_call.h"
 
 namespace sg {
 
@@ -59,20 +59,29 @@ class ThreadUploader final : public SnapshotUploader {
   // Uploads `checkpoint`, stopping before its commit once `*cancel` is set.
   using UploadFn = std::function<StatusOr<SnapshotResult>(const Checkpoint& checkpoint,
                                                           const std::atomic<bool>* cancel)>;
-  ThreadUploader(UploadFn upload, Clock& clock) : upload_(std::move(upload)), clock_(clock) {}
-  ~ThreadUploader() override;  // cancels and waits for the upload in flight
+  // What `upload` uses must outlive an upload given up on (Wait returned
+  // nullopt): the agent then ends the process (RunAgent, `abandoned`).
+  ThreadUploader(UploadFn upload, Clock& clock)
+      : upload_(std::move(upload)), clock_(clock), cancel_(std::make_shared<std::atomic<bool>>()) {}
+  // An upload was left running (Start over a busy one, or Wait gave up).
+  bool left_any() const { return left_any_; }
 
   void Start(const Checkpoint& checkpoint) override;
-  bool busy() const override { return future_.valid(); }
-  void Cancel() override { cancel_ = true; }
-  std::optional<Result> Poll() override;
-  Result Wait() override;
+  bool busy() const override { return call_.busy(); }
+  void Cancel() override { *cancel_ = true; }
+  std::optional<Result> Poll() override { return call_.Poll(); }
+  std::optional<Result> Wait(std::chrono::milliseconds limit) override {
+    std::optional<Result> r = call_.WaitFor(limit);
+    left_any_ |= !r.has_value();
+    return r;
+  }
 
  private:
   UploadFn upload_;
   Clock& clock_;
-  std::atomic<bool> cancel_{false};
-  std::future<Result> future_;
+  std::shared_ptr<std::atomic<bool>> cancel_;
+  BackgroundCall<Result> call_;
+  bool left_any_ = false;
 };
 
 // The Auto Scaling client over the command's transport and credentials,

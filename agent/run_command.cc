@@ -40,7 +40,12 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
   }
   SystemdNotifier notifier(env);
   AgentContext context{config, env, **store, SystemClock(), imds, notifier, instance, aws.get()};
-  return RunAgent(context).exit_code;
+  const AgentResult result = RunAgent(context);
+  // Threads stuck on the store still use the store, the transport and the
+  // agent: end the process here, before any of them is destroyed. The log
+  // is flushed line by line (common/log.cc).
+  if (result.abandoned) ::_exit(result.exit_code);
+  return result.exit_code;
 }
 
 }  // namespace sg

@@ -70,3 +70,84 @@ TEST_F(AgentE2E, ACheckpointSavedOnSigtermIsUploadedBeforeTheExit) {
 
 }  // namespace
 }  // namespace sg::testing
+
+namespace sg::testing {
+namespace {
+
+// The agent's store behind a fault proxy that freezes: from the first lease
+// renewal on, every request is held, neither forwarded nor answered.
+class StalledStoreE2E : public AgentE2E {
+ protected:
+  void SetUp() override {
+    AgentE2E::SetUp();
+    std::string upstream = s3_.endpoint.substr(s3_.endpoint.find("://") + 3);
+    while (!upstream.empty() && upstream.back() == '/') upstream.pop_back();
+    proxy_ = std::make_unique<ToolServer>("fault_proxy.py",
+                                          std::vector<std::string>{"--upstream", upstream});
+    ASSERT_FALSE(proxy_->endpoint().empty());
+  }
+  void TearDown() override {
+    if (proxy_) proxy_->Control("POST", "/_proxy/release");
+  }
+  // Starts an agent, waits for its first commit, then freezes the store.
+  std::unique_ptr<AgentProcess> StartAndFreeze() {
+    const std::string config =
+        WriteConfig("a", {"--steps", "100000"}, {{"endpoint", proxy_->endpoint()}});
+    auto a = StartAgent("a", config, "ckpt", imds_);
+    EXPECT_TRUE(WaitFor([&] { return !Committed().empty(); }, 30s)) << a->Output();
+    proxy_->Control("POST", "/_proxy/config", R"({"freeze_match": "PUT [^ ]*/lease"})");
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          auto stats = nlohmann::json::parse(proxy_->Control("GET", "/_proxy/stats"));
+          return stats["frozen"].get<bool>() && stats["held"].get<int>() > 0;
+        },
+        30s))
+        << "the store never froze";
+    return a;
+  }
+  // "(read 0.3s after it was posted)" in the agent's log: the detection delay.
+  static std::optional<double> ReadAfter(const std::string& log) {
+    std::smatch m;
+    if (!std::regex_search(log, m, std::regex(R"(\(read ([0-9.]+)s after it was posted\))"))) {
+      return std::nullopt;
+    }
+    return std::stod(m[1]);
+  }
+  std::unique_ptr<ToolServer> proxy_;
+};
+
+TEST_F(StalledStoreE2E, ANoticeIsReadInTimeWhileTheStoreDoesNotAnswer) {
+  auto a = StartAndFreeze();
+  // A whole two minutes: the notice's posting time is its deadline less 120 s.
+  imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 120})");
+  ASSERT_TRUE(a->WaitForOutput("INTERRUPTION NOTICE", 60s)) << a->Output();
+  const std::optional<double> delay = ReadAfter(a->Output());
+  ASSERT_TRUE(delay.has_value()) << a->Output();
+  // One poll interval (200 ms) plus 1 s, with room for a loaded machine;
+  // a loop stuck behind the store reads it 30 s or more late.
+  EXPECT_LT(*delay, 5.0) << a->Output();
+  // The store answers again: the final snapshot goes up.
+  proxy_->Control("POST", "/_proxy/release");
+  const auto code = a->Wait(120s);
+  ASSERT_TRUE(code.has_value()) << a->Output();
+  EXPECT_EQ(*code, 75) << a->Output();
+}
+
+TEST_F(StalledStoreE2E, AStoreThatNeverAnswersStillGetsTheTrainerStoppedAndExits74) {
+  auto a = StartAndFreeze();
+  const auto posted = std::chrono::steady_clock::now();
+  imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 30})");
+  const auto code = a->Wait(120s);
+  const auto took = std::chrono::steady_clock::now() - posted;
+  ASSERT_TRUE(code.has_value()) << a->Output();
+  EXPECT_EQ(*code, 74) << a->Output();
+  const std::string log = a->Output();
+  EXPECT_NE(log.find("did not finish before the deadline"), std::string::npos) << log;
+  EXPECT_NE(log.find("the trainer stopped"), std::string::npos) << log;
+  // Given up 10 s before the deadline, the trainer stopped, and the exit
+  // waits at most 15 s for what still hangs: 35 s, and a margin.
+  EXPECT_LT(took, 60s) << log;
+}
+
+}  // namespace
+}  // namespace sg::testing

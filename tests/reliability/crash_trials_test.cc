@@ -15,6 +15,7 @@
 #include "tests/reliability/crash_support.h"
 #include "tests/support/random_bytes.h"
 #include "tests/support/reliability_record.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg::testing {
@@ -381,7 +382,10 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
         const bool in_old = old.count(rel) && old.at(rel) == f;
         const bool in_new = merged.count(rel) && merged.at(rel) == f;
         diff += "\n  " + rel + " (" + std::to_string(f.content.size()) + " bytes, mode " +
-                std::to_string(f.mode) + "): " + (in_new ? "new" : in_old ? "old" : "NEITHER");
+                std::to_string(f.mode) + "): " +
+                (in_new   ? "new"
+                 : in_old ? "old"
+                          : "NEITHER");
       }
       ADD_FAILURE() << "after the kill " << target
                     << " is neither the old checkpoint nor the new one:" << diff;
@@ -471,8 +475,15 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
   const int trials = TrialCount(20, 100);
   ImdsSimulator imds;
   ASSERT_FALSE(imds.endpoint().empty());
+  // The store behind a proxy that can hold an upload's answer, so that some
+  // kills land in an upload for certain, whatever the machine's speed.
+  std::string upstream = s3_.endpoint.substr(s3_.endpoint.find("://") + 3);
+  while (!upstream.empty() && upstream.back() == '/') upstream.pop_back();
+  ToolServer proxy("fault_proxy.py", {"--upstream", upstream});
+  ASSERT_FALSE(proxy.endpoint().empty());
   const std::string config =
-      WriteConfig({{"patterns", {"step_*.ckpt"}},
+      WriteConfig({{"endpoint", proxy.endpoint()},
+                   {"patterns", {"step_*.ckpt"}},
                    {"settle_time", "200ms"},
                    {"upload_interval", "1s"},
                    {"stop_grace", "5s"},
@@ -522,11 +533,23 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
       window = std::chrono::duration_cast<std::chrono::microseconds>((Clock::now() - start) * 1.2);
       std::cout << "an agent commits its second snapshot after " << window.count() / 1200
                 << " ms; kills spread over [0, " << window.count() / 1000 << " ms]\n";
+    } else if (trial % 4 == 3) {
+      // Driven: the kill lands while the answer to an upload's file PUT is held.
+      proxy.Control(
+          "POST", "/_proxy/config",
+          R"({"pause_match": "PUT [^ ]*/snapshots/[0-9]+/files/", "pause_seconds": 120})");
+      bool paused = false;
+      for (auto until = Clock::now() + 60s; !paused && Clock::now() < until;
+           std::this_thread::sleep_for(20ms)) {
+        paused = nlohmann::json::parse(proxy.Control("GET", "/_proxy/stats"))["paused"].get<bool>();
+      }
+      EXPECT_TRUE(paused) << "no upload reached the store: " << agent.Output();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(
           std::uniform_int_distribution<int64_t>(0, window.count())(rng)));
     }
     const bool killed = KillLikeALostInstance(agent);
+    proxy.Control("POST", "/_proxy/continue");  // the held answer goes to no one
     const auto code = agent.Wait(60s);
     ASSERT_TRUE(code.has_value()) << agent.Output();
     ASSERT_TRUE(killed && *code == 128 + SIGKILL)

@@ -87,7 +87,8 @@ class FakeUploader final : public SnapshotUploader {
  public:
   struct Step {
     std::chrono::milliseconds takes{1000};
-    Status fails;  // Ok: the upload commits
+    Status fails;          // Ok: the upload commits
+    bool hangs = false;    // stuck in a request: neither ends nor hears the cancel
   };
   explicit FakeUploader(Clock& clock) : clock_(clock) {}
   std::deque<Step> script;  // then every upload commits in a second
@@ -110,17 +111,18 @@ class FakeUploader final : public SnapshotUploader {
   }
   std::optional<Result> Poll() override {
     if (!busy_ || (!cancelled_ && clock_.Monotonic() < ends_)) return std::nullopt;
-    return Wait();
+    return Wait(std::chrono::milliseconds(0));
   }
-  Result Wait() override {
+  std::optional<Result> Wait(std::chrono::milliseconds /*limit*/) override {
+    if (!busy_ || current_.hangs) return std::nullopt;
     busy_ = false;
-    if (cancelled_) return {Status::Cancelled("cancelled"), 0.1};
-    if (!current_.fails.ok()) return {current_.fails, 1.0};
+    if (cancelled_) return Result{Status::Cancelled("cancelled"), 0.1};
+    if (!current_.fails.ok()) return Result{current_.fails, 1.0};
     committed.push_back(started.back());
     SnapshotResult r;
     r.seq = ++seq_;
     r.bytes = r.stored_bytes = 1000;
-    return {r, 1.0};
+    return Result{r, 1.0};
   }
 
  private:

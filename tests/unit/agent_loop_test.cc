@@ -125,6 +125,22 @@ TEST_F(AgentLoopTest, AnUploadFailingInTheMiddleOfANoticeIsTriedAgain) {
   EXPECT_EQ(r.committed_step, 300);
 }
 
+TEST_F(AgentLoopTest, AStoreThatNeverAnswersTheFinalUploadStillStopsTheTrainerInTime) {
+  w_.uploader.script = {{seconds(1), Status::Ok(), /*hangs=*/true}};
+  w_.on_signal = [&](int signo) {
+    if (signo == SIGUSR1) w_.At(w_.Elapsed() + seconds(1), [&] { w_.checkpoints.Write(300); });
+  };
+  w_.At(seconds(10), [&] { w_.imds.PostNotice(seconds(120)); });
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitNotCommitted);
+  EXPECT_TRUE(r.abandoned);
+  EXPECT_TRUE(w_.uploader.committed.empty());
+  EXPECT_EQ(w_.signals, (std::vector<int>{SIGUSR1, SIGTERM}));
+  // Given up 10 s before the deadline (130 s), the stop following at once.
+  EXPECT_GE(w_.Elapsed(), seconds(120));
+  EXPECT_LT(w_.Elapsed(), seconds(122));
+}
+
 TEST_F(AgentLoopTest, ALostLeaseStopsTheTrainerCommitsNothingAndExits4) {
   w_.At(seconds(5), [&] { w_.checkpoints.Write(100); });
   // A successor takes the job: the lease object is replaced under us.

@@ -497,8 +497,33 @@ TEST_F(JobPolicyTest, AFinalUploadThatKeepsFailingStillStopsTheTrainerBeforeTheD
     EXPECT_EQ(Find<a::StopTrainer>(failed) != nullptr, attempt == 3) << attempt;
   }
   JobActions stopped = StopAndEnd(At(seconds(17)), {Ckpt(200, seconds(1))});
-  EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitInterrupted);
+  // Step 200 is newer than the store's step 100 and could not be committed.
+  EXPECT_TRUE(Said(stopped, "the newest checkpoint could not be committed"));
+  EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitNotCommitted);
   EXPECT_FALSE(p.notice_to_commit().has_value());
+}
+
+TEST_F(JobPolicyTest, AFinalUploadThatHangsIsGivenUpInTimeToStopTheTrainer) {
+  StartTraining();
+  JobPolicy& p = *policy_;
+  // Deadline at 130 s.
+  p.OnInterruption(At(seconds(10)), Notice(At(seconds(10)), seconds(120)), 1 << 20);
+  ASSERT_NE(Find<a::StartUpload>(p.OnCheckpoints(At(seconds(12)), {Ckpt(200, seconds(11))}, {})),
+            nullptr);
+  EXPECT_TRUE(p.OnTick(At(milliseconds(119'999))).empty());
+  JobActions gave_up = p.OnTick(At(seconds(120)));
+  EXPECT_TRUE(Said(gave_up, "did not finish before the deadline"));
+  EXPECT_NE(Find<a::CancelUpload>(gave_up), nullptr);
+  ASSERT_NE(Find<a::StopTrainer>(gave_up), nullptr);
+  EXPECT_EQ(Find<a::StopTrainer>(gave_up)->grace, seconds(5));
+  // No second upload of what was given up on, and the exit says so.
+  JobActions stopped = StopAndEnd(At(seconds(121)), {Ckpt(200, seconds(11))});
+  EXPECT_EQ(Find<a::StartUpload>(stopped), nullptr);
+  EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitNotCommitted);
+  // Its late answer changes nothing.
+  EXPECT_TRUE(
+      p.OnUploadFinished(At(seconds(125)), {UploadOutcome::Kind::kCommitted, 9, 1, 1, 1, ""})
+          .empty());
 }
 
 TEST_F(JobPolicyTest, AFinishedJobWhoseLastUploadFailsIsNotMarkedComplete) {
