@@ -362,9 +362,8 @@ JobActions Agent::Do(const JobAction& action) {
     }
     return policy_.OnTrainerStopped(Now());
   } else if (const auto* event = std::get_if<a::RecordEvent>(&action)) {
-    store_work_.Post([this, kind = event->kind, data = event->data] {
-      (void)events_.Record(kind, data);
-    });
+    store_work_.Post(
+        [this, kind = event->kind, data = event->data] { (void)events_.Record(kind, data); });
   } else if (std::holds_alternative<a::RunRetention>(action)) {
     store_work_.Post([this] {
       auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
@@ -415,8 +414,7 @@ JobActions Agent::FindCheckpoints() {
 void Agent::EndBackgroundWork() {
   const auto until = c_.clock.Monotonic() + kExitWait;
   auto left = [&] {
-    return std::max(milliseconds(0),
-                    duration_cast<milliseconds>(until - c_.clock.Monotonic()));
+    return std::max(milliseconds(0), duration_cast<milliseconds>(until - c_.clock.Monotonic()));
   };
   if (uploader().busy()) {
     uploader().Cancel();

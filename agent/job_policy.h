@@ -245,10 +245,10 @@ class JobPolicy {
   std::optional<InterruptionEvent> notice_;
   std::optional<uint64_t> final_seq_;    // committed by the final upload
   int final_attempts_ = 0;               // final uploads started
-  bool final_failed_ = false;  // a checkpoint newer than the store's was not committed
-  bool gave_up_ = false;       // an upload was given up on
-  Clock::MonoTime cancelled_until_{};  // the cancelled periodic upload is waited for until then
-  Clock::MonoTime give_up_at_{};  // a final upload still running then is abandoned
+  bool final_failed_ = false;            // a checkpoint newer than the store's was not committed
+  bool gave_up_ = false;                 // an upload was given up on
+  Clock::MonoTime cancelled_until_{};    // the cancelled periodic upload is waited for until then
+  Clock::MonoTime give_up_at_{};         // a final upload still running then is abandoned
   Clock::MonoTime final_retry_until_{};  // a failed final upload is tried again until then
   std::optional<double> notice_to_commit_;
   double stopping_elapsed_ = 0;  // seconds from the notice to the stop

@@ -17,9 +17,9 @@ namespace sg {
 
 class BackgroundQueue {
  public:
-  BackgroundQueue() : state_(std::make_shared<State>()) {
-    std::thread([state = state_] { Work(*state); }).detach();
-  }
+  // The thread starts with the first task, so that it inherits the signal
+  // mask its owner has set by then.
+  BackgroundQueue() : state_(std::make_shared<State>()) {}
   // Stops the thread once the tasks queued by then are done (it is not
   // waited for).
   ~BackgroundQueue() {
@@ -34,13 +34,17 @@ class BackgroundQueue {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->tasks.push_back(std::move(task));
     state_->changed.notify_all();
+    if (!started_) {
+      started_ = true;
+      std::thread([state = state_] { Work(*state); }).detach();
+    }
   }
   // Waits up to `limit` for every task posted so far to finish; true when
   // they have.
   bool DrainFor(std::chrono::milliseconds limit) {
     std::unique_lock<std::mutex> lock(state_->mu);
-    return state_->changed.wait_for(
-        lock, limit, [&] { return state_->tasks.empty() && !state_->running; });
+    return state_->changed.wait_for(lock, limit,
+                                    [&] { return state_->tasks.empty() && !state_->running; });
   }
 
  private:
@@ -67,6 +71,7 @@ class BackgroundQueue {
     }
   }
   std::shared_ptr<State> state_;
+  bool started_ = false;  // guarded by state_->mu
 };
 
 }  // namespace sg

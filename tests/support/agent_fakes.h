@@ -87,8 +87,8 @@ class FakeUploader final : public SnapshotUploader {
  public:
   struct Step {
     std::chrono::milliseconds takes{1000};
-    Status fails;          // Ok: the upload commits
-    bool hangs = false;    // stuck in a request: neither ends nor hears the cancel
+    Status fails;        // Ok: the upload commits
+    bool hangs = false;  // stuck in a request: neither ends nor hears the cancel
   };
   explicit FakeUploader(Clock& clock) : clock_(clock) {}
   std::deque<Step> script;  // then every upload commits in a second

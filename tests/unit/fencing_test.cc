@@ -11,8 +11,8 @@
 
 #include "agent/lease.h"
 #include "agent/manifest.h"
-#include "agent/retention.h"
 #include "agent/restorer.h"
+#include "agent/retention.h"
 #include "agent/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"

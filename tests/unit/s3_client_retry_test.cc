@@ -28,7 +28,6 @@ using std::chrono::seconds;
 using testing::RecordingClock;
 using testing::ScriptedTransport;
 
-
 std::string ErrorXml(const std::string& code, const std::string& extra = "") {
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>" + code +
          "</Code><Message>message for " + code + "</Message>" + extra +

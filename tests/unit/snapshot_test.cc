@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "agent/manifest.h"
+#include "agent/restorer.h"
 #include "agent/retention.h"
 #include "agent/snapshot_file_reader.h"
-#include "agent/restorer.h"
 #include "agent/snapshot_writer.h"
 #include "agent/store_layout.h"
 #include "common/file_store.h"
