@@ -51,8 +51,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr auto kTick = milliseconds(100);
-// How long the exit waits for background work to end (docs/agent.md, "How
-// it ends").
+// The exit's wait for work on the store (docs/agent.md, "How it ends").
 constexpr auto kExitWait = milliseconds(15'000);
 
 class Agent {
@@ -326,17 +325,7 @@ void Agent::Perform(JobActions actions) {
 JobActions Agent::Do(const JobAction& action) {
   namespace a = job_action;
   if (const auto* log = std::get_if<a::Log>(&action)) {
-    switch (log->level) {
-      case a::Log::Level::kInfo:
-        LogInfo("{}", log->message);
-        break;
-      case a::Log::Level::kWarn:
-        LogWarn("{}", log->message);
-        break;
-      case a::Log::Level::kError:
-        LogError("{}", log->message);
-        break;
-    }
+    WriteToLog(*log);
   } else if (const auto* notify = std::get_if<a::Notify>(&action)) {
     (void)c_.notifier.Notify(notify->state);
   } else if (const auto* start = std::get_if<a::StartTrainer>(&action)) {
@@ -412,26 +401,9 @@ JobActions Agent::FindCheckpoints() {
 }
 
 void Agent::EndBackgroundWork() {
-  const auto until = c_.clock.Monotonic() + kExitWait;
-  auto left = [&] {
-    return std::max(milliseconds(0), duration_cast<milliseconds>(until - c_.clock.Monotonic()));
-  };
-  if (uploader().busy()) {
-    uploader().Cancel();
-    if (!uploader().Wait(left())) {
-      LogError("an upload still waits for the store; leaving it behind");
-      result_.abandoned = true;
-    }
-  }
-  threads_left_ |= c_.ports.uploader == nullptr && uploader_.left_any();
-  if (renewal_.busy() && !renewal_.WaitFor(left())) {
-    LogError("a lease renewal still waits for the store; leaving it behind");
-    result_.abandoned = threads_left_ = true;
-  }
-  if (!store_work_.DrainFor(left())) {
-    LogError("event records or the lease's release still wait for the store; leaving them behind");
-    result_.abandoned = threads_left_ = true;
-  }
+  const LeftBehind left = EndStoreWork(uploader(), renewal_, store_work_, c_.clock, kExitWait);
+  result_.abandoned = left.any;
+  threads_left_ = left.threads || (c_.ports.uploader == nullptr && uploader_.left_any());
 }
 
 void Agent::Finish(int exit_code) {

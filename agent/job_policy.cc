@@ -15,6 +15,20 @@ namespace sg {
 
 using namespace job_policy_detail;  // NOLINT(google-build-using-namespace)
 
+void WriteToLog(const job_action::Log& log) {
+  switch (log.level) {
+    case Level::kInfo:
+      LogInfo("{}", log.message);
+      return;
+    case Level::kWarn:
+      LogWarn("{}", log.message);
+      return;
+    case Level::kError:
+      LogError("{}", log.message);
+      return;
+  }
+}
+
 std::string_view JobPhaseName(JobPhase phase) {
   switch (phase) {
     case JobPhase::kLease:

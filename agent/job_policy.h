@@ -144,6 +144,9 @@ using JobAction =
                  job_action::PerformOnComplete, job_action::ReleaseLease, job_action::Exit>;
 using JobActions = std::vector<JobAction>;
 
+// Performs a Log action: the agent's log at its level.
+void WriteToLog(const job_action::Log& log);
+
 class JobPolicy {
  public:
   explicit JobPolicy(JobPolicyOptions options);

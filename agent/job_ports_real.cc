@@ -73,6 +73,33 @@ void ThreadUploader::Start(const Checkpoint& checkpoint) {
   });
 }
 
+LeftBehind EndStoreWork(SnapshotUploader& uploader, BackgroundCall<Status>& renewal,
+                        BackgroundQueue& queue, Clock& clock, std::chrono::milliseconds limit) {
+  using std::chrono::milliseconds;
+  const auto until = clock.Monotonic() + limit;
+  auto left = [&] {
+    return std::max(milliseconds(0),
+                    std::chrono::duration_cast<milliseconds>(until - clock.Monotonic()));
+  };
+  LeftBehind out;
+  if (uploader.busy()) {
+    uploader.Cancel();
+    if (!uploader.Wait(left())) {
+      LogError("an upload still waits for the store; leaving it behind");
+      out.any = true;
+    }
+  }
+  if (renewal.busy() && !renewal.WaitFor(left())) {
+    LogError("a lease renewal still waits for the store; leaving it behind");
+    out.any = out.threads = true;
+  }
+  if (!queue.DrainFor(left())) {
+    LogError("event records or the lease's release still wait for the store; leaving them behind");
+    out.any = out.threads = true;
+  }
+  return out;
+}
+
 StatusOr<AutoScalingClient*> LazyAutoScaling::Client() {
   if (client_) return client_.get();
   if (aws_ == nullptr) return Status::InvalidArgument("no AWS environment for Auto Scaling calls");

@@ -14,10 +14,22 @@
 #include "agent/job_ports.h"
 #include "agent/presets.h"
 #include "common/background_call.h"
+#include "common/background_queue.h"
 
 namespace sg {
 
 class AwsEnvironment;
+
+// What EndStoreWork left running: anything, and threads of ours (a fake
+// uploader's upload is nothing that runs).
+struct LeftBehind {
+  bool any = false;
+  bool threads = false;
+};
+// At the exit: cancels the upload, then waits, within `limit` in all, for it,
+// the lease renewal and the queued store work; logs what is left behind.
+LeftBehind EndStoreWork(SnapshotUploader& uploader, BackgroundCall<Status>& renewal,
+                        BackgroundQueue& queue, Clock& clock, std::chrono::milliseconds limit);
 
 class ProcessTrainerLauncher final : public TrainerLauncher {
  public:
