@@ -465,8 +465,12 @@ AgentResult Agent::Run() {
     uploader().Cancel();
     (void)uploader().Wait();
   }
+  // Whatever is left of the trainer's process group gets stop_signal and,
+  // after stop_grace, SIGKILL; no descendant's descriptor is waited for
+  // (docs/design.md §11).
   trainer_.reset();
   finished_trainer_.reset();
+  FinishStoppedTrainers();
   return result_;
 }
 
