@@ -1,6 +1,7 @@
 #include "agent/checkpoint.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <tuple>
 
 namespace sg {
@@ -59,6 +60,16 @@ bool IsAgentPrivatePath(std::string_view relpath) {
     start = slash + 1;
   }
   return false;
+}
+
+uint64_t CheckpointBytes(const std::string& checkpoint_dir, const Checkpoint& c) {
+  uint64_t bytes = 0;
+  for (const std::string& rel : c.relpaths) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(checkpoint_dir + "/" + rel, ec);
+    if (!ec) bytes += size;
+  }
+  return bytes;
 }
 
 }  // namespace sg

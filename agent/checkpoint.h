@@ -51,6 +51,9 @@ bool IsNewerThan(const Checkpoint& c, const CheckpointMark& mark);
 std::optional<Checkpoint> FirstNewerThan(const std::vector<Checkpoint>& newest_first,
                                          const std::optional<CheckpointMark>& mark);
 
+// The size of `c`'s files in `checkpoint_dir` now (files gone count 0).
+uint64_t CheckpointBytes(const std::string& checkpoint_dir, const Checkpoint& c);
+
 // Paths the agent itself creates inside or beside checkpoint_dir (staging,
 // restore temporaries): any component starting with ".spotguard". They are
 // never watched, listed or captured.

@@ -235,15 +235,8 @@ std::optional<Checkpoint> Agent::NewestLocal() {
 }
 
 uint64_t Agent::NewestBytes() {
-  uint64_t bytes = 0;
-  if (std::optional<Checkpoint> newest = NewestLocal()) {
-    for (const std::string& rel : newest->relpaths) {
-      std::error_code ec;
-      const auto size = std::filesystem::file_size(cfg_.checkpoint_dir + "/" + rel, ec);
-      if (!ec) bytes += size;
-    }
-  }
-  return bytes;
+  std::optional<Checkpoint> newest = NewestLocal();
+  return newest ? CheckpointBytes(cfg_.checkpoint_dir, *newest) : 0;
 }
 
 void Agent::Idle() {
@@ -477,8 +470,11 @@ AgentResult Agent::Run() {
   Perform(policy_.OnRestored(Now(), start->state));
   Loop();
   EndBackgroundWork();
+  // What is left of the trainer's group gets stop_signal, then SIGKILL after
+  // stop_grace; no descendant's descriptor is waited for (docs/design.md §11).
   trainer_.reset();
   finished_trainer_.reset();
+  FinishStoppedTrainers();
   return result_;
 }
 

@@ -1,12 +1,19 @@
 #include "agent/supervisor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <mutex>
+
 #include "agent/trainer_record.h"
+#include "common/duration.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/signal_names.h"
 
 namespace sg {
 namespace {
@@ -26,23 +33,75 @@ std::string Expand(std::string arg, const Config& config, const TrainerLaunch& l
   return arg;
 }
 
-// Copies the trainer's output into the agent's log, one line per entry.
-void Forward(int fd, pid_t pid) {
+constexpr size_t kMaxDrainBytes = 1 << 20;
+
+// Copies the trainer's output (`fd`, non-blocking) into the agent's log, one
+// line per entry, until end of file or until `wake` is written: then it
+// forwards what is already buffered (up to kMaxDrainBytes) and stops, so a
+// descendant that left the group holding the pipe keeps no one waiting.
+void Forward(int fd, int wake, pid_t pid) {
   std::string pending;
   char buf[4096];
+  bool finishing = false;
+  size_t drained = 0;
   while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (!finishing) {
+      pollfd fds[2] = {{fd, POLLIN, 0}, {wake, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (fds[1].revents != 0) finishing = true;
+    }
+    const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0 && errno == EAGAIN && !finishing) continue;
+    if (n <= 0) break;  // end of file, an error, or nothing more buffered
     pending.append(buf, static_cast<size_t>(n));
     size_t nl;
     while ((nl = pending.find('\n')) != std::string::npos) {
       LogInfo("[trainer {}] {}", pid, pending.substr(0, nl));
       pending.erase(0, nl + 1);
     }
+    if (finishing && (drained += static_cast<size_t>(n)) >= kMaxDrainBytes) break;
   }
   if (!pending.empty()) LogInfo("[trainer {}] {}", pid, pending);
   ::close(fd);
+}
+
+// Tells the forwarder to finish and waits for it (it no longer blocks).
+void StopForwarder(const UniqueFd& wake, std::thread& forwarder) {
+  const uint64_t one = 1;
+  if (wake.valid()) (void)!::write(wake.get(), &one, sizeof one);
+  if (forwarder.joinable()) forwarder.join();
+}
+
+// Trainers destroyed while what they left in their group still had time to
+// stop: each finished on a thread of its own until FinishStoppedTrainers.
+class StoppingTrainers {
+ public:
+  void Add(std::thread t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    threads_.push_back(std::move(t));
+  }
+  void JoinAll() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads.swap(threads_);
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  ~StoppingTrainers() { JoinAll(); }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+StoppingTrainers& Stopping() {
+  static StoppingTrainers stopping;
+  return stopping;
 }
 
 }  // namespace
@@ -73,21 +132,63 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
   return out;
 }
 
-TrainerProcess::TrainerProcess(ChildProcess child, int output_fd, std::string record_path)
-    : child_(std::move(child)), record_path_(std::move(record_path)) {
-  forwarder_ = std::thread(Forward, output_fd, child_.pid());
+TrainerProcess::TrainerProcess(ChildProcess child, int output_fd, std::string record_path,
+                               const Config& config)
+    : child_(std::move(child)),
+      pid_(child_.pid()),
+      record_path_(std::move(record_path)),
+      stop_signal_(config.stop_signal),
+      stop_grace_(config.stop_grace),
+      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!wake_.valid()) LogWarn("eventfd for the trainer's output: {}", std::strerror(errno));
+  forwarder_ = std::thread(Forward, output_fd, wake_.get(), pid_);
 }
 
 TrainerProcess::~TrainerProcess() {
-  if (child_.running()) (void)Stop(SIGKILL, std::chrono::milliseconds(0));
-  if (forwarder_.joinable()) forwarder_.join();
+  if (child_.running()) (void)Stop(stop_signal_, stop_grace_);
+  if (leftovers_deadline_ && std::chrono::steady_clock::now() < *leftovers_deadline_) {
+    // Not on the loop's time: a thread ends the group by its deadline.
+    Stopping().Add(std::thread([child = std::move(child_), deadline = *leftovers_deadline_,
+                                wake = std::move(wake_), forwarder = std::move(forwarder_),
+                                pid = pid_, signo = stop_signal_, grace = stop_grace_]() mutable {
+      TrainerProcess::EndLeftovers(child, deadline, pid, signo, grace);
+      StopForwarder(wake, forwarder);
+    }));
+    return;
+  }
+  if (leftovers_deadline_) {
+    EndLeftovers(child_, *leftovers_deadline_, pid_, stop_signal_, stop_grace_);
+  }
+  StopForwarder(wake_, forwarder_);
 }
 
-void TrainerProcess::Ended(const ExitStatus& status) {
-  exit_ = status;
-  // Reaped, and its group's leftovers killed with it (die_with_parent):
-  // nothing of it remains for the next agent to stop.
-  if (!record_path_.empty()) RemoveTrainerRecord(record_path_);
+void TrainerProcess::EndLeftovers(ChildProcess& child,
+                                  std::chrono::steady_clock::time_point deadline, pid_t pid,
+                                  int signo, std::chrono::milliseconds grace) {
+  bool killed = false;
+  (void)child.EndGroup(deadline, &killed);
+  if (killed) {
+    LogWarn(
+        "processes the trainer (pid {}) left in its process group did not end within {} of {}; "
+        "killed them with SIGKILL",
+        pid, FormatDuration(grace), SignalName(signo));
+  }
+}
+
+void TrainerProcess::StopLeftovers() {
+  const std::vector<pid_t> left = child_.GroupMembers();
+  if (left.empty()) {
+    EndLeftovers(child_, std::chrono::steady_clock::now(), pid_, stop_signal_, stop_grace_);
+    return;
+  }
+  std::string pids;
+  for (pid_t p : left) pids += (pids.empty() ? "" : " ") + std::to_string(p);
+  LogInfo(
+      "the trainer (pid {}) ended and left {} process(es) in its process group ({}): sending "
+      "them {}, SIGKILL after {}",
+      pid_, left.size(), pids, SignalName(stop_signal_), FormatDuration(stop_grace_));
+  (void)child_.SignalGroup(stop_signal_);
+  leftovers_deadline_ = std::chrono::steady_clock::now() + stop_grace_;
 }
 
 StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
@@ -104,6 +205,10 @@ StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
   spawn.die_with_parent = true;
   SG_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(spawn));
   write_end.reset();  // the child holds the only write end now
+  // Never blocks the forwarder once it is told to finish (Forward).
+  if (::fcntl(read_end.get(), F_SETFL, ::fcntl(read_end.get(), F_GETFL) | O_NONBLOCK) != 0) {
+    return Status::FromErrno(errno, "make the trainer's output pipe non-blocking");
+  }
   if (!record_path.empty()) {
     // The trainer leads its own group (pgid == pid). Recorded before the
     // start is logged, so whoever reads the log finds the record.
@@ -114,13 +219,19 @@ StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
   LogInfo("started the trainer (pid {}, attempt {}){}", child.pid(), launch.attempt,
           launch.resume.empty() ? "" : ", resuming from " + launch.resume);
   return std::unique_ptr<TrainerProcess>(
-      new TrainerProcess(std::move(child), read_end.release(), record_path));
+      new TrainerProcess(std::move(child), read_end.release(), record_path, config));
 }
 
 std::optional<ExitStatus> TrainerProcess::Poll() {
   if (exit_) return exit_;
   auto r = child_.Wait(std::chrono::milliseconds(0));
-  if (r.ok() && r->has_value()) Ended(**r);
+  if (r.ok() && r->has_value()) {
+    exit_ = **r;
+    // Reaped: should this agent die now, the guard kills what is left of the
+    // group, so nothing of it remains for the next agent to stop.
+    if (!record_path_.empty()) RemoveTrainerRecord(record_path_);
+    StopLeftovers();
+  }
   return exit_;
 }
 
@@ -130,17 +241,29 @@ Status TrainerProcess::Signal(int signo) {
 }
 
 StatusOr<ExitStatus> TrainerProcess::Stop(int signo, std::chrono::milliseconds grace) {
-  if (exit_) return *exit_;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  if (exit_) {
+    // Ended before: what it left in its group gets no longer than asked.
+    if (leftovers_deadline_) {
+      EndLeftovers(child_, std::min(*leftovers_deadline_, deadline), pid_, stop_signal_,
+                   std::min(stop_grace_, grace));
+      leftovers_deadline_.reset();
+    }
+    return *exit_;
+  }
   if (!child_.running()) return Status::NotFound("the trainer is not running");
   (void)child_.SignalGroup(signo);
-  SG_ASSIGN_OR_RETURN(std::optional<ExitStatus> ended, child_.Wait(grace));
-  if (!ended) {
-    LogWarn("the trainer did not stop within {}ms of {}; killing it", grace.count(), signo);
-    (void)child_.SignalGroup(SIGKILL);
-    SG_ASSIGN_OR_RETURN(ended, child_.Wait(std::nullopt));
+  bool killed = false;
+  SG_ASSIGN_OR_RETURN(const ExitStatus ended, child_.EndGroup(deadline, &killed));
+  if (killed) {
+    LogWarn("the trainer's process group {} did not end within {} of {}; killed it with SIGKILL",
+            pid_, FormatDuration(grace), SignalName(signo));
   }
-  Ended(*ended);
+  exit_ = ended;
+  if (!record_path_.empty()) RemoveTrainerRecord(record_path_);
   return *exit_;
 }
+
+void FinishStoppedTrainers() { Stopping().JoinAll(); }
 
 }  // namespace sg

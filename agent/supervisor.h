@@ -4,6 +4,7 @@
 // resume_args appended only when resuming, and the SPOTGUARD_* environment.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "agent/config.h"
 #include "agent/job_ports.h"
+#include "common/files.h"
 #include "common/process.h"
 
 namespace sg {
@@ -34,6 +36,13 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
                                                       const TrainerLaunch& launch,
                                                       const std::string& notice_file);
 
+// Stopping (docs/design.md §11): the stop signal goes to the trainer's whole
+// process group and SIGKILL follows after the grace, whether the trainer
+// itself still runs or has already exited and left processes in its group
+// (the group's guard keeps its id ours until then). The output forwarder
+// never keeps anything waiting: once the group has ended it forwards what
+// is buffered and stops, even if a process that left the group still holds
+// the pipe.
 class TrainerProcess final : public Trainer {
  public:
   // The trainer dies with the agent (SpawnOptions::die_with_parent).
@@ -44,23 +53,47 @@ class TrainerProcess final : public Trainer {
       const Config& config, const std::map<std::string, std::string>& env,
       const TrainerLaunch& launch, const std::string& notice_file,
       const std::string& record_path = "");
-  ~TrainerProcess() override;  // kills the group if still running; joins the log thread
+  // A running trainer is stopped (stop_signal, SIGKILL after stop_grace).
+  // Processes an exited trainer left in its group, still within their
+  // stop_grace, are finished on a thread of their own (FinishStoppedTrainers),
+  // so destroying a crashed trainer never blocks the agent's loop.
+  ~TrainerProcess() override;
 
-  pid_t pid() const { return child_.pid(); }
+  pid_t pid() const { return pid_; }
   bool running() const override { return child_.running(); }
-  // The exit status once it ended; nullopt while it runs. Never blocks.
+  // The exit status once it ended; nullopt while it runs. Never blocks. When
+  // the trainer has ended and left processes in its group, they get
+  // stop_signal now and SIGKILL stop_grace later.
   std::optional<ExitStatus> Poll() override;
   Status Signal(int signo) override;
-  // `signo` to the group, SIGKILL after `grace`; returns how it ended.
+  // `signo` to the group, SIGKILL after `grace` to whatever is left of it
+  // (the trainer or what it left behind); returns how the trainer ended.
   StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace) override;
 
  private:
-  TrainerProcess(ChildProcess child, int output_fd, std::string record_path);
-  void Ended(const ExitStatus& status);
+  TrainerProcess(ChildProcess child, int output_fd, std::string record_path, const Config& config);
+  // After the trainer was reaped: what it left in its group gets
+  // stop_signal, or the group is ended at once when nothing is left.
+  void StopLeftovers();
+  // Ends `child`'s group by `deadline` (SIGKILL then).
+  static void EndLeftovers(ChildProcess& child, std::chrono::steady_clock::time_point deadline,
+                           pid_t pid, int signo, std::chrono::milliseconds grace);
+
   ChildProcess child_;
+  pid_t pid_;
   std::string record_path_;
+  int stop_signal_;
+  std::chrono::milliseconds stop_grace_;
+  // Set while what the exited trainer left in its group is being stopped.
+  std::optional<std::chrono::steady_clock::time_point> leftovers_deadline_;
+  UniqueFd wake_;  // eventfd: written when the forwarder is to finish
   std::thread forwarder_;
   std::optional<ExitStatus> exit_;
 };
+
+// Waits for the groups of destroyed trainers that were still being stopped:
+// at most until their stop_grace has passed, plus what SIGKILL takes. The
+// agent calls it before it exits.
+void FinishStoppedTrainers();
 
 }  // namespace sg

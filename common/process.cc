@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/proc_stat.h"
 #include "common/signal_names.h"
 #include "common/strings.h"
 
@@ -291,8 +292,10 @@ ChildProcess::ChildProcess(ChildProcess&& other) noexcept
     : pid_(other.pid_),
       guard_pid_(other.guard_pid_),
       group_(other.group_),
-      guard_fd_(other.guard_fd_) {
+      guard_fd_(other.guard_fd_),
+      exit_(other.exit_) {
   other.pid_ = other.guard_pid_ = other.group_ = other.guard_fd_ = -1;
+  other.exit_.reset();
 }
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
@@ -302,7 +305,9 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
     guard_pid_ = other.guard_pid_;
     group_ = other.group_;
     guard_fd_ = other.guard_fd_;
+    exit_ = other.exit_;
     other.pid_ = other.guard_pid_ = other.group_ = other.guard_fd_ = -1;
+    other.exit_.reset();
   }
   return *this;
 }
@@ -311,11 +316,19 @@ ChildProcess::~ChildProcess() { KillAndReap(); }
 
 void ChildProcess::KillAndReap() {
   if (pid_ > 0) {
-    ::kill(-pid_, SIGKILL);
-    ReapBlocking(pid_);
-    pid_ = -1;
+    ::kill(-group_, SIGKILL);
+    Reap();
   }
   EndGuard();
+}
+
+void ChildProcess::Reap() {
+  int status = 0;
+  pid_t r;
+  while ((r = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
+  }
+  exit_ = r == pid_ ? Decode(status) : ExitStatus{.code = -1};
+  pid_ = -1;
 }
 
 void ChildProcess::EndGuard() {
@@ -343,8 +356,10 @@ StatusOr<std::optional<ExitStatus>> ChildProcess::Wait(
     const pid_t r = ::waitpid(pid_, &status, timeout ? WNOHANG : 0);
     if (r == pid_) {
       pid_ = -1;
-      EndGuard();
-      return std::optional<ExitStatus>(Decode(status));
+      exit_ = Decode(status);
+      // die_with_parent: the guard stays, anchoring what is left of the
+      // group until EndGroup, Stop or the destructor.
+      return exit_;
     }
     if (r < 0) {
       if (errno == EINTR) continue;
@@ -360,20 +375,58 @@ StatusOr<std::optional<ExitStatus>> ChildProcess::Wait(
 }
 
 Status ChildProcess::SignalGroup(int signo) {
-  if (pid_ <= 0) return Status::NotFound("the process was already waited for");
-  if (::kill(-pid_, signo) != 0 && errno != ESRCH) {
-    return Status::FromErrno(errno, "kill process group " + std::to_string(pid_));
+  if (!anchored()) return Status::NotFound("the process was already waited for");
+  if (::kill(-group_, signo) != 0 && errno != ESRCH) {
+    return Status::FromErrno(errno, "kill process group " + std::to_string(group_));
   }
   return Status::Ok();
 }
 
-StatusOr<ExitStatus> ChildProcess::Stop(std::chrono::milliseconds grace) {
-  SG_RETURN_IF_ERROR(SignalGroup(SIGTERM));
-  SG_ASSIGN_OR_RETURN(std::optional<ExitStatus> ended, Wait(grace));
-  if (ended) return *ended;
-  SG_RETURN_IF_ERROR(SignalGroup(SIGKILL));
-  SG_ASSIGN_OR_RETURN(ended, Wait());
-  return *ended;
+std::vector<pid_t> ChildProcess::GroupMembers() const {
+  std::vector<pid_t> out;
+  if (!anchored()) return out;
+  for (const ProcStat& p : ListProcesses()) {
+    if (p.pgrp == group_ && p.state != 'Z' && p.pid != guard_pid_) out.push_back(p.pid);
+  }
+  return out;
+}
+
+StatusOr<ExitStatus> ChildProcess::EndGroup(std::chrono::steady_clock::time_point deadline,
+                                            bool* killed) {
+  using std::chrono::milliseconds;
+  using std::chrono::steady_clock;
+  if (killed != nullptr) *killed = false;
+  if (!anchored()) {
+    if (exit_) return *exit_;
+    return Status::NotFound("the process was already waited for");
+  }
+  // Polls /proc: the child shows as a zombie once it ended, and it is reaped
+  // only at the end, so the group id stays ours meanwhile.
+  auto ended_by = [this](steady_clock::time_point until) {
+    auto pause = milliseconds(1);
+    while (true) {
+      if (GroupMembers().empty()) return true;
+      const auto now = steady_clock::now();
+      if (now >= until) return false;
+      std::this_thread::sleep_for(std::min<steady_clock::duration>(pause, until - now));
+      pause = std::min(pause * 2, milliseconds(20));
+    }
+  };
+  if (!ended_by(deadline)) {
+    if (killed != nullptr) *killed = true;
+    ::kill(-group_, SIGKILL);
+    // SIGKILL is not ignorable; only a process stuck in the kernel (state D)
+    // takes longer than this, and then the reap below waits for it.
+    (void)ended_by(steady_clock::now() + milliseconds(1000));
+  }
+  if (pid_ > 0) Reap();
+  EndGuard();
+  return *exit_;
+}
+
+StatusOr<ExitStatus> ChildProcess::Stop(std::chrono::milliseconds grace, int signo) {
+  SG_RETURN_IF_ERROR(SignalGroup(signo));
+  return EndGroup(std::chrono::steady_clock::now() + grace);
 }
 
 }  // namespace sg

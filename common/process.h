@@ -3,6 +3,7 @@
 // signal reaches everything it started.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -59,6 +60,13 @@ struct ExitStatus {
 // default signal dispositions, an empty signal mask and no descriptors but 0,
 // 1 and 2. Destroying a ChildProcess that is still running kills its whole
 // group (SIGKILL) and reaps it, so no child outlives its owner by accident.
+//
+// The group is signalled only while its id is provably still ours: while the
+// child is unreaped (a zombie too holds the id), or, with die_with_parent,
+// while the guard (a member of the group that only this object reaps) is.
+// With die_with_parent, reaping the child leaves the rest of its group alone,
+// anchored by the guard, until EndGroup, Stop or the destructor: whatever
+// the child left behind can still be stopped gracefully (docs/design.md §11).
 class ChildProcess {
  public:
   static StatusOr<ChildProcess> Spawn(const SpawnOptions& options);
@@ -78,26 +86,48 @@ class ChildProcess {
   StatusOr<std::optional<ExitStatus>> Wait(
       std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
-  // Sends `signo` to the child's process group. NotFound once it was waited for.
+  // Sends `signo` to the child's process group. NotFound once the group id
+  // may no longer be ours (the child waited for, and no guard).
   Status SignalGroup(int signo);
 
-  // SIGTERM to the group, then SIGKILL when it has not ended within `grace`;
-  // returns how it ended.
-  StatusOr<ExitStatus> Stop(std::chrono::milliseconds grace);
+  // The live members of the child's group (not zombies, not the guard): the
+  // child itself while it runs, and what it left behind. Empty once the group
+  // id may no longer be ours.
+  std::vector<pid_t> GroupMembers() const;
+
+  // Waits until the child and every member of its group have ended, or until
+  // `deadline`; then SIGKILLs what is left of the group and waits for it
+  // (the child is reaped, the guard ended). `*killed` (when given) says
+  // whether SIGKILL was needed. Returns how the child ended. Never blocks
+  // past `deadline` by more than the time SIGKILLed processes take to die.
+  StatusOr<ExitStatus> EndGroup(std::chrono::steady_clock::time_point deadline,
+                                bool* killed = nullptr);
+
+  // `signo` to the group, then SIGKILL to it when the child or any other
+  // member has not ended within `grace` (EndGroup); returns how the child
+  // ended. Also reaches the leftovers of a child already waited for
+  // (die_with_parent).
+  StatusOr<ExitStatus> Stop(std::chrono::milliseconds grace, int signo = SIGTERM);
 
  private:
-  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  explicit ChildProcess(pid_t pid) : pid_(pid), group_(pid) {}
   static StatusOr<ChildProcess> SpawnDyingWithParent(const SpawnOptions& options,
                                                      const std::string& exe);
   void KillAndReap();
+  // Reaps the child (blocking) and records how it ended.
+  void Reap();
   // After the child was reaped: kills what is left of its group and reaps
   // the guard (die_with_parent only).
   void EndGuard();
 
+  // Whether the group id is still provably ours (see above).
+  bool anchored() const { return pid_ > 0 || guard_pid_ > 0; }
+
   pid_t pid_ = -1;
-  pid_t guard_pid_ = -1;  // die_with_parent: the guard process, a member of the group
-  pid_t group_ = -1;      // die_with_parent: the child's process group
-  int guard_fd_ = -1;     // die_with_parent: write end of the guard's pipe
+  pid_t guard_pid_ = -1;            // die_with_parent: the guard process, a member of the group
+  pid_t group_ = -1;                // the child's process group (its pid)
+  int guard_fd_ = -1;               // die_with_parent: write end of the guard's pipe
+  std::optional<ExitStatus> exit_;  // how the child ended, once reaped
 };
 
 }  // namespace sg

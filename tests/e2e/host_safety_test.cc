@@ -20,93 +20,14 @@
 #include "common/files.h"
 #include "common/proc_stat.h"
 #include "common/process.h"
+#include "tests/e2e/file_store_agent_fixture.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg::testing {
 namespace {
 
-using namespace std::chrono_literals;
-
-// Whether `pid` is a process that is not a zombie (a killed orphan may stay a
-// zombie when PID 1 of a container does not reap).
-bool Alive(pid_t pid) {
-  auto st = ReadProcStat(pid);
-  return st.ok() && st->state != 'Z';
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
-
-pid_t TrainerPid(const std::string& output) {
-  std::smatch m;
-  if (!std::regex_search(output, m, std::regex(R"(started the trainer \(pid (\d+))"))) return -1;
-  return std::stoi(m[1]);
-}
-
-std::string Contents(const std::string& path) {
-  auto text = ReadFileToString(path);
-  return text.ok() ? *text : "";
-}
-
-pid_t ReadPidFile(const std::string& path) {
-  auto text = ReadFileToString(path);
-  if (!text.ok() || text->empty()) return -1;
-  return std::stoi(*text);
-}
-
-class HostSafety : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto store = FileStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
-  }
-  void TearDown() override {
-    for (pid_t group : groups_to_kill_) ::kill(-group, SIGKILL);
-  }
-
-  std::string WriteConfig(const std::string& name, const std::vector<std::string>& command) {
-    nlohmann::json c = {{"job", "job"},
-                        {"store", "file://" + dir_.Join("store")},
-                        {"preset", "generic"},
-                        {"patterns", {"*.bin"}},
-                        {"settle_time", "300ms"},
-                        {"upload_interval", "1s"},
-                        {"stop_grace", "2s"},
-                        {"restart", {{"max", 0}}},
-                        {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
-                        {"command", command}};
-    return dir_.WriteFile(name + ".json", c.dump(2));
-  }
-
-  std::unique_ptr<AgentProcess> StartAgent(const std::string& name, const std::string& config,
-                                           const std::string& ckpt) {
-    return std::make_unique<AgentProcess>(
-        std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", ckpt},
-        std::map<std::string, std::string>{{"SPOTGUARD_CONFIG", ""},
-                                           {"SPOTGUARD_LOG_LEVEL", "debug"},
-                                           {"AWS_EC2_METADATA_DISABLED", "true"}},
-        dir_.Join(name + ".log"));
-  }
-
-  // The lease object as the store holds it; NotFound when never created.
-  StatusOr<LeaseState> Lease() {
-    auto body = static_cast<ObjectStore&>(*store_).Get("job/lease");
-    if (!body.ok()) return body.status();
-    return LeaseKeeper::Parse(*body);
-  }
-
-  TempDir dir_;
-  std::unique_ptr<FileStore> store_;
-  std::vector<pid_t> groups_to_kill_;  // whatever a failing test leaves behind
-};
+using HostSafety = FileStoreAgentTest;
 
 TEST_F(HostSafety, ASecondAgentForTheSameCheckpointDirExits4AndLeavesTheFirstAlone) {
   const std::string ckpt = dir_.Join("ckpt");

@@ -38,6 +38,17 @@ ExitStatus RunToEnd(const SpawnOptions& options) {
   return ended.ok() && ended->has_value() ? **ended : ExitStatus{.code = -1};
 }
 
+// The pid a child writes to `path`; -1 when none comes within 30 s (which
+// only catches a hang).
+pid_t AwaitPid(const std::string& path) {
+  std::string text;
+  for (int i = 0; i < 3000 && text.empty(); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    text = Slurp(path);
+  }
+  return text.empty() ? -1 : std::stoi(text);
+}
+
 // Whether `pid` still exists as a process that is not a zombie.
 bool Alive(pid_t pid) {
   const std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
@@ -141,13 +152,8 @@ TEST(ChildProcess, StopReachesGrandchildrenAndEscalatesToSigkill) {
   o.env = {{"OUT", dir.Join("pid")}, {"PATH", "/usr/bin:/bin"}};
   auto child = ChildProcess::Spawn(o);
   ASSERT_TRUE(child.ok());
-  std::string grandchild;
-  for (int i = 0; i < 3000 && grandchild.empty(); ++i) {  // up to 30 s: only catches a hang
-    std::this_thread::sleep_for(milliseconds(10));
-    grandchild = Slurp(dir.Join("pid"));
-  }
-  ASSERT_FALSE(grandchild.empty());
-  const pid_t gc = std::stoi(grandchild);
+  const pid_t gc = AwaitPid(dir.Join("pid"));
+  ASSERT_GT(gc, 0);
   EXPECT_TRUE(Alive(gc));
   auto ended = child->Stop(milliseconds(200));
   ASSERT_TRUE(ended.ok()) << ended.status().ToString();
@@ -209,6 +215,33 @@ TEST(ChildProcessDyingWithParent, RunsLikeAnyChildInItsOwnGroup) {
   auto ended = child->Stop(milliseconds(5000));
   ASSERT_TRUE(ended.ok());
   EXPECT_EQ(ended->signal, SIGTERM);
+}
+
+TEST(ChildProcessDyingWithParent, WhatTheChildLeftInItsGroupIsStoppedWithGraceAfterItWasReaped) {
+  // The leftover ignores SIGTERM; the guard keeps the group id ours after the
+  // child was reaped, so EndGroup can still signal it, then SIGKILL it.
+  testing::TempDir dir;
+  SpawnOptions o = DyingWithParent(
+      {"/bin/sh", "-c", "sh -c 'trap \"\" TERM; echo $$ > \"$OUT\"; exec sleep 30' & exit 0"});
+  o.env["OUT"] = dir.Join("pid");
+  auto child = ChildProcess::Spawn(o);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  auto ended = child->Wait(milliseconds(30'000));
+  ASSERT_TRUE(ended.ok() && ended->has_value());
+  const pid_t leftover = AwaitPid(dir.Join("pid"));
+  ASSERT_GT(leftover, 0);
+  EXPECT_TRUE(Alive(leftover)) << "reaping the child leaves its group alone";
+  EXPECT_EQ(child->GroupMembers(), std::vector<pid_t>{leftover});
+  ASSERT_TRUE(child->SignalGroup(SIGTERM).ok());
+  bool killed = false;
+  auto end = child->EndGroup(std::chrono::steady_clock::now() + milliseconds(300), &killed);
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(end->code, 0) << "how the child itself ended";
+  EXPECT_TRUE(killed);
+  for (int i = 0; i < 3000 && Alive(leftover); ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_FALSE(Alive(leftover));
+  EXPECT_TRUE(child->GroupMembers().empty());
+  EXPECT_TRUE(child->SignalGroup(SIGTERM).Is(StatusCode::kNotFound)) << "the group id is not ours";
 }
 
 TEST(ChildProcessDyingWithParent, AnExecFailureIsAnErrorNotASilentExit127) {
