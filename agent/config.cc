@@ -11,6 +11,7 @@
 #include "agent/config_keys.h"
 #include "agent/config_sources.h"
 #include "agent/config_values.h"
+#include "agent/placeholders.h"
 #include "common/signal_names.h"
 #include "common/store_url.h"
 #include "common/strings.h"
@@ -40,19 +41,17 @@ const std::vector<std::string> kPlaceholders = {"resume", "checkpoint_dir", "job
 
 void CheckPlaceholders(const std::string& key, const std::vector<std::string>& args,
                        const std::string& source, Problems& p) {
-  static const std::regex kPlaceholder(R"(\{([a-z_]+)\})");
   for (size_t i = 0; i < args.size(); ++i) {
-    for (std::sregex_iterator it(args[i].begin(), args[i].end(), kPlaceholder), end; it != end;
-         ++it) {
-      const std::string name = (*it)[1];
+    ExpandPlaceholders(args[i], [&](std::string_view name) -> std::optional<std::string> {
       if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
         p.Add(key + "[" + std::to_string(i) + "]",
-              "unknown placeholder {" + name +
-                  "} (known: {resume}, {checkpoint_dir}, {job}, "
-                  "{attempt})",
+              "unknown placeholder {" + std::string(name) +
+                  "} (known: {resume}, {checkpoint_dir}, {job}, {attempt}; write {{ and }} for "
+                  "literal braces)",
               source);
       }
-    }
+      return std::nullopt;
+    });
   }
 }
 

@@ -32,6 +32,14 @@ std::optional<Duration> ReadDuration(const std::string& key, const Sourced& v, P
     p.Add(key, d.status().message(), v.source);
     return std::nullopt;
   }
+  if (*d > kMaxConfigDuration) {
+    // Longer ones overflow once turned into nanoseconds or doubled by a backoff.
+    p.Add(key,
+          Describe(v.value) + " is too long: at most " + FormatDuration(kMaxConfigDuration) +
+              " (30 days)",
+          v.source);
+    return std::nullopt;
+  }
   return *d;
 }
 

@@ -50,6 +50,11 @@ using SourcedValues = std::map<std::string, Sourced>;
 // the wrong type.
 std::optional<std::string> ReadString(const std::string& key, const Sourced& v, Problems& p);
 std::optional<long long> ReadInt(const std::string& key, const Sourced& v, Problems& p);
+// The longest duration any key takes ("30d"): nothing the agent waits for is
+// longer, and anything up to it stays far from overflowing in nanoseconds.
+inline constexpr Duration kMaxConfigDuration = std::chrono::hours(24 * 30);
+
+// A duration string of at most kMaxConfigDuration.
 std::optional<Duration> ReadDuration(const std::string& key, const Sourced& v, Problems& p);
 std::optional<std::vector<std::string>> ReadStringList(const std::string& key, const Sourced& v,
                                                        Problems& p);

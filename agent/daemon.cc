@@ -137,6 +137,7 @@ class Agent {
   Clock::MonoTime next_poll_{}, next_watchdog_{};
   bool done_ = false;
   bool threads_left_ = false;
+  std::atomic<uint64_t> generation_{0};  // the lease's, once taken
   AgentResult result_;
 };
 
@@ -174,12 +175,13 @@ StatusOr<bool> Agent::AlreadyComplete() {
 }
 
 Status Agent::DrawFence() {
-  uint64_t generation = 0;
   {
+    // Fixed from now on: uploads read it without waiting on a renewal.
     std::lock_guard<std::mutex> lock(lease_mu_);
-    generation = lease_.generation();
+    generation_ = lease_.generation();
   }
-  return sg::DrawFence(c_.store, cfg_.job, generation, c_.instance, FormatUtc(c_.clock.Now(), true))
+  return sg::DrawFence(c_.store, cfg_.job, generation_, c_.instance,
+                       FormatUtc(c_.clock.Now(), true))
       .status();
 }
 
@@ -215,10 +217,7 @@ StatusOr<SnapshotResult> Agent::Upload(const Checkpoint& checkpoint,
   request.job = cfg_.job;
   request.preset = std::string(PresetName(cfg_.preset));
   request.instance = c_.instance;
-  {
-    std::lock_guard<std::mutex> lock(lease_mu_);
-    request.generation = lease_.generation();
-  }
+  request.generation = generation_;
   request.cancel = cancel;
   // The writer has verified the capture by then. Fencing: the commit
   // follows a successful renewal, well inside the lease timeout, so no
@@ -394,7 +393,8 @@ JobActions Agent::FindCheckpoints() {
 }
 
 void Agent::EndBackgroundWork() {
-  const LeftBehind left = EndStoreWork(uploader(), renewal_, store_work_, c_.clock, kExitWait);
+  const LeftBehind left =
+      EndStoreWork(uploader(), renewal_, store_work_, c_.clock, kExitWait, policy_.deadline());
   result_.abandoned = left.any;
   threads_left_ = left.threads || (c_.ports.uploader == nullptr && uploader_.left_any());
 }

@@ -12,6 +12,7 @@
 #include "agent/store_layout.h"
 #include "common/aws_credentials.h"
 #include "common/files.h"
+#include "common/http.h"
 #include "common/store_url.h"
 
 namespace sg {
@@ -42,6 +43,7 @@ class StoreProbe {
   DoctorCheck Reachable() {
     auto page = store_.List(job_prefix_, "", 1);
     if (!page.ok()) {
+      silent_ = page.status().reason() == kNoAnswerReason;
       return Fail("store", "cannot list " + Where() + ": " + page.status().message());
     }
     return Ok("store",
@@ -159,6 +161,10 @@ class StoreProbe {
     return JudgeClockSkew(skew);
   }
 
+  // The listing got no answer at all (docs/design.md §12): the other
+  // probes would only wait as long again each.
+  bool silent() const { return silent_; }
+
   // Deletes the probe objects; returns those that are left.
   std::vector<std::string> CleanUp() {
     std::vector<std::string> left;
@@ -188,6 +194,7 @@ class StoreProbe {
   const std::string job_prefix_;
   const std::string prefix_;
   std::vector<std::string> written_;
+  bool silent_ = false;
 };
 
 std::string MaskedKeyId(const std::string& id) {
@@ -325,6 +332,12 @@ std::vector<DoctorCheck> CheckStore(ObjectStore& store, const std::string& job, 
   StoreProbe probe(store, job, clock);
   std::vector<DoctorCheck> checks;
   checks.push_back(probe.Reachable());
+  if (probe.silent()) {
+    for (const char* name : {"write", "create-only", "if-match", "clock"}) {
+      checks.push_back(Fail(name, "not run: the store does not answer"));
+    }
+    return checks;
+  }
   checks.push_back(probe.WriteAndDelete());
   checks.push_back(probe.CreateOnly());
   checks.push_back(probe.IfMatch());
@@ -351,15 +364,19 @@ std::vector<DoctorCheck> RunDoctorChecks(const Config& config,
   add(CheckCredentials(config, *aws));
 
   std::optional<uint64_t> newest_bytes;
-  auto store = OpenStore(config, env, aws);
+  auto store = OpenStore(config, env, aws, StoreUse::kInteractive);
   if (!store.ok()) {
     add(Fail("store", "cannot open " + config.store + ": " + store.status().message()));
     for (const char* name : {"write", "create-only", "if-match", "clock"}) {
       add(Fail(name, "not run: the store could not be opened"));
     }
   } else {
-    for (DoctorCheck& c : CheckStore(**store, config.job, SystemClock())) add(std::move(c));
-    if (!config.job.empty()) {
+    bool listed = false;
+    for (DoctorCheck& c : CheckStore(**store, config.job, SystemClock())) {
+      if (c.name == "store") listed = c.state == CheckState::kOk;
+      add(std::move(c));
+    }
+    if (listed && !config.job.empty()) {
       SnapshotCatalog catalog(**store, config.job);
       auto seqs = catalog.Committed();
       if (seqs.ok() && !seqs->empty()) {

@@ -160,6 +160,11 @@ class JobPolicy {
   // Step of the newest snapshot committed in this run; nullopt when none was.
   std::optional<int64_t> committed_step_this_run() const { return committed_this_run_; }
   bool upload_in_flight() const { return upload_.has_value(); }
+  // A notice's deadline, on our monotonic clock; nullopt without a notice.
+  std::optional<Clock::MonoTime> deadline() const {
+    if (!notice_) return std::nullopt;
+    return notice_at_ + left_;
+  }
 
   // kLease -> kRestore.
   JobActions OnLeaseAcquired(PolicyTime t);

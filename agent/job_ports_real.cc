@@ -74,9 +74,11 @@ void ThreadUploader::Start(const Checkpoint& checkpoint) {
 }
 
 LeftBehind EndStoreWork(SnapshotUploader& uploader, BackgroundCall<Status>& renewal,
-                        BackgroundQueue& queue, Clock& clock, std::chrono::milliseconds limit) {
+                        BackgroundQueue& queue, Clock& clock, std::chrono::milliseconds limit,
+                        std::optional<Clock::MonoTime> deadline) {
   using std::chrono::milliseconds;
-  const auto until = clock.Monotonic() + limit;
+  auto until = clock.Monotonic() + limit;
+  if (deadline) until = std::min(until, *deadline - milliseconds(1000));
   auto left = [&] {
     return std::max(milliseconds(0),
                     std::chrono::duration_cast<milliseconds>(until - clock.Monotonic()));

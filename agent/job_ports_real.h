@@ -26,10 +26,12 @@ struct LeftBehind {
   bool any = false;
   bool threads = false;
 };
-// At the exit: cancels the upload, then waits, within `limit` in all, for it,
-// the lease renewal and the queued store work; logs what is left behind.
+// At the exit: cancels the upload, then waits, within `limit` in all (and
+// until a second before a notice's `deadline`), for it, the lease renewal
+// and the queued store work; logs what is left behind.
 LeftBehind EndStoreWork(SnapshotUploader& uploader, BackgroundCall<Status>& renewal,
-                        BackgroundQueue& queue, Clock& clock, std::chrono::milliseconds limit);
+                        BackgroundQueue& queue, Clock& clock, std::chrono::milliseconds limit,
+                        std::optional<Clock::MonoTime> deadline);
 
 class ProcessTrainerLauncher final : public TrainerLauncher {
  public:

@@ -8,6 +8,7 @@
 #include "agent/local_checkpoint.h"
 #include "agent/manifest.h"
 #include "agent/presets.h"
+#include "agent/progress.h"
 #include "agent/restorer.h"
 #include "agent/store_layout.h"
 #include "agent/trainer_record.h"
@@ -155,9 +156,10 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
   s.resume = restored.resume_path;
   s.last_seq = restored.seq;
   LogInfo(
-      "restored snapshot {} ({}) in {:.1f}s, keeping {} entries that were there; resuming "
+      "restored snapshot {} ({}) in {:.1f} s, keeping {} entries that were there; resuming "
       "from {}",
-      SeqName(restored.seq), restored.bytes, sp.restore_seconds, restored.kept_foreign, s.resume);
+      SeqName(restored.seq), HumanBytes(restored.bytes), sp.restore_seconds, restored.kept_foreign,
+      s.resume);
   (void)events.Record("restore", {{"seq", restored.seq},
                                   {"seconds", sp.restore_seconds},
                                   {"resume", restored.resume_path},

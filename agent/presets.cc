@@ -7,12 +7,14 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "agent/preset_rules.h"
 #include "common/files.h"
+#include "common/log.h"
 
 namespace sg {
 
@@ -21,6 +23,7 @@ using preset_detail::DetectDcp;
 using preset_detail::DetectFiles;
 using preset_detail::DetectHuggingface;
 using preset_detail::DetectTensorflow;
+using preset_detail::IsUnder;
 using preset_detail::kDcpMetadata;
 using preset_detail::Listing;
 using preset_detail::ParseDigits;
@@ -69,8 +72,39 @@ std::chrono::nanoseconds SettleTime(const Config& config) {
 
 CheckpointDetector::CheckpointDetector(std::string checkpoint_dir, Preset preset,
                                        std::vector<std::string> patterns)
-    : checkpoint_dir_(std::move(checkpoint_dir)), preset_(preset), patterns_(std::move(patterns)) {
+    : checkpoint_dir_(std::move(checkpoint_dir)),
+      preset_(preset),
+      patterns_(std::move(patterns)),
+      warned_(std::make_shared<Warned>()) {
   while (checkpoint_dir_.size() > 1 && checkpoint_dir_.back() == '/') checkpoint_dir_.pop_back();
+}
+
+struct CheckpointDetector::Warned {
+  std::mutex mu;
+  std::set<std::string> paths;
+};
+
+std::vector<std::string> CheckpointDetector::SymlinksLeftOut(const std::vector<ListedFile>& files,
+                                                             const std::vector<Checkpoint>& found) {
+  std::set<std::string> regular;
+  for (const ListedFile& f : files) {
+    if (!f.is_symlink) regular.insert(f.relpath);
+  }
+  std::vector<std::string> out;
+  for (const ListedFile& f : files) {
+    if (!f.is_symlink || Listing::HasTempComponent(f.relpath)) continue;
+    const bool in_checkpoint = std::any_of(found.begin(), found.end(), [&](const Checkpoint& c) {
+      return c.id != f.relpath && IsUnder(f.relpath, c.id);
+    });
+    if (!in_checkpoint && regular.contains(f.symlink_target)) continue;
+    out.push_back(f.relpath);
+  }
+  return out;
+}
+
+size_t CheckpointDetector::symlink_warnings() const {
+  std::lock_guard<std::mutex> lock(warned_->mu);
+  return warned_->paths.size();
 }
 
 CheckpointDetector CheckpointDetector::ForConfig(const Config& config) {
@@ -150,6 +184,17 @@ std::vector<Checkpoint> CheckpointDetector::Detect(const std::vector<ListedFile>
     case Preset::kTensorflow:
       DetectTensorflow(listing, checkpoint_dir_, out);
       break;
+  }
+  for (const std::string& rel : SymlinksLeftOut(files, out)) {
+    std::lock_guard<std::mutex> lock(warned_->mu);
+    if (!warned_->paths.insert(rel).second) continue;
+    const std::string path = checkpoint_dir_ + "/" + rel;
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(path, ec).string();
+    LogWarn(
+        "{} is a symlink{}: spotguard does not follow symlinks, so it is NOT uploaded and no "
+        "snapshot holds it; write the file itself into {} (docs/checkpoints.md, \"Symlinks\")",
+        path, ec ? "" : " to " + target, checkpoint_dir_);
   }
   SortNewestFirst(out);
   return out;

@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -69,16 +71,30 @@ class CheckpointDetector {
   // The complete checkpoints in `files`, newest first (SortNewestFirst).
   // `unsettled` holds the relpaths that are still being written or changed
   // less than the settle time ago; a checkpoint holding one is not complete.
+  // Warns once per path about each of SymlinksLeftOut.
   std::vector<Checkpoint> Detect(const std::vector<ListedFile>& files,
                                  const std::set<std::string>& unsettled) const;
 
   Preset preset() const { return preset_; }
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
 
+  // The symlinks of `files` that no snapshot will hold: symlinks are never
+  // followed (docs/checkpoints.md, "Symlinks"), so a symlinked checkpoint
+  // file is never uploaded. Left out: hidden and temporary paths, and a link
+  // to a regular file of the listing (Lightning's `last.ckpt`) unless it
+  // lies inside one of the checkpoints `found`, which would then lack it.
+  static std::vector<std::string> SymlinksLeftOut(const std::vector<ListedFile>& files,
+                                                  const std::vector<Checkpoint>& found);
+  // How many "is a symlink ... never uploaded" warnings Detect has logged:
+  // one per path for the life of the detector and its copies.
+  size_t symlink_warnings() const;
+
  private:
+  struct Warned;
   std::string checkpoint_dir_;
   Preset preset_;
   std::vector<std::string> patterns_;
+  std::shared_ptr<Warned> warned_;
 };
 
 }  // namespace sg

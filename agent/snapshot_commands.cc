@@ -12,10 +12,10 @@
 #include "agent/fencing.h"
 #include "agent/presets.h"
 #include "agent/progress.h"
+#include "agent/restorer.h"
 #include "agent/retention.h"
 #include "agent/snapshot_catalog.h"
 #include "agent/snapshot_file_reader.h"
-#include "agent/restorer.h"
 #include "agent/snapshot_writer.h"
 #include "agent/store_layout.h"
 #include "common/log.h"
@@ -163,9 +163,18 @@ std::shared_ptr<AwsEnvironment> OpenAws(const Config& config, const Environment&
 }
 
 StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env,
-                                                 std::shared_ptr<AwsEnvironment> aws) {
+                                                 std::shared_ptr<AwsEnvironment> aws,
+                                                 StoreUse use) {
   SG_ASSIGN_OR_RETURN(StoreUrl url, ParseStoreUrl(config.store));
   S3StoreOptions options;
+  using std::chrono::seconds;
+  if (use == StoreUse::kInteractive) {
+    options.answer_timeout = seconds(10);
+    options.give_up_after = seconds(15);
+  } else if (use == StoreUse::kTransfer) {
+    options.answer_timeout = seconds(30);
+    options.give_up_after = seconds(60);
+  }
   // Built only for an s3:// store: a file:// store needs no AWS parts.
   if (url.scheme == StoreUrl::Scheme::kS3) {
     options.aws = aws ? std::move(aws) : OpenAws(config, env);
@@ -176,7 +185,7 @@ StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Env
 
 int RunSnapshotCommand(const Config& config, const Environment& env,
                        const SnapshotCommandArgs& args) {
-  auto store = OpenStore(config, env);
+  auto store = OpenStore(config, env, nullptr, StoreUse::kTransfer);
   if (!store.ok()) return Fail("snapshot", store.status());
   if (args.dir.empty() && args.files.empty()) {
     if (config.checkpoint_dir.empty()) {
@@ -233,7 +242,7 @@ int RunRestoreCommand(const Config& config, const Environment& env,
                 Status::InvalidArgument("restore needs --to DIR or checkpoint_dir in the config"),
                 kExitUsage);
   }
-  auto store = OpenStore(config, env);
+  auto store = OpenStore(config, env, nullptr, StoreUse::kTransfer);
   if (!store.ok()) return Fail("restore", store.status());
   std::optional<ProgressLine> progress;
   RestoreOptions options;
@@ -267,7 +276,7 @@ int RunRestoreCommand(const Config& config, const Environment& env,
 }
 
 int RunLsCommand(const Config& config, const Environment& env, bool json) {
-  auto store = OpenStore(config, env);
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
   if (!store.ok()) return Fail("ls", store.status());
   SnapshotCatalog catalog(**store, config.job);
   auto history = catalog.History();
@@ -306,7 +315,7 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
 }
 
 int RunVerifyCommand(const Config& config, const Environment& env, std::optional<uint64_t> seq) {
-  auto store = OpenStore(config, env);
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
   if (!store.ok()) return Fail("verify", store.status());
   SnapshotCatalog catalog(**store, config.job);
   if (!seq) {
@@ -334,7 +343,7 @@ int RunVerifyCommand(const Config& config, const Environment& env, std::optional
 
 int RunGcCommand(const Config& config, const Environment& env,
                  std::optional<std::chrono::seconds> older_than) {
-  auto store = OpenStore(config, env);
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
   if (!store.ok()) return Fail("gc", store.status());
   GcOptions options{.keep = config.keep};
   if (older_than) options.abandoned_after = *older_than;

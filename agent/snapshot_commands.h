@@ -23,11 +23,23 @@ using Environment = std::map<std::string, std::string>;
 // per command and shared by its store and its other AWS clients.
 std::shared_ptr<AwsEnvironment> OpenAws(const Config& config, const Environment& env);
 
+// What a command does with its store, which sets how long an s3:// store
+// waits for answers (docs/design.md §12; docs/s3.md, "Timeouts"):
+// - kAgent: `run` and `drill`; no answer timeout, the stall timeout and the
+//   retry policy only (the agent's deadlines are its own).
+// - kInteractive: ls, status, verify, gc, doctor: an attempt waits 10 s for
+//   the first byte of an answer, and a call with no answer for 15 s fails
+//   with "no answer from ENDPOINT within 15 s".
+// - kTransfer: snapshot and restore: 30 s per attempt, 60 s per call; bodies
+//   are bounded by the stall timeout only, never by a total.
+enum class StoreUse { kAgent, kInteractive, kTransfer };
+
 // The store the config names (s3:// or file://), with region, endpoint and
 // credentials from the config and the environment; an s3:// store uses `aws`
 // (null: its own, from OpenAws).
 StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env,
-                                                 std::shared_ptr<AwsEnvironment> aws = nullptr);
+                                                 std::shared_ptr<AwsEnvironment> aws = nullptr,
+                                                 StoreUse use = StoreUse::kAgent);
 
 struct SnapshotCommandArgs {
   std::string dir;                 // --dir

@@ -7,8 +7,8 @@
 #include "agent/events.h"
 #include "agent/exit_codes.h"
 #include "agent/progress.h"
-#include "agent/snapshot_commands.h"
 #include "agent/restorer.h"
+#include "agent/snapshot_commands.h"
 #include "agent/store_layout.h"
 #include "common/aws_credentials.h"
 #include "common/log.h"
@@ -300,7 +300,7 @@ std::string JobStatusToText(const JobStatus& s, Clock::WallTime now, Duration le
 
 int RunStatusCommand(const Config& config, const std::map<std::string, std::string>& env,
                      bool json) {
-  auto store = OpenStore(config, env);
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
   if (!store.ok()) {
     std::cerr << "spotguard status: " << store.status().message() << "\n";
     return kExitFailure;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "agent/placeholders.h"
 #include "agent/trainer_record.h"
 #include "common/duration.h"
 #include "common/files.h"
@@ -18,19 +19,14 @@
 namespace sg {
 namespace {
 
-std::string Expand(std::string arg, const Config& config, const TrainerLaunch& launch) {
-  const std::pair<std::string, std::string> values[] = {
-      {"{resume}", launch.resume},
-      {"{checkpoint_dir}", config.checkpoint_dir},
-      {"{job}", config.job},
-      {"{attempt}", std::to_string(launch.attempt)}};
-  for (const auto& [name, value] : values) {
-    for (size_t at = arg.find(name); at != std::string::npos;
-         at = arg.find(name, at + value.size())) {
-      arg.replace(at, name.size(), value);
-    }
-  }
-  return arg;
+std::string Expand(const std::string& arg, const Config& config, const TrainerLaunch& launch) {
+  return ExpandPlaceholders(arg, [&](std::string_view name) -> std::optional<std::string> {
+    if (name == "resume") return launch.resume;
+    if (name == "checkpoint_dir") return config.checkpoint_dir;
+    if (name == "job") return config.job;
+    if (name == "attempt") return std::to_string(launch.attempt);
+    return std::nullopt;  // refused by the config check; kept as written
+  });
 }
 
 constexpr size_t kMaxDrainBytes = 1 << 20;

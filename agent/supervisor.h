@@ -25,7 +25,8 @@ struct TrainerLaunch {
 };
 
 // The trainer's argv: command (+ resume_args when resuming), with {resume},
-// {checkpoint_dir}, {job} and {attempt} replaced.
+// {checkpoint_dir}, {job} and {attempt} replaced and {{ / }} made literal
+// braces (agent/placeholders.h).
 std::vector<std::string> TrainerArgv(const Config& config, const TrainerLaunch& launch);
 
 // The trainer's environment: the agent's own minus systemd's NOTIFY_SOCKET

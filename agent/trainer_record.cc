@@ -120,8 +120,8 @@ StatusOr<size_t> StopLeftoverTrainer(const std::string& checkpoint_dir, int stop
     return Status::FromErrno(errno, "kill process group " + std::to_string(record->pgid));
   }
   if (!WaitUntilEmpty(*record, grace)) {
-    LogWarn("the left-behind trainer group {} did not stop within {}ms; killing it", record->pgid,
-            grace.count());
+    LogWarn("the left-behind trainer group {} did not stop within {:.1f} s of {}; killing it",
+            record->pgid, std::chrono::duration<double>(grace).count(), SignalName(stop_signal));
     if (::kill(-record->pgid, SIGKILL) != 0 && errno != ESRCH) {
       return Status::FromErrno(errno, "kill process group " + std::to_string(record->pgid));
     }

@@ -108,6 +108,27 @@ std::optional<Clock::WallTime> ServerTimeOf(const HttpResponse& response) {
   return ParseAwsTime(date);
 }
 
+std::string EndpointOf(std::string_view url) {
+  const size_t scheme = url.find("://");
+  const size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
+  return std::string(url.substr(0, url.find_first_of("/?", start)));
+}
+
+namespace {
+
+// The call gave up on an endpoint that never answered (docs/design.md §12).
+Status NoAnswerStatus(const SignedRequest& request, std::chrono::milliseconds bound, int attempts,
+                      const Status& last) {
+  return Status::Unavailable(
+             Format("{}: no answer from {} within {:.0f} s ({} attempt{}; the last: {})",
+                    request.what, EndpointOf(request.url),
+                    std::chrono::duration<double>(bound).count(), attempts,
+                    attempts == 1 ? "" : "s", last.message()))
+      .WithReason(kNoAnswerReason);
+}
+
+}  // namespace
+
 SignedCallExecutor::SignedCallExecutor(HttpTransport& transport, CredentialsProvider& credentials,
                                        Clock& clock, Options options, UniformRandom random)
     : transport_(transport),
@@ -129,8 +150,21 @@ StatusOr<HttpResponse> SignedCallExecutor::Execute(SignedRequest request,
   http.body = std::move(request.body);
   http.timeout = request.timeout;
   http.stall_timeout = request.stall_timeout;
+  http.answer_timeout = request.answer_timeout;
   const int max_attempts = options_.retry.max_attempts;
+  const auto give_up = request.give_up_after;
+  // Since when no attempt has had an answer (docs/design.md §12).
+  Clock::MonoTime silent_since = clock_.Monotonic();
+  auto silent_for = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Monotonic() - silent_since);
+  };
   for (int attempt = 1;; ++attempt) {
+    if (give_up.count() > 0) {
+      // No attempt outlives the bound: its answer timeout is what is left.
+      const auto left = std::max(std::chrono::milliseconds(1000), give_up - silent_for());
+      http.answer_timeout =
+          request.answer_timeout.count() > 0 ? std::min(request.answer_timeout, left) : left;
+    }
     SG_ASSIGN_OR_RETURN(AwsCredentials creds, credentials_.Get());
     SigningRequest signing;
     signing.method = request.method;
@@ -148,6 +182,8 @@ StatusOr<HttpResponse> SignedCallExecutor::Execute(SignedRequest request,
       if (attempt == 1) budget_.OnSuccess();
       return response;
     }
+    const bool silent = !response.ok() && response.status().reason() == kNoAnswerReason;
+    if (!silent) silent_since = clock_.Monotonic();
     Status failure =
         response.ok() ? rules.error(*response) : response.status().WithContext(request.what);
     if (outcome == Outcome::kClockSkew) {
@@ -165,10 +201,13 @@ StatusOr<HttpResponse> SignedCallExecutor::Execute(SignedRequest request,
       if (attempt >= max_attempts || !server_time) return failure;
       continue;
     }
+    const Duration wait = BackoffDelay(options_.retry, attempt, random_);
+    if (silent && give_up.count() > 0 && silent_for() + wait >= give_up) {
+      return NoAnswerStatus(request, give_up, attempt, response.status());
+    }
     if (!IsRetryable(outcome) || attempt >= max_attempts || !budget_.TryAcquire(outcome)) {
       return failure;
     }
-    const Duration wait = BackoffDelay(options_.retry, attempt, random_);
     LogDebug("{}: {} on attempt {}, retrying in {}ms", request.what, OutcomeName(outcome), attempt,
              wait.count());
     clock_.SleepFor(wait);

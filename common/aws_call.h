@@ -99,6 +99,14 @@ struct SignedRequest {
   bool sign_payload = true;
   std::chrono::milliseconds timeout{30'000};  // per attempt; 0: none (see stall_timeout)
   std::chrono::seconds stall_timeout{0};
+  // Per attempt: fail when no byte of the answer came this long after the
+  // request was sent (0: none; HttpRequest::answer_timeout).
+  std::chrono::milliseconds answer_timeout{0};
+  // Per call: stop retrying once attempts have had no answer at all
+  // (kNoAnswerReason) for this long, counted from the call's start or the
+  // last attempt that got one, and fail with "no answer from ENDPOINT within
+  // N s" (0: only the retry policy ends it; docs/design.md §12).
+  std::chrono::milliseconds give_up_after{0};
   // Names the call in errors and logs ("PutObject bkt/key", "Auto Scaling UpdateAutoScalingGroup").
   std::string what;
 };
@@ -119,6 +127,9 @@ std::optional<Clock::WallTime> ParseAwsTime(const std::string& text);
 // The server's clock, from a clock-skew answer: <ServerTime> in the body (S3)
 // or the Date header ("Sun, 22 Nov 2026 08:00:00 GMT"; ISO 8601 accepted).
 std::optional<Clock::WallTime> ServerTimeOf(const HttpResponse& response);
+
+// "https://host:port" of a URL: what "no answer from ..." names.
+std::string EndpointOf(std::string_view url);
 
 class SignedCallExecutor {
  public:

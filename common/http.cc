@@ -2,6 +2,9 @@
 
 #include <curl/curl.h>
 
+#include <optional>
+
+#include "common/log.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -12,13 +15,42 @@ void GlobalInitOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// One transfer's answer and what is known of its timing.
+struct Transfer {
+  HttpResponse response;
+  bool answered = false;  // a byte of the answer has come
+  std::chrono::milliseconds answer_timeout{0};
+  // When the request's body was all sent; unset until then.
+  std::optional<std::chrono::steady_clock::time_point> sent;
+  bool answer_timed_out = false;
+};
+
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
-  static_cast<HttpResponse*>(user)->body.append(data, size * n);
+  auto* t = static_cast<Transfer*>(user);
+  t->answered = true;
+  t->response.body.append(data, size * n);
   return size * n;
 }
 
+// The answer timeout: counted from the moment the body was all sent, so that
+// neither a long upload nor a long download is cut short.
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t ultotal, curl_off_t ulnow) {
+  auto* t = static_cast<Transfer*>(user);
+  if (t->answered || t->answer_timeout.count() <= 0) return 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (!t->sent) {
+    if (ulnow < ultotal) return 0;
+    t->sent = now;
+  }
+  if (now - *t->sent < t->answer_timeout) return 0;
+  t->answer_timed_out = true;
+  return 1;  // aborts the transfer: CURLE_ABORTED_BY_CALLBACK
+}
+
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
-  auto* response = static_cast<HttpResponse*>(user);
+  auto* t = static_cast<Transfer*>(user);
+  t->answered = true;
+  HttpResponse* response = &t->response;
   std::string_view line(data, size * n);
   if (line.starts_with("HTTP/")) {
     response->headers.clear();  // a new response (after 100-continue or a redirect)
@@ -74,7 +106,9 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
   if (curl == nullptr) return Status::IOError("curl_easy_init failed");
   curl_easy_reset(curl);
 
-  HttpResponse response;
+  Transfer transfer;
+  transfer.answer_timeout = request.answer_timeout;
+  HttpResponse& response = transfer.response;
   curl_slist* headers = nullptr;
   for (const auto& [k, v] : request.headers) {
     headers = curl_slist_append(headers, (k + ": " + v).c_str());
@@ -108,9 +142,14 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
                    static_cast<long>(request.connect_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
+  if (request.answer_timeout.count() > 0) {
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  }
   if (request.method == "HEAD") {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   } else if (request.method != "GET" || !request.body.empty()) {
@@ -133,11 +172,17 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
                                       " (TLS verification is always on; AWS_CA_BUNDLE names "
                                       "extra CAs to trust)");
     }
-    return Status::Unavailable(request.method + " " + where + ": " + curl_easy_strerror(rc));
+    const std::string what =
+        transfer.answer_timed_out
+            ? Format("no answer within {:.0f} s",
+                     std::chrono::duration<double>(request.answer_timeout).count())
+            : curl_easy_strerror(rc);
+    Status failure = Status::Unavailable(request.method + " " + where + ": " + what);
+    return transfer.answered ? failure : failure.WithReason(kNoAnswerReason);
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   Return(curl);
-  return response;
+  return std::move(response);
 }
 
 }  // namespace sg

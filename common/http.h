@@ -15,6 +15,11 @@ namespace sg {
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
+// The reason() of a Send that failed before any byte of an answer arrived
+// (refused, connect or answer timeout, reset before the status line), as
+// opposed to one cut off while the answer was arriving.
+inline constexpr char kNoAnswerReason[] = "NoAnswer";
+
 struct HttpRequest {
   std::string method = "GET";
   std::string url;
@@ -25,6 +30,11 @@ struct HttpRequest {
   // Abort when fewer than 1 KiB/s flow for this long (0: never). Large
   // transfers use this instead of a total timeout.
   std::chrono::seconds stall_timeout{0};
+  // Fail when no byte of the answer has come this long after the request
+  // (with its body) was sent (0: never). Unlike `timeout` it does not cut
+  // a long body short (docs/design.md §12). Checked about once a
+  // second, so it may fire up to a second late.
+  std::chrono::milliseconds answer_timeout{0};
   // Connect directly even when a proxy is configured (link-local services).
   bool no_proxy = false;
 };
@@ -42,7 +52,8 @@ class HttpTransport {
  public:
   virtual ~HttpTransport() = default;
   // Fails (Unavailable) only when no HTTP response arrived: connection refused
-  // or reset, timeout, TLS failure. Any HTTP status is a successful Send.
+  // or reset, timeout, TLS failure; with reason() kNoAnswerReason when not a
+  // byte of the answer came. Any HTTP status is a successful Send.
   virtual StatusOr<HttpResponse> Send(const HttpRequest& request) = 0;
 };
 

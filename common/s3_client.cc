@@ -45,6 +45,8 @@ StatusOr<HttpResponse> S3Client::Execute(Call call) {
   request.sign_payload = call.sign_payload;
   request.timeout = std::chrono::milliseconds(0);  // large bodies: the stall timeout governs
   request.stall_timeout = options_.stall_timeout;
+  request.answer_timeout = options_.answer_timeout;
+  request.give_up_after = options_.give_up_after;
   request.what = call.operation + " " + resource;
   return executor_.Execute(std::move(request),
                            S3Rules(std::move(call.operation), resource, call.error_in_200));

@@ -33,6 +33,10 @@ struct S3ClientOptions {
   bool force_path_style = false;
   RetryPolicy retry;
   std::chrono::seconds stall_timeout{60};
+  // Per attempt and per call (SignedRequest::answer_timeout, give_up_after);
+  // 0: none, as the agent's own store has (docs/design.md §12).
+  std::chrono::milliseconds answer_timeout{0};
+  std::chrono::milliseconds give_up_after{0};
 };
 
 // code: "NoSuchKey"; derived from the status when there is no body.

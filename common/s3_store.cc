@@ -66,6 +66,8 @@ StatusOr<std::unique_ptr<S3Store>> S3Store::Open(const StoreUrl& url,
   client_options.region = target.region;
   client_options.endpoint = target.endpoint;
   client_options.force_path_style = options.force_path_style;
+  client_options.answer_timeout = options.answer_timeout;
+  client_options.give_up_after = options.give_up_after;
   parts->client = std::make_unique<S3Client>(parts->aws->transport(), parts->aws->credentials(),
                                              parts->aws->clock(), client_options);
   return std::unique_ptr<S3Store>(new S3Store(std::move(parts), url.bucket, url.prefix));

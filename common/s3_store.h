@@ -27,7 +27,12 @@ struct S3StoreOptions {
   std::string imds_endpoint;               // for the instance role and region; "" = default
   bool force_path_style = false;
   int parts_in_flight = 8;  // for writers (multipart uploads)
-  Clock* clock = nullptr;   // null: the system clock
+  // How long one attempt waits for the first byte of an answer, and how long
+  // a call goes on without any answer before it fails with "no answer from
+  // ENDPOINT within N s"; 0: no such limit (docs/design.md §12).
+  std::chrono::milliseconds answer_timeout{0};
+  std::chrono::milliseconds give_up_after{0};
+  Clock* clock = nullptr;  // null: the system clock
 };
 
 // Region and endpoint as the AWS tools resolve them. A custom endpoint

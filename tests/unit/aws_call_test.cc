@@ -197,6 +197,85 @@ TEST_F(SignedCallExecutorTest, GivesUpAfterMaxAttempts) {
   EXPECT_EQ(r.status().reason(), "HTTP500");
 }
 
+// An endpoint that accepts and never answers: each attempt takes its whole
+// answer timeout on the fake clock and fails without an answer; "answer"
+// entries reply 503 or 200 at once.
+class SilentTransport final : public HttpTransport {
+ public:
+  explicit SilentTransport(RecordingClock& clock) : clock_(clock) {}
+  StatusOr<HttpResponse> Send(const HttpRequest& request) override {
+    answer_timeouts.push_back(request.answer_timeout);
+    const long status = script.empty() ? 0 : script.front();
+    if (!script.empty()) script.erase(script.begin());
+    if (status != 0) return ScriptedTransport::Response(status);
+    clock_.fake.Advance(request.answer_timeout);
+    return Status::Unavailable("GET https://svc.example.com/thing: no answer")
+        .WithReason(kNoAnswerReason);
+  }
+  std::vector<long> script;  // 0: silence; anything else: that status at once
+  std::vector<milliseconds> answer_timeouts;
+
+ private:
+  RecordingClock& clock_;
+};
+
+TEST_F(SignedCallExecutorTest, ASilentEndpointFailsWithinTheBoundNamingTheEndpoint) {
+  SilentTransport silent(clock_);
+  SignedCallExecutor::Options o{
+      .service = "svc", .region = "eu-west-1", .display_name = "Test", .retry = {}};
+  SignedCallExecutor executor(silent, creds_, clock_, o, [] { return 0.5; });
+  SignedRequest request = Request();
+  request.answer_timeout = seconds(10);
+  request.give_up_after = seconds(15);
+  const auto start = clock_.Monotonic();
+  auto r = executor.Execute(std::move(request), TestRules());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), kNoAnswerReason);
+  EXPECT_TRUE(r.status().Is(StatusCode::kUnavailable));
+  EXPECT_NE(r.status().message().find(
+                "Test Op: no answer from https://svc.example.com within 15 s (2 attempts; "),
+            std::string::npos)
+      << r.status().message();
+  // The second attempt only gets what is left of the 15 s after 10 s and a
+  // 50 ms backoff.
+  EXPECT_EQ(silent.answer_timeouts, (std::vector<milliseconds>{seconds(10), milliseconds(4950)}));
+  EXPECT_EQ(clock_.Monotonic() - start, seconds(15));
+}
+
+TEST_F(SignedCallExecutorTest, AnAnswerStartsTheSilenceBoundAfresh) {
+  SilentTransport silent(clock_);
+  SignedCallExecutor::Options o{
+      .service = "svc", .region = "eu-west-1", .display_name = "Test", .retry = {}};
+  SignedCallExecutor executor(silent, creds_, clock_, o, [] { return 0.5; });
+  silent.script = {0, 503, 0, 200};
+  SignedRequest request = Request();
+  request.answer_timeout = seconds(10);
+  request.give_up_after = seconds(12);
+  auto r = executor.Execute(std::move(request), TestRules());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Counted from the 503, the third attempt has the whole 10 s again.
+  EXPECT_EQ(silent.answer_timeouts, (std::vector<milliseconds>{seconds(10), milliseconds(1950),
+                                                               seconds(10), milliseconds(1700)}));
+}
+
+TEST_F(SignedCallExecutorTest, WithoutABoundTheRetryPolicyAloneEndsASilentCall) {
+  SilentTransport silent(clock_);
+  SignedCallExecutor::Options o{
+      .service = "svc", .region = "eu-west-1", .display_name = "Test", .retry = {}};
+  o.retry.max_attempts = 3;
+  SignedCallExecutor executor(silent, creds_, clock_, o, [] { return 0.5; });
+  auto r = executor.Execute(Request(), TestRules());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(silent.answer_timeouts, std::vector<milliseconds>(3, milliseconds(0)));
+  EXPECT_EQ(r.status().message().find("within"), std::string::npos) << r.status().message();
+}
+
+TEST(EndpointOf, IsSchemeHostAndPort) {
+  EXPECT_EQ(EndpointOf("http://127.0.0.1:9000/bkt/key?list-type=2"), "http://127.0.0.1:9000");
+  EXPECT_EQ(EndpointOf("https://s3.eu-west-1.amazonaws.com"), "https://s3.eu-west-1.amazonaws.com");
+  EXPECT_EQ(EndpointOf("https://h?x=1"), "https://h");
+}
+
 TEST_F(SignedCallExecutorTest, UnsignedPayloadIsNotHashed) {
   auto executor = Executor();
   transport_.Reply(200);

@@ -4,6 +4,8 @@
 
 #include <csignal>
 
+#include "agent/placeholders.h"
+#include "agent/supervisor.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg {
@@ -210,6 +212,47 @@ TEST_F(ConfigTest, ValueRulesAreChecked) {
   EXPECT_TRUE(Mentions(r, "checkpoint_signal", "SIGKILL"));
   EXPECT_TRUE(Mentions(r, "upload_interval", "longer than 0"));
   EXPECT_TRUE(Mentions(r, "command[1]", "unknown placeholder {resum}"));
+}
+
+// "99999999999h" once overflowed to about zero when turned into nanoseconds.
+TEST_F(ConfigTest, DurationsAreBoundedNamingTheKeyAndTheMaximum) {
+  auto r = Load(R"({"settle_time": "99999999999h", "lease": {"timeout": "31d"}})",
+                {{"SPOTGUARD_UPLOAD_INTERVAL", "100000d"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Mentions(r, "settle_time", "\"99999999999h\" is too long: at most 720h (30 days)"))
+      << AllProblems(r);
+  EXPECT_TRUE(Mentions(r, "lease.timeout", "at most 720h")) << AllProblems(r);
+  EXPECT_TRUE(Mentions(r, "upload_interval", "at most 720h")) << AllProblems(r);
+  auto ok = Load(R"({"settle_time": "30d", "checkpoint_interval": "720h"})");
+  EXPECT_TRUE(ok.ok()) << AllProblems(ok);
+  EXPECT_EQ(ok.config.settle_time, std::chrono::hours(720));
+}
+
+TEST(Placeholders, DoubledBracesAreLiteralBraces) {
+  auto value = [](std::string_view name) -> std::optional<std::string> {
+    if (name == "job") return "J";
+    return std::nullopt;
+  };
+  EXPECT_EQ(ExpandPlaceholders("filename={{epoch}}-{{step}}", value), "filename={epoch}-{step}");
+  EXPECT_EQ(ExpandPlaceholders("{job}/{{job}}/{{{job}}}", value), "J/{job}/{J}");
+  EXPECT_EQ(ExpandPlaceholders("{other} { } {} {JOB} {", value), "{other} { } {} {JOB} {");
+  EXPECT_EQ(ExpandPlaceholders("a}}b{{c", value), "a}b{c");
+}
+
+TEST_F(ConfigTest, EscapedBracesPassTheCheckAndReachTheTrainerAsOneBrace) {
+  auto r = Load(R"({"job": "j", "checkpoint_dir": "/ckpt",
+                    "command": ["python3", "train.py", "--ckpt.filename={{epoch}}-{{step}}"],
+                    "resume_args": ["--resume", "{resume}", "--tag={{resume}}"]})");
+  ASSERT_TRUE(r.ok()) << AllProblems(r);
+  TrainerLaunch launch;
+  launch.resume = "/ckpt/step_5.pt";
+  launch.attempt = 2;
+  EXPECT_EQ(TrainerArgv(r.config, launch),
+            (std::vector<std::string>{"python3", "train.py", "--ckpt.filename={epoch}-{step}",
+                                      "--resume", "/ckpt/step_5.pt", "--tag={resume}"}));
+  auto bad = Load(R"({"command": ["train", "{epoch}-{{step}}"]})");
+  EXPECT_TRUE(Mentions(bad, "command[1]", "unknown placeholder {epoch}")) << AllProblems(bad);
+  EXPECT_TRUE(Mentions(bad, "command[1]", "write {{ and }} for literal braces"));
 }
 
 TEST_F(ConfigTest, CaffeAsksForCheckpointsWithSighupByDefault) {

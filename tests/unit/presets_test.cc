@@ -179,6 +179,40 @@ TEST(LightningPreset, SymlinkedLastIsNotACheckpointOfItsOwn) {
   EXPECT_EQ(Ids(cs), (Strings{"epoch=1-step=200.ckpt"}));
 }
 
+// Symlinks are never followed: a symlinked checkpoint file is never uploaded,
+// and the agent says so once per path (docs/checkpoints.md, "Symlinks").
+TEST(Symlinks, ASymlinkedCheckpointFileIsReportedOncePerPath) {
+  CheckpointDetector detector("/data/ckpt", Preset::kPytorch, {"*.pt"});
+  const std::vector<ListedFile> files = {F("step_100.pt", 1), Link("step_200.pt", "", 2),
+                                         Link("last.pt", "step_100.pt", 3),
+                                         Link(".hidden.pt", "", 3)};
+  auto cs = detector.Detect(files, {});
+  EXPECT_EQ(Ids(cs), (Strings{"step_100.pt"})) << "the symlinked step_200.pt is no checkpoint";
+  EXPECT_EQ(CheckpointDetector::SymlinksLeftOut(files, cs), (Strings{"step_200.pt"}))
+      << "a link to a listed regular file (last.pt) is not left out; hidden paths are ignored";
+  EXPECT_EQ(detector.symlink_warnings(), 1u);
+  detector.Detect(files, {});
+  CheckpointDetector copy = detector;
+  copy.Detect(files, {});
+  EXPECT_EQ(detector.symlink_warnings(), 1u) << "once per path, also for copies";
+  detector.Detect({F("step_100.pt", 1), Link("step_300.pt", "", 4)}, {});
+  EXPECT_EQ(detector.symlink_warnings(), 2u) << "a new path is reported";
+}
+
+TEST(Symlinks, ALinkInsideADirectoryCheckpointIsReportedEvenToAListedFile) {
+  const std::vector<ListedFile> files = {
+      F("checkpoint-5/trainer_state.json", 1), F("checkpoint-5/optimizer.pt", 1),
+      F("shared/model.safetensors", 1),
+      Link("checkpoint-5/model.safetensors", "shared/model.safetensors", 1)};
+  CheckpointDetector detector("/data/ckpt", Preset::kHuggingface, {});
+  auto cs = detector.Detect(files, {});
+  ASSERT_EQ(Ids(cs), (Strings{"checkpoint-5"}));
+  EXPECT_EQ(cs[0].relpaths.size(), 2u) << "the link is not part of the snapshot";
+  EXPECT_EQ(CheckpointDetector::SymlinksLeftOut(files, cs),
+            (Strings{"checkpoint-5/model.safetensors"}));
+  EXPECT_EQ(detector.symlink_warnings(), 1u);
+}
+
 // --- huggingface ---------------------------------------------------------------
 
 TEST(HuggingfacePreset, CheckpointDirectoryWithTrainerState) {
