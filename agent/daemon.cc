@@ -132,8 +132,8 @@ class Agent {
 
   std::string resume_;  // what the trainer is (re)started from; "" = fresh
 
-  BackgroundCall<Status> renewal_;  // the lease renewal in flight
-  BackgroundQueue store_work_;      // event records, retention, the release
+  BackgroundCall<Status> renewal_{c_.ports.inline_store_work};  // the renewal in flight
+  BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
   Clock::MonoTime next_poll_{}, next_watchdog_{};
   bool done_ = false;
   bool threads_left_ = false;

@@ -90,6 +90,10 @@ struct AgentPorts {
   // True once a stop (SIGTERM, SIGINT) was asked for; else the agent blocks
   // those signals and reads them from a signalfd.
   std::function<bool()> stop_requested;
+  // Run the lease renewal, event records, retention and the release on the
+  // loop's thread, not off it: for tests, so that no thread's speed decides
+  // what happens when on a fake clock.
+  bool inline_store_work = false;
 };
 
 }  // namespace sg

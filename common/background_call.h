@@ -17,10 +17,16 @@ namespace sg {
 template <typename T>
 class BackgroundCall {
  public:
-  BackgroundCall() = default;
+  // `run_inline`: Start runs the call at once on the caller's thread (for
+  // tests that drive every interleaving themselves).
+  explicit BackgroundCall(bool run_inline = false) : inline_(run_inline) {}
   // Starts `fn` on a new thread. A call still running is left to itself.
   void Start(std::function<T()> fn) {
     state_ = std::make_shared<State>();
+    if (inline_) {
+      state_->result.emplace(fn());
+      return;
+    }
     std::thread([state = state_, fn = std::move(fn)]() mutable {
       T result = fn();
       std::lock_guard<std::mutex> lock(state->mu);
@@ -52,6 +58,7 @@ class BackgroundCall {
     std::condition_variable done;
     std::optional<T> result;
   };
+  const bool inline_;
   std::shared_ptr<State> state_;
 };
 

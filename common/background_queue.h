@@ -19,7 +19,10 @@ class BackgroundQueue {
  public:
   // The thread starts with the first task, so that it inherits the signal
   // mask its owner has set by then.
-  BackgroundQueue() : state_(std::make_shared<State>()) {}
+  // `run_inline`: Post runs the task at once on the caller's thread (for
+  // tests that drive every interleaving themselves).
+  explicit BackgroundQueue(bool run_inline = false)
+      : inline_(run_inline), state_(std::make_shared<State>()) {}
   // Stops the thread once the tasks queued by then are done (it is not
   // waited for).
   ~BackgroundQueue() {
@@ -31,6 +34,10 @@ class BackgroundQueue {
   BackgroundQueue& operator=(const BackgroundQueue&) = delete;
 
   void Post(std::function<void()> task) {
+    if (inline_) {
+      task();
+      return;
+    }
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->tasks.push_back(std::move(task));
     state_->changed.notify_all();
@@ -70,6 +77,7 @@ class BackgroundQueue {
       s.changed.notify_all();
     }
   }
+  const bool inline_;
   std::shared_ptr<State> state_;
   bool started_ = false;  // guarded by state_->mu
 };

@@ -213,6 +213,7 @@ class FakeJobWorld {
     ports.autoscaling = &autoscaling;
     ports.idle = [this](std::chrono::milliseconds d) { Idle(d); };
     ports.stop_requested = [this] { return std::exchange(stop_requested, false); };
+    ports.inline_store_work = true;
     return ports;
   }
 
