@@ -12,11 +12,9 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
-#include <filesystem>
 #include <mutex>
 
 #include "agent/capture.h"
-#include "agent/checkpoint_watcher.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
 #include "agent/fencing.h"
@@ -27,10 +25,7 @@
 #include "agent/job_ports_real.h"
 #include "agent/job_start.h"
 #include "agent/lease.h"
-#include "agent/local_checkpoint.h"
-#include "agent/manifest.h"
 #include "agent/presets.h"
-#include "agent/restorer.h"
 #include "agent/retention.h"
 #include "agent/snapshot_commands.h"
 #include "agent/snapshot_writer.h"
@@ -62,7 +57,6 @@ class Agent {
         events_(c.store, c.clock, cfg_.job, c.instance),
         lease_(c.store, c.clock, cfg_.job, c.instance,
                LeaseOptions{cfg_.lease.heartbeat, cfg_.lease.timeout}),
-        detector_(CheckpointDetector::ForConfig(cfg_)),
         notice_file_(NoticeFilePath(cfg_)),
         policy_(JobPolicyOptions::FromConfig(cfg_)),
         launcher_(cfg_, c.env, notice_file_, TrainerRecordPath(cfg_.checkpoint_dir)),
@@ -115,7 +109,6 @@ class Agent {
   EventLog events_;
   std::mutex lease_mu_;
   LeaseKeeper lease_;
-  CheckpointDetector detector_;
   const std::string notice_file_;
   JobPolicy policy_;
   ProcessTrainerLauncher launcher_;

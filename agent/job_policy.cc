@@ -29,24 +29,6 @@ void WriteToLog(const job_action::Log& log) {
   }
 }
 
-std::string_view JobPhaseName(JobPhase phase) {
-  switch (phase) {
-    case JobPhase::kLease:
-      return "lease";
-    case JobPhase::kRestore:
-      return "restore";
-    case JobPhase::kTraining:
-      return "training";
-    case JobPhase::kFinalSnapshot:
-      return "final-snapshot";
-    case JobPhase::kStopping:
-      return "stopping";
-    case JobPhase::kDone:
-      return "done";
-  }
-  return "?";
-}
-
 JobPolicyOptions JobPolicyOptions::FromConfig(const Config& config) {
   JobPolicyOptions o;
   o.upload_interval = config.upload_interval;

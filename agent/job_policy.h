@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -35,7 +34,6 @@ enum class JobPhase {
   kStopping,       // the trainer is being stopped; then housekeeping and exit
   kDone,           // the exit code is decided
 };
-std::string_view JobPhaseName(JobPhase phase);
 
 // Why the job ends.
 enum class JobEnd { kNone, kNotice, kSignal, kComplete, kFenced, kFailed };
@@ -159,7 +157,6 @@ class JobPolicy {
   std::optional<int64_t> committed_step() const { return committed_step_; }
   // Step of the newest snapshot committed in this run; nullopt when none was.
   std::optional<int64_t> committed_step_this_run() const { return committed_this_run_; }
-  bool upload_in_flight() const { return upload_.has_value(); }
   // A notice's deadline, on our monotonic clock; nullopt without a notice.
   std::optional<Clock::MonoTime> deadline() const {
     if (!notice_) return std::nullopt;
