@@ -55,7 +55,7 @@ class Agent {
       : c_(c),
         cfg_(c.config),
         events_(c.store, c.clock, cfg_.job, c.instance),
-        lease_(c.store, c.clock, cfg_.job, c.instance,
+        lease_(c.lease_store ? *c.lease_store : c.store, c.clock, cfg_.job, c.instance,
                LeaseOptions{cfg_.lease.heartbeat, cfg_.lease.timeout}),
         notice_file_(NoticeFilePath(cfg_)),
         policy_(JobPolicyOptions::FromConfig(cfg_)),

@@ -33,6 +33,9 @@ struct AgentContext {
   AwsEnvironment* aws = nullptr;
   // The loop's seams (agent/job_ports.h); the real parts where none is given.
   AgentPorts ports = {};
+  // The lease's reads and writes go here, with deadlines that fit its
+  // heartbeat (StoreUse::kLease); null: `store`.
+  ObjectStore* lease_store = nullptr;
 };
 
 struct AgentResult {

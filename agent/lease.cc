@@ -142,6 +142,11 @@ StatusOr<LeaseKeeper::Attempt> LeaseKeeper::TryAcquire() {
 Status LeaseKeeper::Renew() {
   if (!held()) return Status::PreconditionFailed("the lease is not held").WithReason("Fenced");
   auto put = store_.Put(key_, Body(generation_, false), PutCondition::IfMatch(etag_));
+  if (!put.ok() && put.status().Is(StatusCode::kPreconditionFailed) && AdoptOwnWrite()) {
+    // An earlier renewal landed although its answer was lost: the object
+    // changed under our etag, but only by us. Renew again from what is there.
+    put = store_.Put(key_, Body(generation_, false), PutCondition::IfMatch(etag_));
+  }
   if (!put.ok()) {
     if (put.status().Is(StatusCode::kPreconditionFailed)) {
       etag_.clear();
@@ -154,6 +159,25 @@ Status LeaseKeeper::Renew() {
   etag_ = *put;
   last_write_ = clock_.Monotonic();
   return Status::Ok();
+}
+
+// Every takeover writes a higher generation (Take), so a lease object with
+// our generation, instance and agent that is not released can only be one of
+// our own renewals whose answer did not reach us (a first-byte timeout, a
+// reset after the server applied it).
+bool LeaseKeeper::AdoptOwnWrite() {
+  ObjectInfo info;
+  auto body = store_.Get(key_, std::nullopt, &info);
+  if (!body.ok()) return false;
+  auto state = Parse(*body);
+  if (!state.ok() || state->released || state->generation != generation_ ||
+      state->instance != instance_ || !state->agent || !(*state->agent == options_.agent)) {
+    return false;
+  }
+  LogInfo("the lease of job {} holds a renewal of ours whose answer was lost; renewing from it",
+          job_);
+  etag_ = info.etag;
+  return true;
 }
 
 Status LeaseKeeper::Release() {

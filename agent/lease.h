@@ -77,6 +77,9 @@ class LeaseKeeper {
   StatusOr<Attempt> TryAcquire();
   // REQUIRES: held(). Renews with If-Match. PreconditionFailed (reason
   // "Fenced") when another instance has taken over; held() is false then.
+  // A renewal of ours that landed although its answer was lost (the lease's
+  // calls have short deadlines) is recognised and renewed from, not taken
+  // for a takeover.
   Status Renew();
   // REQUIRES: held(). Marks the lease released so a successor need not wait.
   Status Release();
@@ -90,6 +93,7 @@ class LeaseKeeper {
 
  private:
   std::string Body(uint64_t generation, bool released) const;
+  bool AdoptOwnWrite();
   StatusOr<Attempt> Take(const std::string& condition_etag, bool create, const LeaseState& from);
 
   ObjectStore& store_;

@@ -20,6 +20,13 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
     LogError("opening the store {}: {}", config.store, store.status().message());
     return kExitFailure;
   }
+  // The lease's own handle on the same store: its calls give up within a
+  // heartbeat (StoreUse::kLease, docs/design.md §9).
+  auto lease_store = OpenStore(config, env, aws, StoreUse::kLease);
+  if (!lease_store.ok()) {
+    LogError("opening the store {}: {}", config.store, lease_store.status().message());
+    return kExitFailure;
+  }
   ImdsClient* imds = aws->imds();  // null when AWS_EC2_METADATA_DISABLED=true
   std::string instance;
   if (imds) {
@@ -40,6 +47,7 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
   }
   SystemdNotifier notifier(env);
   AgentContext context{config, env, **store, SystemClock(), imds, notifier, instance, aws.get()};
+  context.lease_store = lease_store->get();
   const AgentResult result = RunAgent(context);
   // Threads stuck on the store still use the store, the transport and the
   // agent: end the process here, before any of them is destroyed. The log

@@ -174,6 +174,16 @@ StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Env
   } else if (use == StoreUse::kTransfer) {
     options.answer_timeout = seconds(30);
     options.give_up_after = seconds(60);
+  } else if (use == StoreUse::kLease) {
+    using std::chrono::milliseconds;
+    const auto heartbeat = std::chrono::duration_cast<milliseconds>(config.lease.heartbeat);
+    // Floors, so that a loaded machine's slow answer is not cut off when
+    // the heartbeat is short (as in tests).
+    options.answer_timeout =
+        std::max<milliseconds>(seconds(2), std::min<milliseconds>(seconds(10), heartbeat / 2));
+    options.give_up_after = std::max<milliseconds>(seconds(2), heartbeat);
+  } else {
+    options.answer_timeout = seconds(30);
   }
   // Built only for an s3:// store: a file:// store needs no AWS parts.
   if (url.scheme == StoreUrl::Scheme::kS3) {

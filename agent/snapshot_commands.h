@@ -25,14 +25,19 @@ std::shared_ptr<AwsEnvironment> OpenAws(const Config& config, const Environment&
 
 // What a command does with its store, which sets how long an s3:// store
 // waits for answers (docs/design.md §12; docs/s3.md, "Timeouts"):
-// - kAgent: `run` and `drill`; no answer timeout, the stall timeout and the
-//   retry policy only (the agent's deadlines are its own).
+// - kAgent: `run` and `drill`: an attempt waits 30 s for the first byte of
+//   an answer; a call is bounded by the retry policy and the stall timeout,
+//   and the agent's own deadlines cancel what outlives them.
+// - kLease: the agent's lease reads and writes: an attempt waits at most
+//   min(10 s, lease.heartbeat / 2) for the first byte, and a call gives up
+//   after one lease.heartbeat (2 s at least, for both), so a hung renewal is
+//   tried again at the next heartbeat, long before the lease times out.
 // - kInteractive: ls, status, verify, gc, doctor: an attempt waits 10 s for
 //   the first byte of an answer, and a call with no answer for 15 s fails
 //   with "no answer from ENDPOINT within 15 s".
 // - kTransfer: snapshot and restore: 30 s per attempt, 60 s per call; bodies
 //   are bounded by the stall timeout only, never by a total.
-enum class StoreUse { kAgent, kInteractive, kTransfer };
+enum class StoreUse { kAgent, kLease, kInteractive, kTransfer };
 
 // The store the config names (s3:// or file://), with region, endpoint and
 // credentials from the config and the environment; an s3:// store uses `aws`

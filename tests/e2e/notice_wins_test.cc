@@ -149,5 +149,57 @@ TEST_F(StalledStoreE2E, AStoreThatNeverAnswersStillGetsTheTrainerStoppedAndExits
   EXPECT_LT(took, 60s) << log;
 }
 
+// The lease's calls fit within its heartbeat (docs/s3.md, "Timeouts"): a
+// renewal the store never answers is given up on and tried again, and the
+// agent goes on committing once the store answers.
+TEST_F(StalledStoreE2E, AHungLeaseRenewalIsGivenUpOnWithinItsDeadline) {
+  const std::string config =
+      WriteConfig("a", {"--steps", "100000"}, {{"endpoint", proxy_->endpoint()}});
+  auto a = StartAgent("a", config, "ckpt", imds_);
+  ASSERT_TRUE(WaitFor([&] { return !Committed().empty(); }, 30s)) << a->Output();
+  proxy_->Control("POST", "/_proxy/config",
+                  R"({"rate": 1, "kinds": ["hang"], "match": "PUT [^ ]*/lease$",
+                      "hang_seconds": 600})");
+  // Without a deadline the first hung renewal waits for the proxy's 600 s.
+  ASSERT_TRUE(a->WaitForOutput("renewing the lease failed (will retry)", 60s)) << a->Output();
+  EXPECT_NE(a->Output().find("no answer from"), std::string::npos) << a->Output();
+  proxy_->Control("POST", "/_proxy/config", R"({"rate": 0, "match": ""})");
+  const size_t before = Committed().size();
+  EXPECT_TRUE(WaitFor([&] { return Committed().size() > before; }, 60s))
+      << "no commit after the store answered again\n"
+      << a->Output();
+  imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 60})");
+  const auto code = a->Wait(120s);
+  ASSERT_TRUE(code.has_value()) << a->Output();
+  EXPECT_EQ(*code, 75) << a->Output();
+}
+
+// A renewal the server carried out but whose answer was lost (so its retry
+// meets a changed etag) is the agent's own write, not a takeover: the agent
+// is not fenced by itself.
+TEST_F(StalledStoreE2E, ALostAnswerToARenewalDoesNotFenceTheAgent) {
+  const std::string config =
+      WriteConfig("a", {"--steps", "100000"}, {{"endpoint", proxy_->endpoint()}});
+  auto a = StartAgent("a", config, "ckpt", imds_);
+  ASSERT_TRUE(WaitFor([&] { return !Committed().empty(); }, 30s)) << a->Output();
+  proxy_->Control("POST", "/_proxy/config",
+                  R"({"rate": 1, "kinds": ["lost_response"], "match": "PUT [^ ]*/lease$",
+                      "max_faults": 1})");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto stats = nlohmann::json::parse(proxy_->Control("GET", "/_proxy/stats"));
+        return stats["injected"].get<int>() >= 1;
+      },
+      30s))
+      << a->Output();
+  const size_t before = Committed().size();
+  EXPECT_TRUE(WaitFor([&] { return Committed().size() > before + 1; }, 60s)) << a->Output();
+  EXPECT_EQ(a->Output().find("FENCED"), std::string::npos) << a->Output();
+  imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 60})");
+  const auto code = a->Wait(120s);
+  ASSERT_TRUE(code.has_value()) << a->Output();
+  EXPECT_EQ(*code, 75) << a->Output();
+}
+
 }  // namespace
 }  // namespace sg::testing

@@ -29,6 +29,13 @@ class FaultyStore final : public ObjectStore {
     append_fragment_ = std::move(fragment);
     append_hook_ = std::move(hook);
   }
+  // The first Put of a key containing `fragment` is carried out, but its
+  // answer is lost: the caller gets an error (a timeout after the server
+  // applied the write).
+  void LoseAnswerOfPutOf(std::string fragment) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lose_fragment_ = std::move(fragment);
+  }
   bool dead() const { return dead_; }
   int puts() const { return puts_; }
 
@@ -36,7 +43,13 @@ class FaultyStore final : public ObjectStore {
                             const PutCondition& condition) override {
     SG_RETURN_IF_ERROR(Check(key));
     ++puts_;
-    return base_.Put(key, data, condition);
+    auto put = base_.Put(key, data, condition);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (put.ok() && !lose_fragment_.empty() && key.find(lose_fragment_) != std::string::npos) {
+      lose_fragment_.clear();
+      return Status::Unavailable("injected: the answer to the PUT of " + key + " was lost");
+    }
+    return put;
   }
   StatusOr<std::string> Get(const std::string& key, std::optional<ByteRange> range,
                             ObjectInfo* info) override {
@@ -80,6 +93,7 @@ class FaultyStore final : public ObjectStore {
   ObjectStore& base_;
   std::mutex mu_;
   std::string fail_fragment_;
+  std::string lose_fragment_;
   bool die_ = false;
   std::string append_fragment_;
   std::function<void()> append_hook_;

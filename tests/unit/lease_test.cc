@@ -8,6 +8,7 @@
 
 #include "common/file_store.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/faulty_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg::testing {
@@ -38,6 +39,32 @@ TEST_F(LeaseTest, TheFirstAgentTakesGenerationOne) {
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(state->instance, "i-a");
   EXPECT_FALSE(state->released);
+}
+
+// The lease's calls give up within a heartbeat (docs/s3.md, "Timeouts"), so
+// a renewal can land on the server after its caller stopped waiting. The
+// next renewal must see its own write, not a takeover.
+TEST_F(LeaseTest, ARenewalWhoseAnswerWasLostIsNotTakenForATakeover) {
+  FaultyStore faulty(*store_);
+  LeaseKeeper a(faulty, clock_, "job", "i-a", LeaseOptions{seconds(30), seconds(150)});
+  ASSERT_EQ(a.TryAcquire()->outcome, Outcome::kAcquired);
+  faulty.LoseAnswerOfPutOf("job/lease");
+  clock_.Advance(seconds(30));
+  EXPECT_FALSE(a.Renew().ok()) << "the answer was lost";
+  clock_.Advance(seconds(30));
+  Status again = a.Renew();
+  EXPECT_TRUE(again.ok()) << again.ToString();
+  EXPECT_TRUE(a.held());
+  EXPECT_EQ(a.generation(), 1u);
+  // A real takeover is still a takeover.
+  LeaseKeeper b = Keeper("i-b");
+  clock_.Advance(seconds(151));
+  ASSERT_EQ(b.TryAcquire()->outcome, Outcome::kHeldByOther);  // starts its watch
+  clock_.Advance(seconds(151));
+  ASSERT_EQ(b.TryAcquire()->outcome, Outcome::kAcquired);
+  Status fenced = a.Renew();
+  EXPECT_FALSE(fenced.ok());
+  EXPECT_EQ(fenced.reason(), "Fenced");
 }
 
 TEST_F(LeaseTest, ASecondAgentWaitsWhileTheLeaseIsRenewed) {
