@@ -3,8 +3,8 @@
 #   every script through ShellCheck; systemd-analyze verify on the unit (and a
 #   misspelt copy, to show the check can fail); the Debian package that
 #   scripts/package.sh built, inspected (portability_checks.sh checks its
-#   dependencies and the .rpm); the CloudFormation template against the
-#   resource specification (and a misspelt copy).
+#   dependencies and the .rpm); every CloudFormation template against the
+#   resource specification (and a misspelt copy of each).
 #   deploy_checks.sh SOURCE_DIR SPOTGUARD_BINARY PACKAGE_DIR
 set -euo pipefail
 src=$1 bin=$2 pkgdir=$3
@@ -46,12 +46,26 @@ cfn="$src/tests/deploy/cfn"
 if [ ! -d "$cfn/node_modules/@aws-cdk/cfnspec" ]; then
   npm ci --prefix "$cfn" --no-audit --no-fund > "$work/npm.log" 2>&1 || { cat "$work/npm.log"; fail "npm ci"; }
 fi
-template="$src/cloudformation/spotguard-training.yaml"
-node "$cfn/validate.js" "$template" || fail "the template does not match the specification"
-sed 's/CapacityRebalance:/CapacityRebalanse:/' "$template" > "$work/misspelt.yaml"
-if node "$cfn/validate.js" "$work/misspelt.yaml" > "$work/misspelt.log" 2>&1; then
-  fail "a misspelt property went unnoticed"
-fi
-grep -q "did you mean CapacityRebalance" "$work/misspelt.log" || fail "no suggestion: $(cat "$work/misspelt.log")"
-echo "ok: template valid; a misspelt property is reported"
+# Every template, and a copy of each with one property misspelt (a property
+# the template really has, deep inside a resource), which must be reported
+# with the right name suggested.
+declare -A misspelt=(
+  [spotguard-training.yaml]=CapacityRebalance:CapacityRebalanse
+  [spotguard-batch.yaml]=OnStatusReason:OnStatusReasn
+)
+mapfile -t templates < <(find "$src/cloudformation" -maxdepth 1 -name '*.yaml' | sort)
+[ "${#templates[@]}" -ge 2 ] || fail "expected at least 2 templates in $src/cloudformation"
+for template in "${templates[@]}"; do
+  name=$(basename "$template")
+  node "$cfn/validate.js" "$template" || fail "$name does not match the specification"
+  [ -n "${misspelt[$name]:-}" ] || fail "no misspelt-property check for $name: add it to the table"
+  right=${misspelt[$name]%%:*} wrong=${misspelt[$name]#*:}
+  grep -q "^ *$right:" "$template" || fail "$name has no $right to misspell"
+  sed "s/^\( *\)$right:/\1$wrong:/" "$template" > "$work/misspelt.yaml"
+  if node "$cfn/validate.js" "$work/misspelt.yaml" > "$work/misspelt.log" 2>&1; then
+    fail "a misspelt property ($wrong) in $name went unnoticed"
+  fi
+  grep -q "did you mean $right" "$work/misspelt.log" || fail "no suggestion for $name: $(cat "$work/misspelt.log")"
+done
+echo "ok: ${#templates[@]} templates valid; a misspelt property is reported in each"
 echo "deploy_checks: 4 passed, 0 failed"
