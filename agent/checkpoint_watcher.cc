@@ -71,6 +71,18 @@ void CheckpointWatcher::MarkOpenForWriting(const std::string& rel) {
   }
 }
 
+std::chrono::nanoseconds CheckpointWatcher::Settle() const {
+  return urgent_ ? std::min<std::chrono::nanoseconds>(settle_, kUrgentSettle) : settle_;
+}
+
+void CheckpointWatcher::SetUrgent(bool urgent) {
+  if (urgent && !urgent_) {
+    LogDebug("a checkpoint was asked for: closed files settle after {} ms",
+             std::chrono::duration_cast<std::chrono::milliseconds>(Settle()).count());
+  }
+  urgent_ = urgent;
+}
+
 void CheckpointWatcher::Forget(const std::string& path) {
   for (auto it = recent_.lower_bound(path); it != recent_.end() && it->first.starts_with(path);) {
     if (IsAtOrUnder(it->first, path)) {
@@ -158,7 +170,7 @@ std::set<std::string> CheckpointWatcher::Unsettled() {
   const Clock::MonoTime now = clock_.Monotonic();
   std::set<std::string> out;
   for (auto it = recent_.begin(); it != recent_.end();) {
-    if (it->second.writing || now - it->second.last_change < settle_) {
+    if (it->second.writing || now - it->second.last_change < Settle()) {
       out.insert(it->first);
       ++it;
     } else {
@@ -173,7 +185,7 @@ std::optional<Clock::MonoTime> CheckpointWatcher::NextSettle() {
   if (next && *next <= clock_.Monotonic()) next.reset();
   for (const auto& [path, state] : recent_) {
     if (state.writing) continue;  // settles only after its close
-    const Clock::MonoTime at = state.last_change + settle_;
+    const Clock::MonoTime at = state.last_change + Settle();
     if (at > clock_.Monotonic() && (!next || at < *next)) next = at;
   }
   return next;
@@ -189,11 +201,11 @@ StatusOr<std::vector<Checkpoint>> CheckpointWatcher::CompleteCheckpoints(
   SG_RETURN_IF_ERROR(Poll().status());
   const Clock::WallTime wall = clock_.Now();
   const Clock::MonoTime mono = clock_.Monotonic();
-  std::set<std::string> unsettled = RecentlyModified(files, wall, settle_);
+  std::set<std::string> unsettled = RecentlyModified(files, wall, Settle());
   listing_next_settle_.reset();
   for (const ListedFile& f : files) {
     if (!unsettled.count(f.relpath)) continue;
-    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(f.mtime + settle_ -
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(f.mtime + Settle() -
                                                                            std::max(wall, f.mtime));
     const Clock::MonoTime at = mono + left;
     if (!listing_next_settle_ || at < *listing_next_settle_) listing_next_settle_ = at;

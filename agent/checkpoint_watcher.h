@@ -36,6 +36,16 @@ class CheckpointWatcher {
   int fd() const { return inotify_->fd(); }
   const std::string& checkpoint_dir() const { return dir_; }
   std::chrono::nanoseconds settle() const { return settle_; }
+
+  // The quiet time that counts once the agent has asked the trainer for a
+  // checkpoint (a notice, a stop): a file renamed in, or closed and not
+  // opened for writing again, is complete after this long rather than after
+  // the whole settle time, which would eat the notice's budget
+  // (docs/checkpoints.md, "Settling"). The settle time when that is shorter.
+  static constexpr std::chrono::milliseconds kUrgentSettle{1'000};
+  void SetUrgent(bool urgent);
+  // The settle time in force: settle(), or kUrgentSettle when urgent.
+  std::chrono::nanoseconds Settle() const;
   // How often the kernel queue overflowed (each time everything is rescanned).
   uint64_t overflows() const { return overflows_; }
   // How often the checkpoint dir itself was deleted or moved away. Until a
@@ -85,6 +95,7 @@ class CheckpointWatcher {
 
   std::string dir_;
   std::chrono::nanoseconds settle_;
+  bool urgent_ = false;
   Clock& clock_;
   std::unique_ptr<InotifyWatcher> inotify_;
   std::map<std::string, FileState> recent_;  // only files that may be settling

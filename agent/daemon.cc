@@ -377,6 +377,10 @@ JobActions Agent::StartTrainer(const job_action::StartTrainer& a) {
 }
 
 JobActions Agent::FindCheckpoints() {
+  // Once the job is ending, what the trainer wrote is taken as soon as it is
+  // closed and quiet, not after the whole settle time (docs/checkpoints.md).
+  checkpoints_->SetUrgent(policy_.phase() == JobPhase::kFinalSnapshot ||
+                          policy_.phase() == JobPhase::kStopping);
   auto all = checkpoints_->Complete();
   if (!all.ok()) {
     LogWarn("looking for checkpoints failed: {}", all.status().message());

@@ -55,6 +55,9 @@ class CheckpointSource {
   virtual std::optional<Clock::MonoTime> NextSettle() = 0;
   // True while a file in the checkpoint dir is being written or settling.
   virtual bool Writing() = 0;
+  // The job is ending and the agent waits for the trainer's answer: a
+  // closed file needs only a short quiet time (CheckpointWatcher::SetUrgent).
+  virtual void SetUrgent(bool /*urgent*/) {}
 };
 
 // One upload at a time, in the background.

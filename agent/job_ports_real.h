@@ -55,6 +55,7 @@ class WatchedCheckpoints final : public CheckpointSource {
   StatusOr<std::vector<Checkpoint>> Complete() override;
   std::optional<Clock::MonoTime> NextSettle() override { return watcher_->NextSettle(); }
   bool Writing() override { return !watcher_->Unsettled().empty(); }
+  void SetUrgent(bool urgent) override { watcher_->SetUrgent(urgent); }
 
  private:
   WatchedCheckpoints(std::unique_ptr<CheckpointWatcher> watcher, CheckpointDetector detector)

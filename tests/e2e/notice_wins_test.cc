@@ -4,6 +4,7 @@
 // checkpoint signal the trainer gets a window to answer the notice file; a
 // checkpoint saved on SIGTERM is uploaded before the agent exits.
 #include <chrono>
+#include <regex>
 
 #include "tests/e2e/agent_e2e_fixture.h"
 
@@ -48,6 +49,29 @@ TEST_F(AgentE2E, WithoutACheckpointSignalTheTrainerAnswersTheNoticeFile) {
   const Manifest m = ManifestOf(Committed().front());
   ASSERT_TRUE(m.step.has_value());
   EXPECT_GE(*m.step, 20);
+}
+
+// The settle time must not eat the budget: the checkpoint the trainer saves
+// on SIGUSR1 goes up once it is closed and quiet for a second, not after the
+// 30 s settle time configured here (docs/checkpoints.md, "Settle time").
+TEST_F(AgentE2E, TheAnswerToTheCheckpointSignalIsTakenWithoutTheWholeSettleTime) {
+  const std::string config =
+      WriteConfig("a", {"--steps", "100000", "--checkpoint-every", "100000000"},
+                  {{"settle_time", "30s"}});
+  auto a = StartAgent("a", config, "ckpt", imds_);
+  ASSERT_TRUE(a->WaitForOutput("step 20 ", 30s)) << a->Output();
+  imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 120})");
+  const auto exit_code = a->Wait(120s);
+  ASSERT_TRUE(exit_code.has_value()) << a->Output();
+  EXPECT_EQ(*exit_code, 75) << a->Output();
+  ASSERT_EQ(Committed().size(), 1u) << a->Output();
+  std::smatch m;
+  const std::string log = a->Output();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(committed in ([0-9.]+)s from the notice)")))
+      << log;
+  // Counted from the notice's posting (its deadline less 120 s): waiting out
+  // the settle time could not commit before 30 s.
+  EXPECT_LT(std::stod(m[1]), 20.0) << log;
 }
 
 TEST_F(AgentE2E, ACheckpointSavedOnSigtermIsUploadedBeforeTheExit) {

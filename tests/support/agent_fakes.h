@@ -75,7 +75,13 @@ class FakeCheckpoints final : public CheckpointSource {
   StatusOr<std::vector<Checkpoint>> Complete() override { return newest_first_; }
   std::optional<Clock::MonoTime> NextSettle() override { return std::nullopt; }
   bool Writing() override { return writing; }
+  void SetUrgent(bool urgent) override {
+    if (urgent && !urgent_since) urgent_since = clock_.Monotonic();
+    if (!urgent) urgent_since.reset();
+  }
   bool writing = false;  // a checkpoint is being written
+  // Since when the agent has been waiting for the trainer's answer.
+  std::optional<Clock::MonoTime> urgent_since;
 
  private:
   Clock& clock_;

@@ -95,9 +95,16 @@ TEST_F(AgentLoopTest, ANoticeGetsAFreshCheckpointCommittedAndExits75) {
     if (signo == SIGUSR1) w_.At(w_.Elapsed() + seconds(3), [&] { w_.checkpoints.Write(200); });
   };
   w_.At(seconds(5), [&] { w_.checkpoints.Write(100); });
+  std::optional<Clock::MonoTime> urgent_before_notice;
+  w_.At(seconds(29), [&] { urgent_before_notice = w_.checkpoints.urgent_since; });
   w_.At(seconds(30), [&] { w_.imds.PostNotice(seconds(120)); });
+  const Clock::MonoTime start = w_.clock.Monotonic();
   const AgentResult r = Run();
   EXPECT_EQ(r.exit_code, kExitInterrupted);
+  // The answer is taken without the whole settle time once the job ends.
+  EXPECT_FALSE(urgent_before_notice.has_value());
+  ASSERT_TRUE(w_.checkpoints.urgent_since.has_value());
+  EXPECT_GE(*w_.checkpoints.urgent_since - start, seconds(30));
   ASSERT_EQ(w_.launcher.launches.size(), 1u);
   // Step 100 is not due for a periodic upload (60 s): only the answer goes up.
   ASSERT_EQ(w_.uploader.committed.size(), 1u);

@@ -105,6 +105,43 @@ TEST_F(CheckpointWatcherTest, RenamedInFileSettlesAfterTheSettleTime) {
   EXPECT_EQ(Complete(), (std::vector<std::string>{"b.pt"}));
 }
 
+// Once the agent asked for a checkpoint, the settle time must not eat the
+// notice's budget: a closed file is complete after a short quiet time.
+TEST_F(CheckpointWatcherTest, WhenUrgentAClosedFileIsCompleteAfterTheShortQuietTime) {
+  const int fd = ::open(dir_.Join("a.pt").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  watcher_->SetUrgent(true);
+  clock_.Advance(seconds(60));
+  EXPECT_TRUE(Complete().empty()) << "still open for writing";
+  ::close(fd);
+  EXPECT_TRUE(Complete().empty()) << "closed just now";
+  EXPECT_EQ(watcher_->NextSettle(), clock_.Monotonic() + CheckpointWatcher::kUrgentSettle);
+  clock_.Advance(CheckpointWatcher::kUrgentSettle);
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"a.pt"}));
+  ASSERT_LT(CheckpointWatcher::kUrgentSettle, kSettle);
+}
+
+TEST_F(CheckpointWatcherTest, WhenUrgentARenamedInFileIsCompleteAfterTheShortQuietTime) {
+  dir_.WriteFile("elsewhere/b.pt", "b");
+  SetMtime("elsewhere/b.pt", -seconds(3600));
+  EXPECT_EQ(Unsettled(), (Strings{"elsewhere/b.pt"}));
+  clock_.Advance(seconds(60));
+  EXPECT_TRUE(Unsettled().empty());
+  std::filesystem::rename(dir_.Join("elsewhere/b.pt"), dir_.Join("b.pt"));
+  EXPECT_EQ(Unsettled(), (Strings{"b.pt"}));  // renamed in just now
+  clock_.Advance(CheckpointWatcher::kUrgentSettle);
+  EXPECT_TRUE(Complete().empty()) << "not urgent: the whole settle time";
+  watcher_->SetUrgent(true);
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"b.pt"}));
+  watcher_->SetUrgent(false);
+  dir_.WriteFile("c.pt", "c");
+  SetMtime("c.pt", -seconds(3600));
+  EXPECT_EQ(Unsettled(), (Strings{"c.pt"}));
+  clock_.Advance(CheckpointWatcher::kUrgentSettle);
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"b.pt"})) << "c.pt settles in full again";
+}
+
 TEST_F(CheckpointWatcherTest, RecentlyModifiedFilesSeenOnlyByListingAreSettling) {
   // Written before the watcher started: only the mtime tells.
   dir_.WriteFile("old.pt", "o");
