@@ -150,6 +150,7 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
   };
   const DurationRule durations[] = {
       {"stop_grace", &c.stop_grace, true},
+      {"stop_timeout", &c.stop_timeout, false},
       {"upload_interval", &c.upload_interval, false},
       {"imds.poll_interval", &c.imds.poll_interval, false},
       {"restart.backoff", &c.restart.backoff, false},

@@ -33,6 +33,7 @@ struct Config {
   std::optional<int> checkpoint_signal;  // nullopt: the trainer cannot be asked
   int stop_signal = 0;
   Duration stop_grace{};
+  Duration stop_timeout{};  // from SIGTERM to the kill that follows it
   Duration upload_interval{};
   // How long a checkpoint file must stay unchanged after its last write
   // before it counts as complete; nullopt: the preset's default.

@@ -43,6 +43,7 @@ inline constexpr KeySpec kKeys[] = {
     {"checkpoint_signal", Kind::kNullableString, "null"},
     {"stop_signal", Kind::kString, R"("SIGTERM")"},
     {"stop_grace", Kind::kDuration, R"("60s")"},
+    {"stop_timeout", Kind::kDuration, R"("120s")"},
     {"upload_interval", Kind::kDuration, R"("5m")"},
     {"settle_time", Kind::kNullableDuration, "null"},
     {"checkpoint_interval", Kind::kNullableDuration, "null"},

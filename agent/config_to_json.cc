@@ -83,6 +83,7 @@ json ConfigToJson(const Config& c, bool redact) {
   j["checkpoint_signal"] = c.checkpoint_signal ? SignalName(*c.checkpoint_signal) : "none";
   j["stop_signal"] = SignalName(c.stop_signal);
   j["stop_grace"] = FormatDuration(c.stop_grace);
+  j["stop_timeout"] = FormatDuration(c.stop_timeout);
   j["upload_interval"] = FormatDuration(c.upload_interval);
   j["settle_time"] = c.settle_time ? json(FormatDuration(*c.settle_time)) : json(nullptr);
   j["checkpoint_interval"] =

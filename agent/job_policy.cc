@@ -39,6 +39,7 @@ JobPolicyOptions JobPolicyOptions::FromConfig(const Config& config) {
   o.restart_backoff = config.restart.backoff;
   o.restart_max_backoff = config.restart.max_backoff;
   o.stop_grace = config.stop_grace;
+  o.stop_timeout = duration_cast<milliseconds>(config.stop_timeout);
   o.settle = duration_cast<milliseconds>(SettleTime(config));
   return o;
 }
@@ -79,7 +80,7 @@ JobActions JobPolicy::OnTick(PolicyTime t) {
     }
     if (!upload_) {
       out.push_back(job_action::FindCheckpoints{});
-    } else if (end_ == JobEnd::kNotice && upload_->final && t.mono >= give_up_at_) {
+    } else if (upload_->final && deadline() && t.mono >= give_up_at_) {
       GiveUpUpload(t, out);
     }
     return out;
@@ -333,9 +334,13 @@ JobActions JobPolicy::OnStopSignal(PolicyTime t) {
   Say(out, Level::kInfo, "stopping: last checkpoint, upload, stop the trainer");
   defer_ = true;
   const bool signal = o_.checkpoint_signal && trainer_running_;
-  const milliseconds wait = std::min<milliseconds>(o_.stop_grace, seconds(60));
+  // The engine's kill comes stop_timeout after its SIGTERM (docs/agent.md).
+  stop_deadline_ = t.mono + o_.stop_timeout;
+  const milliseconds wait =
+      std::min({o_.stop_grace, milliseconds(seconds(60)), o_.stop_timeout / 4});
   BeginFinal(t, JobEnd::kSignal, t.mono + (signal ? wait : milliseconds(0)), t.mono + wait, signal,
              out);
+  final_retry_until_ = std::min(final_retry_until_, *stop_deadline_ - kNoticeSafety);
   return out;
 }
 

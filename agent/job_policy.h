@@ -47,6 +47,9 @@ struct JobPolicyOptions {
   std::chrono::milliseconds restart_backoff{10'000};
   std::chrono::milliseconds restart_max_backoff{300'000};
   std::chrono::milliseconds stop_grace{60'000};
+  // After SIGTERM, the time until the engine's kill (its grace period): the
+  // final upload is given up on in time to stop the trainer before it.
+  std::chrono::milliseconds stop_timeout{120'000};
   // How long a written file takes to count as complete: after the trainer
   // exits, its last checkpoint may still be settling.
   std::chrono::milliseconds settle{2'000};
@@ -157,10 +160,11 @@ class JobPolicy {
   std::optional<int64_t> committed_step() const { return committed_step_; }
   // Step of the newest snapshot committed in this run; nullopt when none was.
   std::optional<int64_t> committed_step_this_run() const { return committed_this_run_; }
-  // A notice's deadline, on our monotonic clock; nullopt without a notice.
+  // The deadline the job's end must meet, on our monotonic clock: a
+  // notice's, or stop_timeout after SIGTERM; nullopt without either.
   std::optional<Clock::MonoTime> deadline() const {
-    if (!notice_) return std::nullopt;
-    return notice_at_ + left_;
+    if (end_ == JobEnd::kNotice) return notice_at_ + left_;
+    return stop_deadline_;
   }
 
   // kLease -> kRestore.
@@ -207,8 +211,8 @@ class JobPolicy {
   void Finish(JobActions& out);
   // Starts the final upload of `target`, to be given up on at give_up_at_.
   void StartFinalUpload(PolicyTime t, const Checkpoint& target, JobActions& out);
-  // The notice's deadline is near and the final upload still runs (a store
-  // that does not answer): stop waiting for it and end without it.
+  // The deadline (a notice's, SIGTERM's) is near and the final upload still
+  // runs (a store that does not answer): stop waiting for it, end without it.
   void GiveUpUpload(PolicyTime t, JobActions& out);
   void Committed(const UploadOutcome& outcome, const Checkpoint& checkpoint, JobActions& out);
   void Event(std::string kind, nlohmann::ordered_json data, JobActions& out);
@@ -246,7 +250,8 @@ class JobPolicy {
   double seen_late_ = 0;  // seconds from the notice's posting to our reading
   std::optional<CheckpointMark> asked_;  // the checkpoint request; newer answers it
   Clock::MonoTime notice_at_{};
-  std::chrono::milliseconds left_{0};  // at the notice, to its deadline
+  std::chrono::milliseconds left_{0};             // at the notice, to its deadline
+  std::optional<Clock::MonoTime> stop_deadline_;  // SIGTERM's: stop_timeout after it
   std::optional<InterruptionEvent> notice_;
   std::optional<uint64_t> final_seq_;    // committed by the final upload
   int final_attempts_ = 0;               // final uploads started

@@ -70,11 +70,13 @@ void JobPolicy::DecideFinal(PolicyTime t, const std::vector<Checkpoint>& newest_
 }
 
 void JobPolicy::StartFinalUpload(PolicyTime t, const Checkpoint& target, JobActions& out) {
-  const Clock::MonoTime deadline = notice_at_ + left_;
   // Before the stop, give up in time for the trainer to get its stop signal
   // 10 s before the deadline; after it, or when that has passed, 2 s before.
-  give_up_at_ = deadline - kGiveUpBeforeStop;
-  if (stopped_ || give_up_at_ <= t.mono) give_up_at_ = deadline - kGiveUpLast;
+  // Without a deadline (the trainer finished) the upload is waited for.
+  if (const std::optional<Clock::MonoTime> end_by = deadline()) {
+    give_up_at_ = *end_by - kGiveUpBeforeStop;
+    if (stopped_ || give_up_at_ <= t.mono) give_up_at_ = *end_by - kGiveUpLast;
+  }
   upload_ = Upload{target, true};
   out.push_back(job_action::StartUpload{target, true});
 }
@@ -111,6 +113,10 @@ void JobPolicy::Stop(PolicyTime t, JobActions& out) {
     grace = std::clamp<milliseconds>(left - seconds(5), milliseconds(0), o_.stop_grace);
   } else if (end_ == JobEnd::kFenced) {
     grace = std::min<milliseconds>(o_.stop_grace, seconds(10));
+  } else if (end_ == JobEnd::kSignal && stop_deadline_) {
+    // Stopped before the engine's kill, five seconds in hand.
+    const milliseconds left = duration_cast<milliseconds>(*stop_deadline_ - t.mono);
+    grace = std::clamp<milliseconds>(left - seconds(5), milliseconds(0), o_.stop_grace);
   }
   stopping_elapsed_ = seen_late_ + SecondsBetween(notice_at_, t.mono);
   out.push_back(job_action::StopTrainer{grace});
@@ -129,8 +135,8 @@ JobActions JobPolicy::OnTrainerStopped(PolicyTime t) {
   // Many trainers save on the stop signal (Lightning, Hugging Face): what
   // they wrote goes up too, once it has settled, while time allows.
   after_stop_until_ = t.mono + o_.settle + kAfterExitSlack;
-  if (end_ == JobEnd::kNotice) {
-    after_stop_until_ = std::min(after_stop_until_, notice_at_ + left_ - kNoticeSafety);
+  if (const std::optional<Clock::MonoTime> end_by = deadline()) {
+    after_stop_until_ = std::min(after_stop_until_, *end_by - kNoticeSafety);
   }
   out.push_back(job_action::FindCheckpoints{});
   return out;
@@ -144,8 +150,8 @@ void JobPolicy::AfterStop(PolicyTime t, const std::vector<Checkpoint>& newest_fi
   // upload already tried is not tried again here.
   std::optional<Checkpoint> target = FirstNewerThan(newest_first, committed_);
   if (target && seen_before_stop_ && !IsNewerThan(*target, *seen_before_stop_)) target.reset();
-  const bool may_upload =
-      end_ != JobEnd::kNotice || t.mono < notice_at_ + left_ - kNoticeSafety / 3;
+  const std::optional<Clock::MonoTime> end_by = deadline();
+  const bool may_upload = !end_by || t.mono < *end_by - kNoticeSafety / 3;
   if (target && (!may_upload || gave_up_)) {
     final_failed_ = true;  // what it saved is newer than the store's
     target.reset();
@@ -181,7 +187,14 @@ void JobPolicy::Finish(JobActions& out) {
     return;
   }
   Housekeeping(out);
-  Event("stop", {{"reason", "signal"}}, out);
+  Event("stop", {{"reason", "signal"}, {"seq", OrNull(final_seq_)}}, out);
+  if (final_failed_) {
+    Say(out, Level::kError,
+        Format("stopped: the newest checkpoint could not be committed; exiting {}",
+               static_cast<int>(kExitNotCommitted)));
+    Exit(kExitNotCommitted, /*release_lease=*/true, out);
+    return;
+  }
   Exit(kExitOk, /*release_lease=*/true, out);
 }
 

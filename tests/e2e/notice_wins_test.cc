@@ -114,9 +114,10 @@ class StalledStoreE2E : public AgentE2E {
     if (proxy_) proxy_->Control("POST", "/_proxy/release");
   }
   // Starts an agent, waits for its first commit, then freezes the store.
-  std::unique_ptr<AgentProcess> StartAndFreeze() {
-    const std::string config =
-        WriteConfig("a", {"--steps", "100000"}, {{"endpoint", proxy_->endpoint()}});
+  std::unique_ptr<AgentProcess> StartAndFreeze(
+      nlohmann::json overrides = nlohmann::json::object()) {
+    overrides["endpoint"] = proxy_->endpoint();
+    const std::string config = WriteConfig("a", {"--steps", "100000"}, overrides);
     auto a = StartAgent("a", config, "ckpt", imds_);
     EXPECT_TRUE(WaitFor([&] { return !Committed().empty(); }, 30s)) << a->Output();
     proxy_->Control("POST", "/_proxy/config", R"({"freeze_match": "PUT [^ ]*/lease"})");
@@ -170,6 +171,25 @@ TEST_F(StalledStoreE2E, AStoreThatNeverAnswersStillGetsTheTrainerStoppedAndExits
   EXPECT_NE(log.find("the trainer stopped"), std::string::npos) << log;
   // Given up 10 s before the deadline, the trainer stopped, and the exit
   // waits at most 15 s for what still hangs: 35 s, and a margin.
+  EXPECT_LT(took, 60s) << log;
+}
+
+// SIGTERM has a deadline too (stop_timeout, the engine's kill): a final
+// upload the store never answers is given up on, the trainer is stopped, and
+// the exit says the snapshot was not committed.
+TEST_F(StalledStoreE2E, OnSigtermAStoreThatNeverAnswersStillEndsBeforeTheStopTimeout) {
+  auto a = StartAndFreeze({{"stop_timeout", "30s"}});
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(a->pid(), SIGTERM), 0);
+  const auto code = a->Wait(150s);
+  const auto took = std::chrono::steady_clock::now() - sent;
+  ASSERT_TRUE(code.has_value()) << "the agent hangs on the store\n" << a->Output();
+  EXPECT_EQ(*code, 74) << a->Output();
+  const std::string log = a->Output();
+  EXPECT_NE(log.find("did not finish before the deadline"), std::string::npos) << log;
+  EXPECT_NE(log.find("the trainer stopped"), std::string::npos) << log;
+  // Given up 10 s before the 30 s, the exit's wait capped 1 s before it: a
+  // margin for a loaded machine, far below a hang.
   EXPECT_LT(took, 60s) << log;
 }
 

@@ -526,6 +526,43 @@ TEST_F(JobPolicyTest, AFinalUploadThatHangsIsGivenUpInTimeToStopTheTrainer) {
           .empty());
 }
 
+// SIGTERM has a deadline too: the engine's kill, stop_timeout after it. A
+// final upload that hangs is given up on in time to stop the trainer.
+TEST_F(JobPolicyTest, OnSigtermAFinalUploadThatHangsIsGivenUpBeforeTheStopTimeout) {
+  options_.stop_timeout = seconds(90);
+  StartTraining();
+  JobPolicy& p = *policy_;
+  p.OnStopSignal(At(seconds(10)));  // the kill comes at 100 s
+  ASSERT_EQ(p.deadline(), At(seconds(100)).mono);
+  ASSERT_NE(Find<a::StartUpload>(p.OnCheckpoints(At(seconds(12)), {Ckpt(200, seconds(11))}, {})),
+            nullptr);
+  EXPECT_TRUE(p.OnTick(At(milliseconds(89'999))).empty());
+  JobActions gave_up = p.OnTick(At(seconds(90)));
+  EXPECT_TRUE(Said(gave_up, "did not finish before the deadline"));
+  EXPECT_NE(Find<a::CancelUpload>(gave_up), nullptr);
+  ASSERT_NE(Find<a::StopTrainer>(gave_up), nullptr);
+  EXPECT_EQ(Find<a::StopTrainer>(gave_up)->grace, seconds(5));
+  JobActions stopped = StopAndEnd(At(seconds(91)), {Ckpt(200, seconds(11))});
+  EXPECT_EQ(Find<a::StartUpload>(stopped), nullptr);
+  EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitNotCommitted);
+}
+
+// A short stop_timeout shortens the wait for the trainer's answer too.
+TEST_F(JobPolicyTest, OnSigtermTheWaitForTheAnswerFitsTheStopTimeout) {
+  options_.stop_timeout = seconds(20);
+  StartTraining();
+  JobPolicy& p = *policy_;
+  p.OnStopSignal(At(seconds(10)));
+  EXPECT_TRUE(p.OnCheckpoints(At(milliseconds(14'999)), {}, {}).empty());
+  JobActions decided = p.OnCheckpoints(At(seconds(15)), {Ckpt(150, seconds(5))}, {});
+  ASSERT_NE(Find<a::StartUpload>(decided), nullptr);
+  JobActions committed =
+      p.OnUploadFinished(At(seconds(16)), {UploadOutcome::Kind::kCommitted, 5, 1, 1, 1, ""});
+  // 14 s to the kill, less 5 s in hand.
+  ASSERT_NE(Find<a::StopTrainer>(committed), nullptr);
+  EXPECT_EQ(Find<a::StopTrainer>(committed)->grace, seconds(9));
+}
+
 TEST_F(JobPolicyTest, AFinishedJobWhoseLastUploadFailsIsNotMarkedComplete) {
   StartTraining();
   JobPolicy& p = *policy_;

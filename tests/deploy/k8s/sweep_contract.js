@@ -61,6 +61,12 @@ if (!sg) {
     const need = 2 * grace + 15;
     expect(pod.terminationGracePeriodSeconds >= need,
            `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} is under 2 x stop_grace + 15 = ${need}`);
+    // The agent plans its SIGTERM path to end before stop_timeout (default
+    // 120 s): the kill must not come earlier.
+    const t = /^(\d+)s$/.exec(config.stop_timeout || '120s');
+    const stopTimeout = t ? Number(t[1]) : NaN;
+    expect(stopTimeout <= pod.terminationGracePeriodSeconds,
+           `stop_timeout ${config.stop_timeout || '120s (the default)'} is longer than terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds}: the kill would come first`);
   }
   // The policy, as the Job controller applies it to a failed pod.
   const rules = (spec.podFailurePolicy && spec.podFailurePolicy.rules) || [];
