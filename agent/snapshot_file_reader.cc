@@ -14,10 +14,33 @@
 namespace sg {
 namespace {
 
-// Consecutive frames are fetched together up to about this many stored bytes.
+// Consecutive frames are fetched together up to this many stored, and raw,
+// bytes.
 constexpr uint64_t kReadRange = 8ull << 20;
 
 }  // namespace
+
+std::vector<ReadRange> PlanReadRanges(const ManifestFile& file, uint64_t max_bytes) {
+  std::vector<ReadRange> ranges;
+  uint64_t offset = 0;
+  size_t frame = 0;
+  while (frame < file.frames.size()) {
+    ReadRange r;
+    r.first_frame = frame;
+    r.offset = offset;
+    while (frame < file.frames.size()) {
+      const uint64_t raw = file.FrameRawSize(frame);
+      if (frame > r.first_frame && (r.stored >= max_bytes || r.raw + raw > max_bytes)) break;
+      r.stored += file.frames[frame];
+      r.raw += raw;
+      ++frame;
+    }
+    r.end_frame = frame;
+    offset += r.stored;
+    ranges.push_back(r);
+  }
+  return ranges;
+}
 
 bool IsDamage(const Status& st) {
   return st.Is(StatusCode::kCorruption) || st.Is(StatusCode::kNotFound) ||
@@ -99,21 +122,14 @@ Status SnapshotFileReader::ReadFile(const ManifestFile& file, FileSink* sink,
                                           if (progress) progress(raw.size());
                                           return sink ? sink->Append(raw) : Status::Ok();
                                         });
-  uint64_t stored_offset = 0;
-  size_t frame = 0;
-  while (frame < file.frames.size()) {
-    // Frames [first, frame) in one ranged read.
-    const size_t first = frame;
-    const uint64_t range_offset = stored_offset;
-    uint64_t range_length = 0;
-    while (frame < file.frames.size() && (range_length == 0 || range_length < kReadRange)) {
-      range_length += file.frames[frame];
-      ++frame;
-    }
-    stored_offset += range_length;
-    const size_t last = frame;
-    SG_RETURN_IF_ERROR(pipeline.Submit([&, first, last, range_offset,
-                                        range_length]() -> StatusOr<std::string> {
+  for (const ReadRange& range : PlanReadRanges(file, kReadRange)) {
+    const size_t first = range.first_frame;
+    const size_t last = range.end_frame;
+    const uint64_t range_offset = range.offset;
+    const uint64_t range_length = range.stored;
+    const uint64_t range_raw = range.raw;
+    SG_RETURN_IF_ERROR(pipeline.Submit([&, first, last, range_offset, range_length,
+                                        range_raw]() -> StatusOr<std::string> {
       auto stored = store_.Get(key, ByteRange{range_offset, range_length});
       if (!stored.ok()) {
         return Status(stored.status().code(),
@@ -124,6 +140,7 @@ Status SnapshotFileReader::ReadFile(const ManifestFile& file, FileSink* sink,
                                   " is shorter than the manifest says");
       }
       std::string raw;
+      raw.reserve(range_raw);  // no growth by doubling
       uint64_t at = 0;
       for (size_t i = first; i < last; ++i) {
         auto decoded = DecodeFrame(file.codec, std::string_view(*stored).substr(at, file.frames[i]),

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agent/manifest.h"
 #include "agent/snapshot_writer.h"
@@ -33,6 +34,22 @@ using OpenFileSink = std::function<StatusOr<std::unique_ptr<FileSink>>(const Man
 // object, a frame or SHA-256 that does not check): the previous one may be
 // good. Anything else (network, permissions, a full disk) would fail it too.
 bool IsDamage(const Status& st);
+
+// Consecutive frames of one file fetched with one ranged read.
+struct ReadRange {
+  size_t first_frame = 0;
+  size_t end_frame = 0;  // one past the last
+  uint64_t offset = 0;   // in the stored object
+  uint64_t stored = 0;   // bytes to fetch
+  uint64_t raw = 0;      // bytes they decode into
+};
+
+// The ranges `file` is read in: consecutive frames together while both their
+// stored and their raw bytes stay within `max_bytes` (a range holds at least
+// one frame). Bounding the raw bytes too keeps memory bounded for data that
+// compresses well: 8 MiB of stored zeros would otherwise decode into
+// gigabytes held by one read (docs/format.md, "Memory").
+std::vector<ReadRange> PlanReadRanges(const ManifestFile& file, uint64_t max_bytes);
 
 class SnapshotFileReader {
  public:

@@ -358,5 +358,42 @@ TEST_F(SnapshotTest, VerifyNamesEveryDamagedFile) {
   EXPECT_NE(st.message().find("\"b\""), std::string::npos) << st.message();
 }
 
+// docs/format.md, "Memory": a ranged read decodes into at most its bound of
+// raw bytes, however well the data compressed. Before, ranges were cut by
+// stored bytes only, and 8 MiB of stored zeros was gigabytes in one read.
+TEST(PlanReadRanges, BoundsTheRawBytesOfARangeAsWellAsTheStoredBytes) {
+  constexpr uint64_t kMiB = 1 << 20;
+  ManifestFile zeros;
+  zeros.frame_size = 8 * kMiB;
+  zeros.size = 1024 * zeros.frame_size;  // 8 GiB
+  zeros.frames.assign(1024, 300);        // 300 stored bytes a frame
+  const std::vector<ReadRange> ranges = PlanReadRanges(zeros, 8 * kMiB);
+  ASSERT_EQ(ranges.size(), 1024u);
+  uint64_t offset = 0;
+  size_t frame = 0;
+  for (const ReadRange& r : ranges) {
+    EXPECT_LE(r.raw, 8 * kMiB);
+    EXPECT_EQ(r.first_frame, frame);
+    EXPECT_EQ(r.offset, offset);
+    frame = r.end_frame;
+    offset += r.stored;
+  }
+  EXPECT_EQ(frame, zeros.frames.size());
+  EXPECT_EQ(offset, 1024u * 300u);
+
+  // Small frames that compress well still go together up to the bound.
+  ManifestFile mixed;
+  mixed.frame_size = 1 * kMiB;
+  mixed.size = 20 * kMiB + 5;
+  mixed.frames.assign(21, 100 * 1024);
+  mixed.frames.back() = 5;
+  const std::vector<ReadRange> small = PlanReadRanges(mixed, 8 * kMiB);
+  ASSERT_EQ(small.size(), 3u);
+  EXPECT_EQ(small[0].end_frame, 8u);
+  EXPECT_EQ(small[0].raw, 8 * kMiB);
+  EXPECT_EQ(small[2].end_frame, 21u);
+  EXPECT_EQ(small[2].raw, 4 * kMiB + 5);
+}
+
 }  // namespace
 }  // namespace sg::testing
