@@ -8,11 +8,6 @@
 namespace sg {
 namespace {
 
-std::string EnvOr(const std::map<std::string, std::string>& env, const char* name) {
-  auto it = env.find(name);
-  return it == env.end() ? "" : it->second;
-}
-
 AutoScalingErrorInfo ErrorOf(const HttpResponse& resp) {
   static const std::map<long, std::string> kStatusCodes = {
       {400, "BadRequest"}, {403, "AccessDenied"},    {404, "NotFound"},

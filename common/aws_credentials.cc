@@ -6,17 +6,12 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "common/sts_web_identity.h"
 
 namespace sg {
 namespace {
 
 constexpr auto kRefreshBefore = std::chrono::minutes(5);
-
-std::string EnvOr(const std::map<std::string, std::string>& env, const std::string& name,
-                  const std::string& fallback = "") {
-  auto it = env.find(name);
-  return it == env.end() || it->second.empty() ? fallback : it->second;
-}
 
 }  // namespace
 
@@ -144,6 +139,14 @@ StatusOr<TimedCredentials> DefaultCredentialsChain::Resolve() {
     c.credentials = {key_id, secret, EnvOr(env_, "AWS_SESSION_TOKEN")};
     c.source = "environment";
     return c;
+  }
+
+  // Web identity (EKS IRSA, OIDC federation) comes next, as in the AWS tools.
+  if (auto web = WebIdentityFromEnv(
+          env_, std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch())
+                    .count())) {
+    if (!web->ok()) return web->status();
+    return FetchWebIdentityCredentials(**web, transport_);
   }
 
   const std::string file = EnvOr(env_, "AWS_SHARED_CREDENTIALS_FILE",

@@ -1,11 +1,13 @@
 // Where AWS credentials come from, in the order the AWS tools use:
 //   1. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN
-//   2. AWS_PROFILE (default "default") in AWS_SHARED_CREDENTIALS_FILE
+//   2. web identity: AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN, exchanged
+//      with STS AssumeRoleWithWebIdentity (EKS IRSA; common/sts_web_identity.h)
+//   3. AWS_PROFILE (default "default") in AWS_SHARED_CREDENTIALS_FILE
 //      (default ~/.aws/credentials)
-//   3. container credentials: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI on
+//   4. container credentials: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI on
 //      http://169.254.170.2, or AWS_CONTAINER_CREDENTIALS_FULL_URI with
 //      AWS_CONTAINER_AUTHORIZATION_TOKEN or _TOKEN_FILE
-//   4. the instance role through IMDSv2 (unless AWS_EC2_METADATA_DISABLED=true)
+//   5. the instance role through IMDSv2 (unless AWS_EC2_METADATA_DISABLED=true)
 // Temporary credentials are renewed 5 minutes before they expire. Secrets
 // never appear in a log line or an error message.
 #pragma once

@@ -7,11 +7,6 @@
 namespace sg {
 namespace {
 
-std::string EnvOr(const std::map<std::string, std::string>& env, const char* name) {
-  auto it = env.find(name);
-  return it == env.end() ? "" : it->second;
-}
-
 CurlTransport::Options TransportOptions(const std::map<std::string, std::string>& env) {
   CurlTransport::Options o;
   o.ca_bundle = EnvOr(env, "AWS_CA_BUNDLE");

@@ -10,11 +10,6 @@ namespace {
 
 constexpr std::string_view kTokenHeader = "X-aws-ec2-metadata-token";
 
-std::string EnvOr(const std::map<std::string, std::string>& env, const char* name) {
-  auto it = env.find(name);
-  return it == env.end() ? "" : it->second;
-}
-
 Status HttpError(std::string message) {
   return Status::Unavailable(std::move(message)).WithReason(std::string(kImdsHttpError));
 }

@@ -4,14 +4,6 @@
 #include "common/strings.h"
 
 namespace sg {
-namespace {
-
-std::string EnvOr(const std::map<std::string, std::string>& env, const char* name) {
-  auto it = env.find(name);
-  return it == env.end() ? "" : it->second;
-}
-
-}  // namespace
 
 StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& o, MetadataService* imds) {
   ResolvedS3Target t;

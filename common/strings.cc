@@ -5,6 +5,12 @@
 
 namespace sg {
 
+std::string EnvOr(const std::map<std::string, std::string>& env, const std::string& name,
+                  const std::string& fallback) {
+  auto it = env.find(name);
+  return it == env.end() || it->second.empty() ? fallback : it->second;
+}
+
 std::string ToLower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

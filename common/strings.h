@@ -1,11 +1,17 @@
 // Small string helpers shared by the config, the CLI and the stores.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace sg {
+
+// The value of `name` in an environment map; `fallback` when it is unset or
+// empty.
+std::string EnvOr(const std::map<std::string, std::string>& env, const std::string& name,
+                  const std::string& fallback = "");
 
 std::string ToLower(std::string_view s);
 std::string ToUpper(std::string_view s);
