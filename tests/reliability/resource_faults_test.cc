@@ -314,7 +314,7 @@ TEST_F(ResourceFaults, TheCheckpointDirDeletedUnderTheWatcherIsWatchedAgainWhenI
   ::kill(agent.pid(), SIGTERM);
   const auto code = agent.Wait(60s);
   ASSERT_TRUE(code.has_value()) << agent.Output();
-  EXPECT_EQ(*code, 0) << agent.Output();
+  EXPECT_EQ(*code, 75) << agent.Output();
 
   // Every snapshot of the run holds a whole checkpoint (none is empty), and
   // the newest restores as the trainer wrote it.
