@@ -41,7 +41,7 @@ member = subprocess.Popen(["sh", "-c", "trap 'echo TERM > %s/member; exit 0' TER
                            "while :; do sleep 0.05; done" % report])
 go = os.path.join(report, "go")
 orphans = [int(p) for p in subprocess.run(
-    ["sh", "-c", "for i in 1 2 3 4 5; do (while [ ! -e %s ]; do sleep 0.01; done) & "
+    ["sh", "-c", "for i in 1 2 3 4 5; do (while [ ! -e %s ]; do sleep 0.01; done) >/dev/null 2>&1 & "
      "echo $!; done; exit 0" % go], capture_output=True, text=True).stdout.split()]
 # Their parent has exited: they are orphans now, and wait for `go`.
 adopted = [p for p in orphans if (stat(p) or ("", 0))[1] == 1]

@@ -313,8 +313,6 @@ TEST(ChildProcessDyingWithParent, TheChildAndItsGroupDieWhenTheParentIsKilled) {
   ::kill(-shell, SIGKILL);
 }
 
-}  // namespace
-}  // namespace sg
 
 // PID 1 duties (docs/design.md §11): an ended child that no ChildProcess owns
 // is reaped, while an owned one keeps its exit status for its owner. The
@@ -344,3 +342,6 @@ TEST(OrphanReaper, ReapsEndedChildrenNoOneOwnsAndLeavesAnOwnedChildToItsOwner) {
   EXPECT_EQ((*status)->code, 7);
   EXPECT_EQ(ReapOrphanedChildren(), 0);
 }
+
+}  // namespace
+}  // namespace sg
