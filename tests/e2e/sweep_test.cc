@@ -129,7 +129,8 @@ TEST_F(Sweep, EveryChildCompletesOnceUnderItsOwnPrefixAndRetriedChildrenResume) 
     }
     EXPECT_EQ(completes, 1);
     const bool retried = i == kNoticed || i == kSigtermed;
-    EXPECT_EQ(attempts, retried ? std::set<int64_t>{1, 2} : std::set<int64_t>{1});
+    const std::set<int64_t> want = retried ? std::set<int64_t>{1, 2} : std::set<int64_t>{1};
+    EXPECT_EQ(attempts, want);
     for (uint64_t seq : Committed(Job(i))) {
       const Manifest m = ManifestOf(Job(i), seq);
       EXPECT_EQ(m.job, Job(i));

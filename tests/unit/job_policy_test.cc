@@ -504,6 +504,25 @@ TEST_F(JobPolicyTest, AFinalUploadThatKeepsFailingStillStopsTheTrainerBeforeTheD
   EXPECT_FALSE(p.notice_to_commit().has_value());
 }
 
+TEST_F(JobPolicyTest, SigtermWhoseFinalSnapshotCannotBeCommittedExits74NeverZero) {
+  options_.checkpoint_signal.reset();
+  StartTraining();
+  JobPolicy& p = *policy_;
+  p.OnStopSignal(At(seconds(5)));
+  bool stopping = false;
+  for (int attempt = 1; attempt <= 3 && !stopping; ++attempt) {
+    const PolicyTime t = At(seconds(5 + attempt * 2));
+    ASSERT_NE(Find<a::StartUpload>(p.OnCheckpoints(t, {Ckpt(200, seconds(1))}, {})), nullptr);
+    JobActions failed =
+        p.OnUploadFinished(At(seconds(6 + attempt * 2)),
+                           {UploadOutcome::Kind::kFailed, 0, 0, 0, 1, "connection refused"});
+    stopping = Find<a::StopTrainer>(failed) != nullptr;
+  }
+  ASSERT_TRUE(stopping);
+  JobActions stopped = StopAndEnd(At(seconds(13)), {Ckpt(200, seconds(1))});
+  EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitNotCommitted);
+}
+
 TEST_F(JobPolicyTest, AFinalUploadThatHangsIsGivenUpInTimeToStopTheTrainer) {
   StartTraining();
   JobPolicy& p = *policy_;
