@@ -342,7 +342,7 @@ TEST_F(ResourceFaults, TheCheckpointDirDeletedUnderTheWatcherIsWatchedAgainWhenI
 
   rec.detail =
       "the agent logs the loss, keeps running, watches the re-created dir and commits "
-      "from it again; no empty snapshot; clean exit on SIGTERM";
+      "from it again; no empty snapshot; exit 75 on SIGTERM";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
 

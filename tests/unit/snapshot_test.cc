@@ -186,26 +186,24 @@ TEST_F(SnapshotTest, AManifestThatClimbsOutIsRefused) {
 }
 
 TEST_F(SnapshotTest, TheEnginesIndexAndAttemptRoundTripAndAreOptional) {
-  Manifest m;
-  m.job = "sweep-7";
-  m.seq = 3;
-  m.created = "2026-11-22T08:20:31.412Z";
-  m.instance = "i-1";
-  const std::string plain = ManifestToJson(m).dump();
+  const uint64_t seq = Snapshot({{"good", {"good", 0644}}});
+  const std::string plain = *ReadFileToString(
+      dir_.Join("store/job/snapshots/" + SeqName(seq) + "/manifest.json"));
   EXPECT_EQ(plain.find("\"index\""), std::string::npos) << "no new keys outside an engine";
-  auto parsed = ParseManifest(plain, "sweep-7", 3);
+  auto parsed = ParseManifest(plain, "job", seq);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_FALSE(parsed->index.has_value());
+  Manifest m = *parsed;
   m.index = 7;
   m.attempt = 2;
-  parsed = ParseManifest(ManifestToJson(m).dump(), "sweep-7", 3);
+  parsed = ParseManifest(ManifestToJson(m).dump(), "job", seq);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->index, 7);
   EXPECT_EQ(parsed->attempt, 2);
   // Shown, never acted on: another shape is ignored, not a corrupt manifest.
   nlohmann::ordered_json odd = ManifestToJson(m);
   odd["index"] = "seven";
-  parsed = ParseManifest(odd.dump(), "sweep-7", 3);
+  parsed = ParseManifest(odd.dump(), "job", seq);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_FALSE(parsed->index.has_value());
 }
