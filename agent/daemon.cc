@@ -131,7 +131,7 @@ class Agent {
   Clock::MonoTime next_poll_{}, next_watchdog_{};
   bool done_ = false;
   bool threads_left_ = false;
-  const bool pid1_ = ::getpid() == 1;  // the first process of a PID namespace
+  const bool pid1_ = ::getpid() == 1;    // the first process of a PID namespace
   std::atomic<uint64_t> generation_{0};  // the lease's, once taken
   AgentResult result_;
 };

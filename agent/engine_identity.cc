@@ -28,8 +28,7 @@ EngineIdentityResult ReadEngineIdentity(const std::map<std::string, std::string>
     if (text.empty()) continue;
     std::optional<int64_t> v = ParseWhole(text);
     if (!v) {
-      r.problems.push_back(std::string(var) + " must be a whole number >= 0, got \"" + text +
-                           "\"");
+      r.problems.push_back(std::string(var) + " must be a whole number >= 0, got \"" + text + "\"");
     } else {
       r.identity.index = v;
       r.identity.index_var = var;

@@ -19,8 +19,8 @@ inline constexpr const char* kCompletionIndexVar = "JOB_COMPLETION_INDEX";
 inline constexpr const char* kAttemptVar = "AWS_BATCH_JOB_ATTEMPT";
 
 struct EngineIdentity {
-  std::optional<int64_t> index;  // the array or completion index
-  std::string index_var;         // the variable it came from; "" without one
+  std::optional<int64_t> index;    // the array or completion index
+  std::string index_var;           // the variable it came from; "" without one
   std::optional<int64_t> attempt;  // AWS_BATCH_JOB_ATTEMPT, 1 for the first
 };
 

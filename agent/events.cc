@@ -33,8 +33,8 @@ Status EventLog::Put(std::string_view kind, const nlohmann::ordered_json& detail
   nlohmann::ordered_json body = nlohmann::ordered_json::object();
   if (details.is_object()) {
     for (auto& [k, v] : details.items()) {
-      const bool own = k == "kind" || k == "time" || k == "instance" ||
-                       (k == "index" && index_) || (k == "attempt" && attempt_);
+      const bool own = k == "kind" || k == "time" || k == "instance" || (k == "index" && index_) ||
+                       (k == "attempt" && attempt_);
       body[own ? "detail_" + k : k] = v;
     }
   }

@@ -213,8 +213,9 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
   }
   out["snapshots"] = {{"committed", s.committed}, {"newest", newest}};
   const EngineSeen engine = EngineOf(s);
-  out["engine"] = {{"index", engine.index ? ordered_json(*engine.index) : ordered_json(nullptr)},
-                   {"attempt", engine.attempt ? ordered_json(*engine.attempt) : ordered_json(nullptr)}};
+  out["engine"] = {
+      {"index", engine.index ? ordered_json(*engine.index) : ordered_json(nullptr)},
+      {"attempt", engine.attempt ? ordered_json(*engine.attempt) : ordered_json(nullptr)}};
   out["complete"] = s.complete;
   if (s.completion) {
     const JobCompletion& c = *s.completion;
@@ -285,11 +286,10 @@ std::string JobStatusToText(const JobStatus& s, Clock::WallTime now, Duration le
   }
 
   if (const EngineSeen engine = EngineOf(s); engine.index || engine.attempt) {
-    line("engine", std::string("index ") +
-                       (engine.index ? std::to_string(*engine.index) : std::string("-")) +
-                       ", attempt " +
-                       (engine.attempt ? std::to_string(*engine.attempt) : std::string("-")) +
-                       " (the newest run that recorded them)");
+    line("engine",
+         std::string("index ") + (engine.index ? std::to_string(*engine.index) : std::string("-")) +
+             ", attempt " + (engine.attempt ? std::to_string(*engine.attempt) : std::string("-")) +
+             " (the newest run that recorded them)");
   }
 
   if (!s.complete) {

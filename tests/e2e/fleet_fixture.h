@@ -68,8 +68,7 @@ class FleetE2E : public ::testing::Test {
   }
 
   // `spotguard run` as PID 1 of a new PID namespace.
-  std::unique_ptr<AgentProcess> StartInNamespace(const std::string& name,
-                                                 const std::string& config,
+  std::unique_ptr<AgentProcess> StartInNamespace(const std::string& name, const std::string& config,
                                                  const std::string& ckpt,
                                                  const std::string& imds_endpoint,
                                                  std::map<std::string, std::string> env = {}) {

@@ -70,8 +70,7 @@ class Pid1 : public FleetE2E {
 
 TEST_F(Pid1, ReapsTheTrainersOrphansForwardsTheStopAndExits75AfterTheLastSnapshot) {
   ImdsSimulator imds;
-  const std::string config =
-      WriteConfig("a", "pid1", Trainer(), {{"checkpoint_signal", "none"}});
+  const std::string config = WriteConfig("a", "pid1", Trainer(), {{"checkpoint_signal", "none"}});
   auto a = StartInNamespace("a", config, "ckpt", imds.endpoint());
   const std::string report = dir_.Join("report/reaped.json");
   // Only PID 1 can reap the orphans: without it the trainer waits forever.
@@ -91,8 +90,8 @@ TEST_F(Pid1, ReapsTheTrainersOrphansForwardsTheStopAndExits75AfterTheLastSnapsho
   EXPECT_EQ(*code, 75) << "stopped before completion\n" << a->Output();
   EXPECT_EQ(NewestCommittedStep("pid1"), 2) << "the checkpoint saved on the stop\n" << a->Output();
   auto member = ReadFileToString(dir_.Join("report/member"));
-  EXPECT_TRUE(member.ok() && *member == "TERM\n")
-      << "the stop reached the trainer's whole group\n" << a->Output();
+  EXPECT_TRUE(member.ok() && *member == "TERM\n") << "the stop reached the trainer's whole group\n"
+                                                  << a->Output();
 }
 
 // Inside a container on an instance whose metadata hop limit is 1, the token

@@ -18,7 +18,7 @@ namespace sg::testing {
 namespace {
 
 constexpr int kChildren = 4;
-constexpr int kNoticed = 1;   // interrupted by a spot notice
+constexpr int kNoticed = 1;    // interrupted by a spot notice
 constexpr int kSigtermed = 2;  // interrupted by SIGTERM (docker stop, ECS draining)
 constexpr int kHoldAt = 60;
 
@@ -45,7 +45,8 @@ class Sweep : public FleetE2E {
   void Release(int index) { (void)dir_.WriteFile("release-" + std::to_string(index), ""); }
 
   std::unique_ptr<AgentProcess> StartChild(int index, int attempt, const ImdsSimulator& imds) {
-    const std::string name = "child-" + std::to_string(index) + "-attempt-" + std::to_string(attempt);
+    const std::string name =
+        "child-" + std::to_string(index) + "-attempt-" + std::to_string(attempt);
     return StartInNamespace(name, config_, "ckpt-" + name, imds.endpoint(),
                             {{"AWS_BATCH_JOB_ARRAY_INDEX", std::to_string(index)},
                              {"AWS_BATCH_JOB_ATTEMPT", std::to_string(attempt)}});
@@ -69,7 +70,8 @@ TEST_F(Sweep, EveryChildCompletesOnceUnderItsOwnPrefixAndRetriedChildrenResume) 
 
   // Attempt 1 of every child, at once.
   std::vector<std::unique_ptr<AgentProcess>> first;
-  for (int i = 0; i < kChildren; ++i) first.push_back(StartChild(i, 1, i == kNoticed ? noticed : quiet));
+  for (int i = 0; i < kChildren; ++i)
+    first.push_back(StartChild(i, 1, i == kNoticed ? noticed : quiet));
   for (int i : {kNoticed, kSigtermed}) {
     ASSERT_TRUE(WaitFor([&] { return NewestCommittedStep(Job(i)) == kHoldAt; }, 60s))
         << first[i]->Output();
@@ -111,8 +113,7 @@ TEST_F(Sweep, EveryChildCompletesOnceUnderItsOwnPrefixAndRetriedChildrenResume) 
     logs[i] += second[k]->Output();
     std::smatch m;
     const std::string out = second[k]->Output();
-    ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(resumed from \S+ at step (\d+))")))
-        << out;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(resumed from \S+ at step (\d+))"))) << out;
     EXPECT_EQ(std::stoll(m[1]), stopped_at[i]) << "attempt 2 continues where attempt 1 stopped";
   }
 
@@ -140,9 +141,12 @@ TEST_F(Sweep, EveryChildCompletesOnceUnderItsOwnPrefixAndRetriedChildrenResume) 
 
   // What `ls` and `status` say of a retried child.
   const std::map<std::string, std::string> env = {
-      {"AWS_ACCESS_KEY_ID", s3_.access_key}, {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
-      {"SPOTGUARD_CONFIG", ""}, {"AWS_BATCH_JOB_ARRAY_INDEX", std::to_string(kNoticed)},
-      {"AWS_BATCH_JOB_ATTEMPT", ""}, {"JOB_COMPLETION_INDEX", ""}};
+      {"AWS_ACCESS_KEY_ID", s3_.access_key},
+      {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
+      {"SPOTGUARD_CONFIG", ""},
+      {"AWS_BATCH_JOB_ARRAY_INDEX", std::to_string(kNoticed)},
+      {"AWS_BATCH_JOB_ATTEMPT", ""},
+      {"JOB_COMPLETION_INDEX", ""}};
   auto ls = RunCommand({SPOTGUARD_BIN, "ls", "-c", config_, "--json"}, env);
   ASSERT_EQ(ls.exit_code, 0) << ls.out << ls.err;
   std::set<int64_t> ls_attempts;

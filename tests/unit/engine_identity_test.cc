@@ -29,7 +29,8 @@ class EngineIdentityTest : public ::testing::Test {
 };
 
 TEST_F(EngineIdentityTest, TheBatchArrayIndexComesFirstThenTheCompletionIndex) {
-  auto both = ReadEngineIdentity({{"AWS_BATCH_JOB_ARRAY_INDEX", "7"}, {"JOB_COMPLETION_INDEX", "3"}});
+  auto both =
+      ReadEngineIdentity({{"AWS_BATCH_JOB_ARRAY_INDEX", "7"}, {"JOB_COMPLETION_INDEX", "3"}});
   EXPECT_TRUE(both.problems.empty());
   EXPECT_EQ(both.identity.index, 7);
   EXPECT_EQ(both.identity.index_var, "AWS_BATCH_JOB_ARRAY_INDEX");
@@ -41,8 +42,8 @@ TEST_F(EngineIdentityTest, TheBatchArrayIndexComesFirstThenTheCompletionIndex) {
 }
 
 TEST_F(EngineIdentityTest, MalformedVariablesAreRefusedByName) {
-  auto r = ReadEngineIdentity(
-      {{"AWS_BATCH_JOB_ARRAY_INDEX", "-1"}, {"AWS_BATCH_JOB_ATTEMPT", "0"}});
+  auto r =
+      ReadEngineIdentity({{"AWS_BATCH_JOB_ARRAY_INDEX", "-1"}, {"AWS_BATCH_JOB_ATTEMPT", "0"}});
   ASSERT_EQ(r.problems.size(), 2u);
   EXPECT_NE(r.problems[0].find("AWS_BATCH_JOB_ARRAY_INDEX must be a whole number >= 0, got \"-1\""),
             std::string::npos);
@@ -53,7 +54,8 @@ TEST_F(EngineIdentityTest, MalformedVariablesAreRefusedByName) {
 }
 
 TEST_F(EngineIdentityTest, IndexInTheJobNameGivesEachChildItsOwnPrefix) {
-  const std::string file = R"({"job": "sweep-{index}", "command": ["train", "--lr-index", "{index}"],
+  const std::string file =
+      R"({"job": "sweep-{index}", "command": ["train", "--lr-index", "{index}"],
                                "resume_args": ["--resume", "{resume}", "--child={index}"]})";
   auto r = Load(file, {{"AWS_BATCH_JOB_ARRAY_INDEX", "7"}, {"AWS_BATCH_JOB_ATTEMPT", "2"}});
   ASSERT_TRUE(r.ok()) << AllProblems(r);

@@ -313,7 +313,6 @@ TEST(ChildProcessDyingWithParent, TheChildAndItsGroupDieWhenTheParentIsKilled) {
   ::kill(-shell, SIGKILL);
 }
 
-
 // PID 1 duties (docs/design.md §11): an ended child that no ChildProcess owns
 // is reaped, while an owned one keeps its exit status for its owner. The
 // owned child is the older one, so waitid names it first and the reaper must

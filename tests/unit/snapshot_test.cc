@@ -187,8 +187,8 @@ TEST_F(SnapshotTest, AManifestThatClimbsOutIsRefused) {
 
 TEST_F(SnapshotTest, TheEnginesIndexAndAttemptRoundTripAndAreOptional) {
   const uint64_t seq = Snapshot({{"good", {"good", 0644}}});
-  const std::string plain = *ReadFileToString(
-      dir_.Join("store/job/snapshots/" + SeqName(seq) + "/manifest.json"));
+  const std::string plain =
+      *ReadFileToString(dir_.Join("store/job/snapshots/" + SeqName(seq) + "/manifest.json"));
   EXPECT_EQ(plain.find("\"index\""), std::string::npos) << "no new keys outside an engine";
   auto parsed = ParseManifest(plain, "job", seq);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
