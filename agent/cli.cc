@@ -22,8 +22,9 @@ namespace {
 constexpr const char* kExitCodesHelp =
     "Exit codes: 0 done; 1 runtime failure; 2 usage or config error; 3 nothing to restore;\n"
     "            4 fenced (another instance holds the job, or another agent on this host\n"
-    "            holds the checkpoint dir); 75 interrupted after the final snapshot was\n"
-    "            committed.\n"
+    "            holds the checkpoint dir); 74 stopped before completion, the newest\n"
+    "            checkpoint not committed; 75 stopped before completion (notice, SIGTERM)\n"
+    "            after the final snapshot was committed: retry it.\n"
     "Every option is also a config key and an environment variable SPOTGUARD_<KEY>;\n"
     "precedence: flag > environment > config file > default.";
 

@@ -11,6 +11,7 @@
 #include "agent/config_keys.h"
 #include "agent/config_sources.h"
 #include "agent/config_values.h"
+#include "agent/engine_identity.h"
 #include "agent/placeholders.h"
 #include "common/signal_names.h"
 #include "common/store_url.h"
@@ -37,18 +38,23 @@ using config_detail::SourcedValues;
 
 namespace {
 
-const std::vector<std::string> kPlaceholders = {"resume", "checkpoint_dir", "job", "attempt"};
+const std::vector<std::string> kPlaceholders = {"resume", "checkpoint_dir", "job", "attempt",
+                                                "index"};
 
+// `has_index`: the engine gave an index, so {index} can be expanded.
 void CheckPlaceholders(const std::string& key, const std::vector<std::string>& args,
-                       const std::string& source, Problems& p) {
+                       const std::string& source, bool has_index, Problems& p) {
   for (size_t i = 0; i < args.size(); ++i) {
     ExpandPlaceholders(args[i], [&](std::string_view name) -> std::optional<std::string> {
+      const std::string where = key + "[" + std::to_string(i) + "]";
       if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
-        p.Add(key + "[" + std::to_string(i) + "]",
+        p.Add(where,
               "unknown placeholder {" + std::string(name) +
-                  "} (known: {resume}, {checkpoint_dir}, {job}, {attempt}; write {{ and }} for "
-                  "literal braces)",
+                  "} (known: {resume}, {checkpoint_dir}, {job}, {attempt}, {index}; write {{ and "
+                  "}} for literal braces)",
               source);
+      } else if (name == "index" && !has_index) {
+        p.Add(where, NoIndexMessage(), source);
       }
       return std::nullopt;
     });
@@ -69,7 +75,20 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
   auto at = [&](const char* key) -> const Sourced& { return values.at(key); };
   auto nullable = [&](const char* key) { return at(key).value.is_null(); };
 
-  if (auto v = ReadString("job", at("job"), problems)) c.job = *v;
+  const EngineIdentityResult engine = ReadEngineIdentity(sources.env);
+  for (const std::string& why : engine.problems) problems.Add("environment", why);
+  c.index = engine.identity.index;
+  c.engine_attempt = engine.identity.attempt;
+  bool missing_index = false;  // `job` uses {index} and no variable gives it
+  if (auto v = ReadString("job", at("job"), problems)) {
+    // {index} only: any other brace is refused by the name's shape below.
+    c.job = ExpandPlaceholders(*v, [&](std::string_view name) -> std::optional<std::string> {
+      if (name != "index") return std::nullopt;
+      if (!c.index) missing_index = true;
+      return c.index ? std::optional<std::string>(std::to_string(*c.index)) : std::nullopt;
+    });
+    if (missing_index) problems.Add("job", "\"" + *v + "\" " + NoIndexMessage(), at("job").source);
+  }
   if (auto v = ReadString("store", at("store"), problems)) {
     auto url = ParseStoreUrl(*v);
     if (url.ok()) {
@@ -113,7 +132,7 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
   for (const char* key : {"command", "resume_args"}) {
     auto v = ReadStringList(key, at(key), problems);
     if (!v) continue;
-    CheckPlaceholders(key, *v, at(key).source, problems);
+    CheckPlaceholders(key, *v, at(key).source, c.index.has_value(), problems);
     (std::string_view(key) == "command" ? c.command : c.resume_args) = *v;
   }
   if (nullable("checkpoint_signal")) {
@@ -258,6 +277,8 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     if (needs.job) {
       problems.Add("job", "is required; set \"job\" in the config file, SPOTGUARD_JOB or --job");
     }
+  } else if (missing_index) {
+    // Said above.
   } else if (!std::regex_match(c.job, kJobName)) {
     problems.Add("job",
                  "\"" + c.job +

@@ -21,7 +21,11 @@ enum class OnRebalance { kSnapshot, kIgnore };
 enum class OnComplete { kMark, kScaleToZero, kShutdown };
 
 struct Config {
-  std::string job;
+  std::string job;  // with {index} replaced (agent/engine_identity.h)
+  // From the engine's environment (agent/engine_identity.h): the child's
+  // index in an array or indexed job, and AWS Batch's attempt number.
+  std::optional<int64_t> index;
+  std::optional<int64_t> engine_attempt;
   std::string store;  // validated URL, see common/store_url.h
   std::optional<std::string> region;
   std::optional<std::string> endpoint;

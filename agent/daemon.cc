@@ -36,6 +36,7 @@
 #include "common/background_queue.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/orphan_reaper.h"
 #include "common/signal_names.h"
 
 namespace sg {
@@ -130,6 +131,7 @@ class Agent {
   Clock::MonoTime next_poll_{}, next_watchdog_{};
   bool done_ = false;
   bool threads_left_ = false;
+  const bool pid1_ = ::getpid() == 1;    // the first process of a PID namespace
   std::atomic<uint64_t> generation_{0};  // the lease's, once taken
   AgentResult result_;
 };
@@ -210,6 +212,8 @@ StatusOr<SnapshotResult> Agent::Upload(const Checkpoint& checkpoint,
   request.job = cfg_.job;
   request.preset = std::string(PresetName(cfg_.preset));
   request.instance = c_.instance;
+  request.index = cfg_.index;
+  request.attempt = cfg_.engine_attempt;
   request.generation = generation_;
   request.cancel = cancel;
   // The writer has verified the capture by then. Fencing: the commit
@@ -238,6 +242,8 @@ void Agent::Idle() {
   }
   pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {checkpoints_->fd(), POLLIN, 0}};
   ::poll(fds, 2, static_cast<int>(kTick.count()));
+  // PID 1 of a container inherits every orphan (docs/design.md §11).
+  if (pid1_) ReapOrphanedChildren();
 }
 
 void Agent::Loop() {
@@ -413,6 +419,8 @@ void Agent::Finish(int exit_code) {
 }
 
 AgentResult Agent::Run() {
+  events_.SetEngineIdentity(cfg_.index, cfg_.engine_attempt);
+  if (pid1_) LogInfo("running as PID 1: reaping every orphaned process");
   if (Status st = BlockSignals(); !st.ok()) {
     LogError("{}", st.message());
     result_.exit_code = kExitFailure;
@@ -451,7 +459,7 @@ AgentResult Agent::Run() {
                            [this] { return SignalPending(); });
   if (!leased.ok()) return fail(leased.status());
   if (!*leased) {
-    result_.exit_code = kExitOk;  // asked to stop while waiting
+    result_.exit_code = kExitInterrupted;  // asked to stop while waiting: not done
     return result_;
   }
   (void)policy_.OnLeaseAcquired(Now());
@@ -472,6 +480,7 @@ AgentResult Agent::Run() {
   trainer_.reset();
   finished_trainer_.reset();
   FinishStoppedTrainers();
+  if (pid1_) ReapOrphanedChildren();
   return result_;
 }
 

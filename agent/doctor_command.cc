@@ -301,15 +301,37 @@ DoctorCheck CheckImds(HttpTransport& transport, Clock& clock, const ImdsClient::
   token.no_proxy = true;
   auto resp = transport.Send(token);
   if (!resp.ok()) {
+    // The service answers the token PUT with an IP TTL of the instance's
+    // hop limit: from a container behind a bridge (one hop more) a limit of
+    // 1 drops that answer, while GETs still get through (docs/agent.md,
+    // "Metadata from a container").
+    HttpRequest probe;
+    probe.url = options.endpoint + "/latest/meta-data/";
+    probe.timeout = options.timeout;
+    probe.connect_timeout = options.timeout;
+    probe.no_proxy = true;
+    if (auto get = transport.Send(probe); get.ok()) {
+      return Warn("imds",
+                  "the IMDSv2 token request to " + options.endpoint +
+                      " got no answer, but a GET there answered HTTP " +
+                      std::to_string(get->status) +
+                      ": the instance's metadata hop limit is 1 and this runs in a container "
+                      "with bridge networking, so the token's answer is dropped. Set the launch "
+                      "template's MetadataOptions: HttpPutResponseHopLimit: 2 (with HttpTokens: "
+                      "required, HttpEndpoint: enabled). Interruption notices cannot be seen "
+                      "until then; SIGTERM still gets a snapshot");
+    }
     return Warn("imds", "no answer at " + options.endpoint +
-                            ": not on EC2 or IMDS disabled (in a container on EC2, the "
-                            "instance's metadata hop limit must be 2); " +
+                            ": not on EC2 or IMDS disabled (the launch template's "
+                            "MetadataOptions: HttpEndpoint: enabled turns it on; in a container, "
+                            "HttpPutResponseHopLimit: 2 lets the token through); " +
                             resp.status().message());
   }
   if (resp->status == 403) {
     return Warn("imds", options.endpoint +
                             " answered 403 to the IMDSv2 token request: not on EC2 or IMDS "
-                            "disabled (turned off for the instance, or a proxy answered)");
+                            "disabled (turned off for the instance: set the launch template's "
+                            "MetadataOptions: HttpEndpoint: enabled; or a proxy answered)");
   }
   if (resp->status != 200 || resp->body.empty()) {
     return Fail("imds", options.endpoint + " answered HTTP " + std::to_string(resp->status) +

@@ -33,12 +33,16 @@ Status EventLog::Put(std::string_view kind, const nlohmann::ordered_json& detail
   nlohmann::ordered_json body = nlohmann::ordered_json::object();
   if (details.is_object()) {
     for (auto& [k, v] : details.items()) {
-      body[k == "kind" || k == "time" || k == "instance" ? "detail_" + k : k] = v;
+      const bool own = k == "kind" || k == "time" || k == "instance" || (k == "index" && index_) ||
+                       (k == "attempt" && attempt_);
+      body[own ? "detail_" + k : k] = v;
     }
   }
   body["kind"] = kind;
   body["time"] = time;
   body["instance"] = instance_;
+  if (index_) body["index"] = *index_;
+  if (attempt_) body["attempt"] = *attempt_;
   // 2026-11-22T08:22:00.123Z -> 20261122T082200.123Z: sortable and key-safe.
   std::string stamp;
   for (char c : time) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,13 @@ namespace sg {
 class EventLog {
  public:
   EventLog(ObjectStore& store, Clock& clock, std::string job, std::string instance);
+
+  // The engine's child index and attempt (agent/engine_identity.h), added
+  // to every event from now on as "index" and "attempt" when set.
+  void SetEngineIdentity(std::optional<int64_t> index, std::optional<int64_t> attempt) {
+    index_ = index;
+    attempt_ = attempt;
+  }
 
   // Stores {"kind", "time", "instance", ...details}, create-only: when the
   // millisecond's key is taken (another instance, same kind), the event moves
@@ -32,6 +40,7 @@ class EventLog {
   ObjectStore& store_;
   Clock& clock_;
   const std::string job_, instance_;
+  std::optional<int64_t> index_, attempt_;
 };
 
 }  // namespace sg

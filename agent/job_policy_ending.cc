@@ -186,16 +186,19 @@ void JobPolicy::Finish(JobActions& out) {
     Exit(code, /*release_lease=*/true, out);
     return;
   }
+  // SIGTERM (docker stop, ECS draining, a pod's eviction) stops a job that
+  // is not done: never 0, which an engine reads as success and would not
+  // retry (docs/design.md §2).
   Housekeeping(out);
   Event("stop", {{"reason", "signal"}, {"seq", OrNull(final_seq_)}}, out);
-  if (final_failed_) {
-    Say(out, Level::kError,
-        Format("stopped: the newest checkpoint could not be committed; exiting {}",
-               static_cast<int>(kExitNotCommitted)));
-    Exit(kExitNotCommitted, /*release_lease=*/true, out);
-    return;
-  }
-  Exit(kExitOk, /*release_lease=*/true, out);
+  const int code = final_failed_ ? kExitNotCommitted : kExitInterrupted;
+  Say(out, final_failed_ ? Level::kError : Level::kInfo,
+      Format("stopped before completion: {}; exiting {}",
+             final_failed_ ? std::string("the newest checkpoint could not be committed")
+             : final_seq_  ? "snapshot " + SeqName(*final_seq_) + " committed"
+                           : std::string("nothing new to commit"),
+             code));
+  Exit(code, /*release_lease=*/true, out);
 }
 
 }  // namespace sg

@@ -1,6 +1,7 @@
 #include "agent/manifest.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <stdexcept>
 
@@ -49,6 +50,8 @@ nlohmann::ordered_json ManifestToJson(const Manifest& m) {
   j["generation"] = m.generation;
   j["created"] = m.created;
   j["instance"] = m.instance;
+  if (m.index) j["index"] = *m.index;
+  if (m.attempt) j["attempt"] = *m.attempt;
   j["preset"] = m.preset;
   j["step"] = m.step ? nlohmann::ordered_json(*m.step) : nlohmann::ordered_json(nullptr);
   j["resume"] = m.resume;
@@ -104,6 +107,12 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
     m.generation = WholeNumber(j.at("generation"), "generation");
     m.created = j.at("created").get<std::string>();
     m.instance = j.at("instance").get<std::string>();
+    // Shown, never acted on: a value of another shape is ignored.
+    for (auto [key, out] : {std::pair{"index", &m.index}, std::pair{"attempt", &m.attempt}}) {
+      if (auto it = j.find(key); it != j.end() && it->is_number_unsigned()) {
+        *out = static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX));
+      }
+    }
     m.preset = j.value("preset", "");
     if (j.contains("step") && !j["step"].is_null()) {
       if (!j["step"].is_number_integer()) throw BadNumber("\"step\" is not a whole number");

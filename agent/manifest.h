@@ -40,6 +40,10 @@ struct Manifest {
   uint64_t generation = 0;
   std::string created;  // UTC, ISO 8601
   std::string instance;
+  // The engine's child index and attempt of the writer (agent/engine_identity.h);
+  // written only when set.
+  std::optional<int64_t> index;
+  std::optional<int64_t> attempt;
   std::string preset;
   std::optional<int64_t> step;
   std::string resume;  // relative path, "" = the directory itself

@@ -293,8 +293,11 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
   if (!history.ok()) return Fail("ls", history.status());
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (!json) {
-    std::printf("%-10s  %-24s  %5s  %10s  %10s  %s\n", "SEQ", "CREATED", "FILES", "SIZE", "STORED",
-                "STEP");
+    // INDEX and ATTEMPT: the engine's child and attempt that wrote it
+    // (docs/agent.md), "-" outside an engine. Added last, so the columns
+    // before them keep their places.
+    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %s\n", "SEQ", "CREATED", "FILES",
+                "SIZE", "STORED", "STEP", "INDEX", "ATTEMPT");
   }
   for (const SnapshotHistory::Entry& entry : history->entries) {
     const uint64_t seq = entry.seq;
@@ -312,12 +315,17 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
                       {"step", m->step ? nlohmann::ordered_json(*m->step) : nullptr},
                       {"resume", m->resume},
                       {"instance", m->instance},
-                      {"generation", m->generation}});
+                      {"generation", m->generation},
+                      {"index", m->index ? nlohmann::ordered_json(*m->index) : nullptr},
+                      {"attempt", m->attempt ? nlohmann::ordered_json(*m->attempt) : nullptr}});
     } else {
-      std::printf("%-10s  %-24s  %5zu  %10s  %10s  %s\n", SeqName(seq).c_str(), m->created.c_str(),
-                  m->files.size(), HumanBytes(m->TotalSize()).c_str(),
-                  HumanBytes(m->TotalStored()).c_str(),
-                  m->step ? std::to_string(*m->step).c_str() : "-");
+      auto or_dash = [](const std::optional<int64_t>& v) {
+        return v ? std::to_string(*v) : std::string("-");
+      };
+      std::printf("%-10s  %-24s  %5zu  %10s  %10s  %-10s  %5s  %s\n", SeqName(seq).c_str(),
+                  m->created.c_str(), m->files.size(), HumanBytes(m->TotalSize()).c_str(),
+                  HumanBytes(m->TotalStored()).c_str(), or_dash(m->step).c_str(),
+                  or_dash(m->index).c_str(), or_dash(m->attempt).c_str());
     }
   }
   if (json) std::cout << rows.dump(2) << "\n";

@@ -135,6 +135,8 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
   manifest.generation = request.generation;
   manifest.created = FormatUtc(clock_.Now(), /*millis=*/true);
   manifest.instance = request.instance;
+  manifest.index = request.index;
+  manifest.attempt = request.attempt;
   manifest.preset = request.preset;
   manifest.step = capture.checkpoint().step;
   manifest.resume = resume == "." ? "" : resume;

@@ -27,6 +27,7 @@ struct SnapshotRequest {
   std::string preset;
   uint64_t generation = 0;
   std::string instance;
+  std::optional<int64_t> index, attempt;  // the engine's (agent/engine_identity.h)
   // Runs after every object is uploaded and the capture is verified, before
   // the manifest (the agent renews its lease here): an error commits nothing.
   std::function<Status()> verify_before_commit;

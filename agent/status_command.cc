@@ -158,6 +158,27 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
   return s;
 }
 
+namespace {
+
+// The engine's index and attempt of the newest run that recorded them: the
+// newest event that carries them, else the newest snapshot.
+struct EngineSeen {
+  std::optional<int64_t> index, attempt;
+};
+
+EngineSeen EngineOf(const JobStatus& s) {
+  for (const nlohmann::json& e : s.recent_events) {  // newest first
+    EngineSeen seen;
+    if (auto it = e.find("index"); it != e.end() && it->is_number_integer()) seen.index = *it;
+    if (auto it = e.find("attempt"); it != e.end() && it->is_number_integer()) seen.attempt = *it;
+    if (seen.index || seen.attempt) return seen;
+  }
+  if (s.newest) return {s.newest->index, s.newest->attempt};
+  return {};
+}
+
+}  // namespace
+
 nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
                                        Duration lease_timeout) {
   using nlohmann::ordered_json;
@@ -186,9 +207,15 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
               {"size", m.TotalSize()},
               {"stored_size", m.TotalStored()},
               {"step", m.step ? ordered_json(*m.step) : ordered_json(nullptr)},
-              {"resume", m.resume}};
+              {"resume", m.resume},
+              {"index", m.index ? ordered_json(*m.index) : ordered_json(nullptr)},
+              {"attempt", m.attempt ? ordered_json(*m.attempt) : ordered_json(nullptr)}};
   }
   out["snapshots"] = {{"committed", s.committed}, {"newest", newest}};
+  const EngineSeen engine = EngineOf(s);
+  out["engine"] = {
+      {"index", engine.index ? ordered_json(*engine.index) : ordered_json(nullptr)},
+      {"attempt", engine.attempt ? ordered_json(*engine.attempt) : ordered_json(nullptr)}};
   out["complete"] = s.complete;
   if (s.completion) {
     const JobCompletion& c = *s.completion;
@@ -251,9 +278,18 @@ std::string JobStatusToText(const JobStatus& s, Clock::WallTime now, Duration le
         (m.files.size() == 1 ? " file, " : " files, ") + HumanBytes(m.TotalSize()) + ", stored " +
         HumanBytes(m.TotalStored()) + ", step " +
         (m.step ? std::to_string(*m.step) : std::string("-"));
+    if (m.index) text += ", index " + std::to_string(*m.index);
+    if (m.attempt) text += ", attempt " + std::to_string(*m.attempt);
     line("newest snapshot", text);
     line("", std::to_string(s.committed) + " committed snapshot" + (s.committed == 1 ? "" : "s") +
                  " in the store");
+  }
+
+  if (const EngineSeen engine = EngineOf(s); engine.index || engine.attempt) {
+    line("engine",
+         std::string("index ") + (engine.index ? std::to_string(*engine.index) : std::string("-")) +
+             ", attempt " + (engine.attempt ? std::to_string(*engine.attempt) : std::string("-")) +
+             " (the newest run that recorded them)");
   }
 
   if (!s.complete) {

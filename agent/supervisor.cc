@@ -19,12 +19,19 @@
 namespace sg {
 namespace {
 
+// The engine's attempt when it numbers them (AWS_BATCH_JOB_ATTEMPT), else the
+// trainer's start within this run (docs/config.md, "Placeholders").
+int64_t AttemptOf(const Config& config, const TrainerLaunch& launch) {
+  return config.engine_attempt.value_or(launch.attempt);
+}
+
 std::string Expand(const std::string& arg, const Config& config, const TrainerLaunch& launch) {
   return ExpandPlaceholders(arg, [&](std::string_view name) -> std::optional<std::string> {
     if (name == "resume") return launch.resume;
     if (name == "checkpoint_dir") return config.checkpoint_dir;
     if (name == "job") return config.job;
-    if (name == "attempt") return std::to_string(launch.attempt);
+    if (name == "attempt") return std::to_string(AttemptOf(config, launch));
+    if (name == "index" && config.index) return std::to_string(*config.index);
     return std::nullopt;  // refused by the config check; kept as written
   });
 }
@@ -123,7 +130,8 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
   out["SPOTGUARD_RESUME_FROM"] = launch.resume;
   out["SPOTGUARD_CHECKPOINT_DIR"] = config.checkpoint_dir;
   out["SPOTGUARD_JOB"] = config.job;
-  out["SPOTGUARD_ATTEMPT"] = std::to_string(launch.attempt);
+  out["SPOTGUARD_ATTEMPT"] = std::to_string(AttemptOf(config, launch));
+  if (config.index) out["SPOTGUARD_INDEX"] = std::to_string(*config.index);
   out["SPOTGUARD_NOTICE_FILE"] = notice_file;
   return out;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/owned_children.h"
 #include "common/proc_stat.h"
 #include "common/signal_names.h"
 #include "common/strings.h"
@@ -167,6 +168,17 @@ void ReapBlocking(pid_t pid) {
   int status;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  owned_children::Remove(pid);
+}
+
+// fork() with the child registered as owned before anyone can look
+// (common/owned_children.h). Returns in the child too, like fork().
+pid_t ForkOwned() {
+  auto lock = owned_children::Lock();
+  const pid_t pid = ::fork();
+  if (pid > 0) owned_children::AddLocked(pid);
+  if (pid == 0) (void)lock.release();  // the child's copy: never unlocked there
+  return pid;
 }
 
 ExitStatus Decode(int wait_status) {
@@ -228,9 +240,11 @@ StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   ExecVectors exec(options);
 
   pid_t pid = -1;
+  auto lock = owned_children::Lock();
   const int err =
       posix_spawn(&pid, exe.c_str(), &setup.actions, &setup.attr, exec.argv(), exec.envp());
   if (err != 0) return Status::FromErrno(err, "start " + exe);
+  owned_children::AddLocked(pid);
   return ChildProcess(pid);
 }
 
@@ -250,7 +264,7 @@ StatusOr<ChildProcess> ChildProcess::SpawnDyingWithParent(const SpawnOptions& op
   UniqueFd report_read(report[0]), report_write(report[1]);
   const pid_t parent = ::getpid();
 
-  const pid_t pid = ::fork();
+  const pid_t pid = ForkOwned();
   if (pid < 0) return Status::FromErrno(errno, "fork to start " + exe);
   if (pid == 0) {
     ExecChild(parent, report_write.get(), stdin_fd.get(), options.stdout_fd, options.stderr_fd,
@@ -275,7 +289,7 @@ StatusOr<ChildProcess> ChildProcess::SpawnDyingWithParent(const SpawnOptions& op
   int guard[2];
   if (::pipe2(guard, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
   UniqueFd guard_read(guard[0]), guard_write(guard[1]);
-  const pid_t guard_pid = ::fork();
+  const pid_t guard_pid = ForkOwned();
   if (guard_pid < 0) return Status::FromErrno(errno, "fork the guard of " + exe);
   if (guard_pid == 0) GuardChild(pid, guard_read.get());
   guard_read.reset();
@@ -328,6 +342,7 @@ void ChildProcess::Reap() {
   while ((r = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
   }
   exit_ = r == pid_ ? Decode(status) : ExitStatus{.code = -1};
+  owned_children::Remove(pid_);
   pid_ = -1;
 }
 
@@ -355,6 +370,7 @@ StatusOr<std::optional<ExitStatus>> ChildProcess::Wait(
     int status = 0;
     const pid_t r = ::waitpid(pid_, &status, timeout ? WNOHANG : 0);
     if (r == pid_) {
+      owned_children::Remove(pid_);
       pid_ = -1;
       exit_ = Decode(status);
       // die_with_parent: the guard stays, anchoring what is left of the

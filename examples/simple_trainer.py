@@ -15,12 +15,16 @@ should follow under spotguard:
   * with --save-on-notice it watches SPOTGUARD_NOTICE_FILE and saves a
     checkpoint once when the file appears (for checkpoint_signal: none);
   * --resume PATH (or SPOTGUARD_RESUME_FROM) continues from a checkpoint;
-  * it exits 0 after --steps steps (the job is complete).
+  * it exits 0 after --steps steps (the job is complete);
+  * with --hold-at STEP --hold-file PATH it trains on past STEP only while
+    PATH exists, or one step at a time when asked for a checkpoint: a
+    rehearsal can interrupt it at a known step, however loaded the machine.
 
     simple_trainer.py --out DIR [--steps 200] [--step-seconds 0.05]
                       [--checkpoint-every 25] [--resume PATH]
                       [--fail-at STEP [--fail-attempts N]]
                       [--save-on-notice] [--save-on-sigterm]
+                      [--hold-at STEP --hold-file PATH]
 
 Each checkpoint is JSON: {"step": N, "weights": [...], "history": sha}. A
 progress line per step goes to stdout ("step N loss X").
@@ -73,6 +77,9 @@ def main():
                     help="save once when SPOTGUARD_NOTICE_FILE appears")
     ap.add_argument("--save-on-sigterm", action="store_true",
                     help="save a checkpoint on SIGTERM, then exit")
+    ap.add_argument("--hold-at", type=int, default=-1,
+                    help="from this step on, train only while --hold-file exists")
+    ap.add_argument("--hold-file", default="")
     args = ap.parse_args()
     signal.signal(signal.SIGUSR1, on_usr1)
     if args.save_on_sigterm:
@@ -102,6 +109,11 @@ def main():
             notice_seen = True
             checkpoint_requested = True
             print("interruption notice seen", flush=True)
+        held = (0 <= args.hold_at <= step and not checkpoint_requested
+                and not os.path.exists(args.hold_file))
+        if held:
+            time.sleep(0.02)
+            continue
         time.sleep(args.step_seconds)
         step += 1
         weights = [w + 0.01 * ((step * (i + 1)) % 7 - 3) for i, w in enumerate(weights)]

@@ -138,7 +138,7 @@ TEST_F(AgentE2E, SigtermCheckpointsUploadsStopsAndTellsSystemd) {
   ASSERT_EQ(::kill(a->pid(), SIGTERM), 0);
   const auto exit_code = a->Wait(60s);
   ASSERT_TRUE(exit_code.has_value()) << a->Output();
-  EXPECT_EQ(*exit_code, 0) << a->Output();
+  EXPECT_EQ(*exit_code, 75) << a->Output();
   EXPECT_GE(*ManifestOf(Committed().front()).step, before) << a->Output();
 
   std::this_thread::sleep_for(100ms);
@@ -199,7 +199,7 @@ TEST_F(AgentE2E, ASecondAgentWaitsAndAFencedAgentCommitsNothingMore) {
   ::kill(b->pid(), SIGTERM);
   const auto b_exit = b->Wait(60s);
   ASSERT_TRUE(b_exit.has_value());
-  EXPECT_EQ(*b_exit, 0) << b->Output();
+  EXPECT_EQ(*b_exit, 75) << b->Output();
 }
 
 TEST_F(AgentE2E, ARealPyTorchTrainerIsSavedAndResumedWithThePytorchPreset) {

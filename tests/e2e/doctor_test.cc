@@ -115,6 +115,36 @@ TEST_F(DoctorCli, MetadataDisabledIsAWarningAndSendsNothing) {
   EXPECT_EQ(nlohmann::json::parse(sim.Control("GET", "/_sim/requests")).size(), 0u);
 }
 
+// From a container on a bridge network, a hop limit of 1 drops the token
+// PUT's answer while GETs get through: doctor names that cause and the
+// launch-template setting that fixes it; with a hop limit of 2 it works.
+TEST_F(DoctorCli, AHopLimitOfOneFromAContainerIsNamedWithItsFix) {
+  ImdsSimulator sim;
+  sim.Control("POST", "/_sim/metadata-options", R"({"hop_limit": 1, "hops": 2})");
+  auto r = Doctor(FileStoreArgs(sim.endpoint()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const std::string imds = LineOf(r.out, "imds");
+  EXPECT_TRUE(imds.starts_with("warn  imds: the IMDSv2 token request to " + sim.endpoint() +
+                               " got no answer, but a GET there answered HTTP 401"))
+      << r.out;
+  EXPECT_NE(imds.find("hop limit is 1 and this runs in a container"), std::string::npos) << r.out;
+  EXPECT_NE(imds.find("HttpPutResponseHopLimit: 2"), std::string::npos) << r.out;
+
+  sim.Control("POST", "/_sim/metadata-options", R"({"hop_limit": 2})");
+  auto fixed = Doctor(FileStoreArgs(sim.endpoint()));
+  EXPECT_TRUE(LineOf(fixed.out, "imds").starts_with("ok    imds: IMDSv2 at ")) << fixed.out;
+}
+
+TEST_F(DoctorCli, MetadataTurnedOffForTheInstanceNamesHttpEndpoint) {
+  ImdsSimulator sim;
+  sim.Control("POST", "/_sim/metadata-options", R"({"http_endpoint": "disabled"})");
+  auto r = Doctor(FileStoreArgs(sim.endpoint()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const std::string imds = LineOf(r.out, "imds");
+  EXPECT_TRUE(imds.starts_with("warn  imds: " + sim.endpoint() + " answered 403")) << r.out;
+  EXPECT_NE(imds.find("HttpEndpoint: enabled"), std::string::npos) << r.out;
+}
+
 TEST_F(DoctorCli, AStoreThatCannotBeOpenedFailsEveryStoreCheckButRunsTheRest) {
   auto r = Doctor({"--job", "j", "--store", "file:///dev/null/store", "--checkpoint-dir",
                    dir_.Join("ckpt"), "--imds-endpoint", kClosedEndpoint});

@@ -111,7 +111,7 @@ TEST_F(Exits, OnSigtermAGrandchildIgnoringTheStopSignalIsKilledAfterStopGrace) {
   ASSERT_EQ(::kill(a->pid(), SIGTERM), 0);
   const auto exit_code = a->Wait(60s);
   ASSERT_TRUE(exit_code.has_value()) << a->Output();
-  EXPECT_EQ(*exit_code, 0) << a->Output();
+  EXPECT_EQ(*exit_code, 75) << a->Output();
   // stop_grace (3 s) plus a margin that load cannot use up; the grandchild
   // would sleep 300 s.
   EXPECT_LT(SecondsSince(stop), 30) << a->Output();

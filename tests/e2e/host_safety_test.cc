@@ -65,7 +65,7 @@ TEST_F(HostSafety, ASecondAgentForTheSameCheckpointDirExits4AndLeavesTheFirstAlo
   ASSERT_EQ(::kill(a->pid(), SIGTERM), 0);
   const auto a_exit = a->Wait(60s);
   ASSERT_TRUE(a_exit.has_value()) << a->Output();
-  EXPECT_EQ(*a_exit, 0) << a->Output();
+  EXPECT_EQ(*a_exit, 75) << a->Output();
 }
 
 TEST_F(HostSafety, AnotherAgentOfTheSameInstanceWaitsForTheLeaseInsteadOfTakingItOver) {
@@ -86,11 +86,13 @@ TEST_F(HostSafety, AnotherAgentOfTheSameInstanceWaitsForTheLeaseInsteadOfTakingI
   EXPECT_EQ(lease->agent->pid, a->pid()) << "the first agent still holds the lease";
 
   ASSERT_EQ(::kill(b->pid(), SIGTERM), 0);
-  ASSERT_TRUE(b->Wait(60s).has_value()) << b->Output();
+  const auto b_exit = b->Wait(60s);
+  ASSERT_TRUE(b_exit.has_value()) << b->Output();
+  EXPECT_EQ(*b_exit, 75) << "stopped while waiting for the lease: not done\n" << b->Output();
   ASSERT_EQ(::kill(a->pid(), SIGTERM), 0);
   const auto a_exit = a->Wait(60s);
   ASSERT_TRUE(a_exit.has_value()) << a->Output();
-  EXPECT_EQ(*a_exit, 0) << a->Output();
+  EXPECT_EQ(*a_exit, 75) << a->Output();
 }
 
 TEST_F(HostSafety, KillingTheAgentKillsItsTrainerAndTheTrainersProcessGroup) {
@@ -160,7 +162,7 @@ TEST_F(HostSafety, ANewAgentStopsWhatIsLeftOfAnOrphanedTrainerBeforeStartingItsO
   ASSERT_EQ(::kill(a->pid(), SIGTERM), 0);
   const auto a_exit = a->Wait(60s);
   ASSERT_TRUE(a_exit.has_value()) << a->Output();
-  EXPECT_EQ(*a_exit, 0) << a->Output();
+  EXPECT_EQ(*a_exit, 75) << a->Output();
   EXPECT_FALSE(std::filesystem::exists(TrainerRecordPath(ckpt)))
       << "the record goes once the trainer was reaped";
 }

@@ -314,7 +314,7 @@ TEST_F(ResourceFaults, TheCheckpointDirDeletedUnderTheWatcherIsWatchedAgainWhenI
   ::kill(agent.pid(), SIGTERM);
   const auto code = agent.Wait(60s);
   ASSERT_TRUE(code.has_value()) << agent.Output();
-  EXPECT_EQ(*code, 0) << agent.Output();
+  EXPECT_EQ(*code, 75) << agent.Output();
 
   // Every snapshot of the run holds a whole checkpoint (none is empty), and
   // the newest restores as the trainer wrote it.
@@ -342,7 +342,7 @@ TEST_F(ResourceFaults, TheCheckpointDirDeletedUnderTheWatcherIsWatchedAgainWhenI
 
   rec.detail =
       "the agent logs the loss, keeps running, watches the re-created dir and commits "
-      "from it again; no empty snapshot; clean exit on SIGTERM";
+      "from it again; no empty snapshot; exit 75 on SIGTERM";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
 

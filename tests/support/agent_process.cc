@@ -14,10 +14,11 @@ namespace sg::testing {
 
 AgentProcess::AgentProcess(const std::vector<std::string>& args,
                            const std::map<std::string, std::string>& env,
-                           const std::string& log_path)
+                           const std::string& log_path, const std::vector<std::string>& wrapper)
     : log_path_(log_path) {
   SpawnOptions spawn;
-  spawn.argv = {SPOTGUARD_BIN};
+  spawn.argv = wrapper;
+  spawn.argv.push_back(SPOTGUARD_BIN);
   spawn.argv.insert(spawn.argv.end(), args.begin(), args.end());
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);

@@ -16,8 +16,9 @@ class AgentProcess {
  public:
   // Starts SPOTGUARD_BIN with `args` and the test's environment plus `env`
   // (an empty value removes a variable).
+  // `wrapper` (say, `unshare --pid --fork`) runs SPOTGUARD_BIN when given.
   AgentProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-               const std::string& log_path);
+               const std::string& log_path, const std::vector<std::string>& wrapper = {});
   // Exit code (128 + signal when killed), or nullopt on timeout.
   std::optional<int> Wait(std::chrono::milliseconds timeout);
   std::string Output() const;

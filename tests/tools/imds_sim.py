@@ -53,6 +53,16 @@ Control API (no token, JSON in/out, never logged, never faulted):
     DELETE /_sim/requests
     GET    /_sim/state             current simulated state (debugging)
     POST   /_sim/reset             everything back to defaults (issued tokens stay valid)
+    POST   /_sim/metadata-options  {"http_endpoint": "enabled"|"disabled",
+                                    "hop_limit": 1..64, "hops": 1..64}  partial ok
+        The instance's MetadataOptions and where the caller sits.  "hops" is
+        how many network hops the caller is from the instance: 1 on the host,
+        2 in a container on a bridge network.  The service sends its token PUT
+        answers with an IP TTL of HttpPutResponseHopLimit, so when hops >
+        hop_limit the answer dies on the way: the PUT gets no answer at all
+        (the connection is held open, silent, until the caller gives up).
+        GETs are not hop-limited.  http_endpoint disabled: every metadata
+        request answers 403 (the service is turned off for the instance).
 """
 
 import argparse
@@ -168,6 +178,9 @@ class Sim:
         }
         self.faults = []
         self.requests = []
+        self.http_endpoint = "enabled"
+        self.hop_limit = 1   # the EC2 default for instances launched outside a template
+        self.hops = 1        # the caller: on the host
 
     # -- tokens
     def issue_token(self, ttl):
@@ -552,6 +565,20 @@ def control(sim, method, path, raw):
     if key == ("GET", "/_sim/state"):
         with sim.lock:
             return 200, json.loads(json.dumps(sim.snapshot()))
+    if key == ("POST", "/_sim/metadata-options"):
+        b = _want_obj(body())
+        _check_keys(b, ("http_endpoint", "hop_limit", "hops"))
+        if "http_endpoint" in b and b["http_endpoint"] not in ("enabled", "disabled"):
+            raise BadRequest("'http_endpoint' must be \"enabled\" or \"disabled\"")
+        for k in ("hop_limit", "hops"):
+            v = b.get(k, 1)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 64:
+                raise BadRequest("%r must be an integer 1..64" % k)
+        with sim.lock:
+            sim.http_endpoint = b.get("http_endpoint", sim.http_endpoint)
+            sim.hop_limit = b.get("hop_limit", sim.hop_limit)
+            sim.hops = b.get("hops", sim.hops)
+        return 200, ok
     if key == ("POST", "/_sim/reset"):
         with sim.lock:
             sim.reset()
@@ -560,7 +587,7 @@ def control(sim, method, path, raw):
     known = {"/_sim/spot-notice", "/_sim/rebalance", "/_sim/lifecycle",
              "/_sim/scheduled-events", "/_sim/credentials", "/_sim/identity",
              "/_sim/tokens", "/_sim/expire-tokens", "/_sim/fault",
-             "/_sim/requests", "/_sim/state", "/_sim/reset"}
+             "/_sim/requests", "/_sim/state", "/_sim/reset", "/_sim/metadata-options"}
     if path in known:
         return 405, {"ok": False, "error": "method %s not allowed on %s" % (method, path)}
     return 404, {"ok": False, "error": "no such control endpoint: %s" % path}
@@ -660,6 +687,28 @@ class Handler(BaseHTTPRequestHandler):
     def _imds(self, method, path):
         sim = self.server.sim
         tok = self.headers.get(TOKEN_HEADER)
+        with sim.lock:
+            disabled = sim.http_endpoint == "disabled"
+            dropped = (method == "PUT" and path in (TOKEN_PATH, TOKEN_PATH + "/")
+                       and sim.hops > sim.hop_limit)
+            if len(sim.requests) < MAX_LOG and (disabled or dropped):
+                sim.requests.append({"method": method, "path": path, "token": None,
+                                     "status": 403 if disabled else None,
+                                     "fault": "disabled" if disabled else "hop-limit"})
+        if disabled:
+            self._send(403, status_body(403))
+            return
+        if dropped:
+            # The answer would die on the extra hop: say nothing until the
+            # caller gives up and closes, or a minute has passed.
+            self.close_connection = True
+            self.connection.settimeout(60)
+            try:
+                while self.connection.recv(4096):
+                    pass
+            except OSError:
+                pass
+            return
         with sim.lock:
             fault = sim.take_fault(method, path)
         if fault and fault.get("delay_ms"):

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -430,6 +431,36 @@ def test_requests_log(s, t):
     eq(log[4].get("fault"), "status", "faulted request marked in log")
 
 
+def test_metadata_options(s):
+    """The instance's MetadataOptions: a hop limit below the caller's hops drops the
+    token PUT's answer (no answer at all); GETs still answer; a disabled endpoint
+    answers 403."""
+    eq(s.ctl("POST", "metadata-options", {"hop_limit": 0})[0], 400, "hop_limit 0 -> 400")
+    eq(s.ctl("POST", "metadata-options", {"http_endpoint": "off"})[0], 400, "bad endpoint -> 400")
+    eq(s.ctl("POST", "metadata-options", {"hop_limit": 1, "hops": 2})[0], 200, "hop limit 1, 2 hops")
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=1.5)
+    try:
+        c.request("PUT", "/latest/api/token", headers={TTL: "60"})
+        c.getresponse()
+        check(False, "hop limit 1 from 2 hops: the token PUT got an answer")
+    except (socket.timeout, TimeoutError):
+        check(True, "hop limit 1 from 2 hops: the token PUT gets no answer")
+    finally:
+        c.close()
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+    st, _, _ = s.req("GET", MD + "instance-id", conn=c)
+    eq(st, 401, "hop limit 1 from 2 hops: a GET still answers (401 without a token)")
+    c.close()
+    s.ctl("POST", "metadata-options", {"hop_limit": 2})
+    check(len(s.token()) > 0, "hop limit 2 from 2 hops: the token arrives")
+    s.ctl("POST", "metadata-options", {"http_endpoint": "disabled"})
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+    eq(s.req("PUT", "/latest/api/token", {TTL: "60"}, conn=c)[0], 403, "disabled: token -> 403")
+    c.close()
+    s.ctl("POST", "reset")
+    check(len(s.token()) > 0, "reset: metadata options back to the defaults")
+
+
 def test_reset(s):
     print("reset")
     s.ctl("POST", "spot-notice", {})
@@ -472,6 +503,7 @@ def main():
         test_requests_log(s, t)
         test_reset(s)
         eq(s.reconnects, 0, "all requests shared one keep-alive connection")
+        test_metadata_options(s)
         rc = s.stop(signal.SIGTERM)
         eq(rc, 0, "SIGTERM -> clean exit 0")
         check(not os.path.exists(s.port_file), "port file removed on exit")

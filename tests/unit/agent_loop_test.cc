@@ -206,7 +206,7 @@ TEST_F(AgentLoopTest, SigtermTakesALastSnapshotAndStopsTheTrainer) {
   };
   w_.At(seconds(20), [&] { w_.stop_requested = true; });
   const AgentResult r = Run();
-  EXPECT_EQ(r.exit_code, kExitOk);
+  EXPECT_EQ(r.exit_code, kExitInterrupted);
   ASSERT_EQ(w_.uploader.committed.size(), 1u);
   EXPECT_EQ(w_.uploader.committed[0].step, 70);
   EXPECT_EQ(w_.signals, (std::vector<int>{SIGUSR1, SIGTERM}));

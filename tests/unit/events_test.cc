@@ -44,5 +44,26 @@ TEST(EventLog, DetailsCannotOverwriteTheEventsOwnFields) {
   EXPECT_EQ((*recent)[0]["seq"], 7);
 }
 
+TEST(EventLog, TheEnginesIndexAndAttemptGoIntoEveryEventOnlyWhenSet) {
+  TempDir dir;
+  auto opened = FileStore::Open(dir.path());
+  ASSERT_TRUE(opened.ok());
+  FileStore& store = **opened;
+  FakeClock clock;
+  EventLog log(store, clock, "job", "i-1");
+  ASSERT_TRUE(log.Record("start").ok());
+  log.SetEngineIdentity(7, 2);
+  clock.Advance(std::chrono::milliseconds(5));
+  ASSERT_TRUE(log.Record("stop", {{"attempt", "forged"}}).ok());
+  auto recent = log.Recent(2);
+  ASSERT_TRUE(recent.ok());
+  ASSERT_EQ(recent->size(), 2u);
+  EXPECT_EQ((*recent)[0]["index"], 7);
+  EXPECT_EQ((*recent)[0]["attempt"], 2);
+  EXPECT_EQ((*recent)[0]["detail_attempt"], "forged");
+  EXPECT_FALSE((*recent)[1].contains("index")) << "outside an engine, no new keys";
+  EXPECT_FALSE((*recent)[1].contains("attempt"));
+}
+
 }  // namespace
 }  // namespace sg::testing

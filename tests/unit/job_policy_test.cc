@@ -406,7 +406,7 @@ TEST_F(JobPolicyTest, AFencedFinalUploadEndsTheNoticeWithExit4) {
   EXPECT_EQ(Find<a::ReleaseLease>(stopped), nullptr);
 }
 
-TEST_F(JobPolicyTest, SigtermTakesALastSnapshotStopsTheTrainerAndExits0) {
+TEST_F(JobPolicyTest, SigtermTakesALastSnapshotStopsTheTrainerAndExits75) {
   options_.stop_grace = seconds(30);
   StartTraining();
   JobPolicy& p = *policy_;
@@ -426,7 +426,8 @@ TEST_F(JobPolicyTest, SigtermTakesALastSnapshotStopsTheTrainerAndExits0) {
   EXPECT_EQ(Find<a::StopTrainer>(committed)->grace, seconds(30));
   JobActions stopped = StopAndEnd(At(seconds(42)), {Ckpt(150, seconds(5))});
   EXPECT_EQ(EventKinds(stopped), (std::vector<std::string>{"snapshot", "stop"}));
-  EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitOk);
+  // Stopped before completion: an engine must retry it, so never 0.
+  EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitInterrupted);
   EXPECT_EQ(Find<a::CompleteLifecycleHook>(stopped), nullptr);
 }
 
@@ -501,6 +502,25 @@ TEST_F(JobPolicyTest, AFinalUploadThatKeepsFailingStillStopsTheTrainerBeforeTheD
   EXPECT_TRUE(Said(stopped, "the newest checkpoint could not be committed"));
   EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitNotCommitted);
   EXPECT_FALSE(p.notice_to_commit().has_value());
+}
+
+TEST_F(JobPolicyTest, SigtermWhoseFinalSnapshotCannotBeCommittedExits74NeverZero) {
+  options_.checkpoint_signal.reset();
+  StartTraining();
+  JobPolicy& p = *policy_;
+  p.OnStopSignal(At(seconds(5)));
+  bool stopping = false;
+  for (int attempt = 1; attempt <= 3 && !stopping; ++attempt) {
+    const PolicyTime t = At(seconds(5 + attempt * 2));
+    ASSERT_NE(Find<a::StartUpload>(p.OnCheckpoints(t, {Ckpt(200, seconds(1))}, {})), nullptr);
+    JobActions failed =
+        p.OnUploadFinished(At(seconds(6 + attempt * 2)),
+                           {UploadOutcome::Kind::kFailed, 0, 0, 0, 1, "connection refused"});
+    stopping = Find<a::StopTrainer>(failed) != nullptr;
+  }
+  ASSERT_TRUE(stopping);
+  JobActions stopped = StopAndEnd(At(seconds(13)), {Ckpt(200, seconds(1))});
+  EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitNotCommitted);
 }
 
 TEST_F(JobPolicyTest, AFinalUploadThatHangsIsGivenUpInTimeToStopTheTrainer) {

@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/orphan_reaper.h"
+#include "common/proc_stat.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg {
@@ -309,6 +311,35 @@ TEST(ChildProcessDyingWithParent, TheChildAndItsGroupDieWhenTheParentIsKilled) {
   EXPECT_FALSE(Alive(shell)) << "the child outlived the parent";
   EXPECT_FALSE(Alive(grandchild)) << "a process in the child's group outlived the parent";
   ::kill(-shell, SIGKILL);
+}
+
+// PID 1 duties (docs/design.md §11): an ended child that no ChildProcess owns
+// is reaped, while an owned one keeps its exit status for its owner. The
+// owned child is the older one, so waitid names it first and the reaper must
+// find the stray through /proc.
+TEST(OrphanReaper, ReapsEndedChildrenNoOneOwnsAndLeavesAnOwnedChildToItsOwner) {
+  SpawnOptions spawn;
+  spawn.argv = {"/bin/sh", "-c", "exit 7"};
+  auto owned = ChildProcess::Spawn(spawn);
+  ASSERT_TRUE(owned.ok()) << owned.status().ToString();
+  const pid_t stray = ::fork();
+  ASSERT_GE(stray, 0);
+  if (stray == 0) ::_exit(3);
+  auto ended = [](pid_t pid) {
+    auto st = ReadProcStat(pid);
+    return st.ok() && st->state == 'Z';
+  };
+  for (int i = 0; i < 1000 && !(ended(stray) && ended(owned->pid())); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(ended(stray) && ended(owned->pid()));
+  EXPECT_EQ(ReapOrphanedChildren(), 1);
+  EXPECT_TRUE(ReadProcStat(stray).status().Is(StatusCode::kNotFound)) << "the stray was reaped";
+  auto status = owned->Wait(std::chrono::milliseconds(0));
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_TRUE(status->has_value());
+  EXPECT_EQ((*status)->code, 7);
+  EXPECT_EQ(ReapOrphanedChildren(), 0);
 }
 
 }  // namespace

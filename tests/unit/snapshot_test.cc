@@ -185,6 +185,29 @@ TEST_F(SnapshotTest, AManifestThatClimbsOutIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(dir_.Join("out/escaped")));
 }
 
+TEST_F(SnapshotTest, TheEnginesIndexAndAttemptRoundTripAndAreOptional) {
+  const uint64_t seq = Snapshot({{"good", {"good", 0644}}});
+  const std::string plain =
+      *ReadFileToString(dir_.Join("store/job/snapshots/" + SeqName(seq) + "/manifest.json"));
+  EXPECT_EQ(plain.find("\"index\""), std::string::npos) << "no new keys outside an engine";
+  auto parsed = ParseManifest(plain, "job", seq);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_FALSE(parsed->index.has_value());
+  Manifest m = *parsed;
+  m.index = 7;
+  m.attempt = 2;
+  parsed = ParseManifest(ManifestToJson(m).dump(), "job", seq);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->index, 7);
+  EXPECT_EQ(parsed->attempt, 2);
+  // Shown, never acted on: another shape is ignored, not a corrupt manifest.
+  nlohmann::ordered_json odd = ManifestToJson(m);
+  odd["index"] = "seven";
+  parsed = ParseManifest(odd.dump(), "job", seq);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_FALSE(parsed->index.has_value());
+}
+
 TEST_F(SnapshotTest, ManifestPathRulesAreStrict) {
   for (const char* bad : {"/etc/passwd", "../x", "a/../../x", "a//b", "./a", ""}) {
     EXPECT_FALSE(CheckRelativePath(bad).ok()) << bad;
