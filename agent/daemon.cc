@@ -519,7 +519,6 @@ AgentResult Agent::Run() {
   }
   // Every failure once the lease is held releases it, so the next agent
   // need not wait lease.timeout for an agent that never worked.
-  OpenLogCapture();
   auto fail = [&](const Status& st, int exit_code = kExitFailure) {
     LogError("{}", st.message());
     FlushLogs();
@@ -533,6 +532,8 @@ AgentResult Agent::Run() {
   ClaimedDir claimed = ClaimCheckpointDir(cfg_);
   if (!claimed.status.ok()) return fail(claimed.status, claimed.exit_code);
   host_lock_ = std::move(claimed.lock);
+  // Only the agent holding the checkpoint dir writes beside it.
+  OpenLogCapture();
   auto complete = AlreadyComplete();
   if (!complete.ok()) return fail(complete.status());
   if (*complete) {

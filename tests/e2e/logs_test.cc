@@ -13,10 +13,12 @@ namespace {
 
 class LogsE2E : public AgentE2E {
  protected:
-  // `spotguard logs ARGS` run from `cwd`, with the store's credentials.
+  // `spotguard logs ARGS` (or another subcommand) run from `cwd`, with the
+  // store's credentials.
   CommandResult Logs(const std::string& cwd, const std::string& config,
-                     const std::vector<std::string>& args) {
-    std::string cmd = "cd '" + cwd + "' && exec '" SPOTGUARD_BIN "' logs -c '" + config + "'";
+                     const std::vector<std::string>& args, const std::string& sub = "logs") {
+    std::string cmd =
+        "cd '" + cwd + "' && exec '" SPOTGUARD_BIN "' " + sub + " -c '" + config + "'";
     for (const std::string& a : args) cmd += " '" + a + "'";
     return RunCommand({"/bin/sh", "-c", cmd}, {{"AWS_ACCESS_KEY_ID", s3_.access_key},
                                                {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
@@ -101,6 +103,21 @@ TEST_F(LogsE2E, TheInterruptedTrainersLastLinesAreReadableFromAnotherMachine) {
     start = end + 1;
   }
   EXPECT_TRUE(saw_last) << j.out;
+
+  // --follow prints what is there and goes on looking for more.
+  AgentProcess follow({"logs", "-c", reader, "--attempt", "1", "--follow"},
+                      {{"AWS_ACCESS_KEY_ID", s3_.access_key},
+                       {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
+                       {"SPOTGUARD_CONFIG", ""},
+                       {"AWS_EC2_METADATA_DISABLED", "true"}},
+                      dir_.Join("follow.log"));
+  EXPECT_TRUE(follow.WaitForOutput("trainer.out saved on SIGTERM", 60s)) << follow.Output();
+  EXPECT_FALSE(follow.Wait(0ms).has_value()) << follow.Output();  // still following
+
+  // `status` names the newest segment.
+  const CommandResult st = Logs(elsewhere, reader, {}, "status");
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_NE(st.out.find("logs: newest segment job/logs/i-"), std::string::npos) << st.out;
 
   // An attempt with nothing shipped is said so, exit 3; a bad one is a usage error.
   EXPECT_EQ(Logs(elsewhere, reader, {"--attempt", "99"}).exit_code, 3);
