@@ -461,6 +461,12 @@ void Agent::ReportLogShip(const LogShipResult& r) {
 
 void Agent::FlushLogs() {
   if (!shipper_ || generation_ == 0) return;
+  if (result_.abandoned) {
+    // The store left work unanswered for kExitWait: waiting for it again
+    // would only delay the exit.
+    LogWarn("the store did not answer; the last log lines stay in {}", capture_->segments().dir());
+    return;
+  }
   if (log_ship_.busy()) {
     if (auto r = log_ship_.WaitFor(kLogFlushWait)) {
       ReportLogShip(*r);
