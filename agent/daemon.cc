@@ -25,8 +25,7 @@
 #include "agent/job_ports_real.h"
 #include "agent/job_start.h"
 #include "agent/lease.h"
-#include "agent/log_capture.h"
-#include "agent/log_shipper.h"
+#include "agent/job_logs.h"
 #include "agent/log_store.h"
 #include "agent/presets.h"
 #include "agent/retention.h"
@@ -51,8 +50,7 @@ using std::chrono::seconds;
 constexpr auto kTick = milliseconds(100);
 // The exit's wait for work on the store (docs/agent.md, "How it ends").
 constexpr auto kExitWait = milliseconds(15'000);
-// The exit's wait for the last log segments (docs/design.md §13).
-constexpr auto kLogFlushWait = milliseconds(10'000);
+
 
 class Agent {
  public:
@@ -99,12 +97,7 @@ class Agent {
   // Waits, within kExitWait, for the upload, the renewal and the store work
   // still running; what does not end in time is abandoned (AgentResult).
   void EndBackgroundWork();
-  // The log capture (docs/design.md §13): opened before the lease is sought,
-  // shipped every log_ship_interval while the trainer runs, and flushed
-  // once more at the exit, after the final snapshot.
-  void OpenLogCapture();
-  void MaybeShipLogs(Clock::MonoTime now);
-  void ReportLogShip(const LogShipResult& r);
+  // The last log segments, after the final snapshot (docs/design.md §13).
   void FlushLogs();
   uint64_t NewestBytes();
   std::optional<Checkpoint> NewestLocal();
@@ -137,11 +130,7 @@ class Agent {
 
   std::string resume_;  // what the trainer is (re)started from; "" = fresh
 
-  std::unique_ptr<LogCapture> capture_;
-  std::unique_ptr<LogShipper> shipper_;
-  BackgroundCall<LogShipResult> log_ship_{c_.ports.inline_store_work};
-  std::shared_ptr<std::atomic<bool>> log_ship_stop_ = std::make_shared<std::atomic<bool>>(false);
-  Clock::MonoTime next_log_ship_{};
+  JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};
 
   BackgroundCall<Status> renewal_{c_.ports.inline_store_work};  // the renewal in flight
   BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
@@ -292,7 +281,7 @@ void Agent::Loop() {
       if (auto r = uploader().Poll()) Perform(policy_.OnUploadFinished(Now(), OutcomeOf(*r)));
     }
     if (done_) break;
-    MaybeShipLogs(now);
+    logs_.Tick(now, policy_.phase() == JobPhase::kTraining, generation_);
     if (monitor_ && now >= next_poll_) {
       next_poll_ = now + cfg_.imds.poll_interval;
       for (const InterruptionEvent& e : monitor_->PollOnce()) {
@@ -414,89 +403,9 @@ void Agent::EndBackgroundWork() {
   threads_left_ = left.threads || (c_.ports.uploader == nullptr && uploader_.left_any());
 }
 
-void Agent::OpenLogCapture() {
-  auto capture = LogCapture::Open(cfg_, LogDirOf(cfg_, c_.env), c_.clock);
-  if (!capture.ok()) {
-    LogWarn("the logs are not captured (the trainer's output still reaches the journal): {}",
-            capture.status().message());
-    return;
-  }
-  capture_ = std::move(*capture);
-  capture_->TapAgentLog();
-  launcher_.set_output(capture_->TrainerSink());
-  shipper_ = std::make_unique<LogShipper>(c_.store, capture_->segments(), cfg_.job, c_.instance);
-  LogInfo("capturing the logs in {} (shipped every {})", capture_->segments().dir(),
-          FormatDuration(cfg_.log_ship_interval));
-}
-
-void Agent::MaybeShipLogs(Clock::MonoTime now) {
-  if (!shipper_) return;
-  if (log_ship_.busy()) {
-    if (auto r = log_ship_.Poll()) ReportLogShip(*r);
-  }
-  // Never while the job is ending: its final snapshot has the store to
-  // itself, and a shipment under way stops after its current segment.
-  if (policy_.phase() != JobPhase::kTraining) {
-    *log_ship_stop_ = true;
-    return;
-  }
-  if (log_ship_.busy() || now < next_log_ship_) return;
-  if (next_log_ship_ == Clock::MonoTime{}) {  // the first look: one interval from now
-    next_log_ship_ = now + cfg_.log_ship_interval;
-    return;
-  }
-  next_log_ship_ = now + cfg_.log_ship_interval;
-  log_ship_.Start([this, stop = log_ship_stop_, generation = generation_.load()] {
-    return shipper_->Ship(generation, /*seal=*/true, stop.get());
-  });
-}
-
-void Agent::ReportLogShip(const LogShipResult& r) {
-  if (r.shipped > 0) {
-    LogDebug("shipped {} log segment(s), {} bytes ({} stored), newest {}", r.shipped, r.bytes,
-             r.stored_bytes, r.newest_key);
-  }
-  if (!r.status.ok()) LogWarn("shipping the logs failed (will retry): {}", r.status.message());
-}
-
 void Agent::FlushLogs() {
-  if (!shipper_ || generation_ == 0) return;
-  if (result_.abandoned) {
-    // The store left work unanswered for kExitWait: waiting for it again
-    // would only delay the exit.
-    LogWarn("the store did not answer; the last log lines stay in {}", capture_->segments().dir());
-    return;
-  }
-  if (log_ship_.busy()) {
-    if (auto r = log_ship_.WaitFor(kLogFlushWait)) {
-      ReportLogShip(*r);
-    } else {
-      LogWarn("a log shipment still hangs on the store; the last log lines stay in {}",
-              capture_->segments().dir());
-      result_.abandoned = true;  // it still uses the agent: the process ends with it
-      threads_left_ = true;
-      return;
-    }
-  }
-  const LogSegmentStats stats = capture_->segments().stats();
-  if (stats.dropped_lines > 0 || stats.unshipped_removed > 0) {
-    LogWarn("log capture lost {} line(s) ({} bytes) to write failures and {} segment(s) rotated "
-            "away before they were shipped",
-            stats.dropped_lines, stats.dropped_bytes, stats.unshipped_removed);
-  }
-  LogInfo("shipping the last log segments to the store");
-  // On its own thread, so that a store that hangs costs kLogFlushWait at most.
-  BackgroundCall<LogShipResult> last(c_.ports.inline_store_work);
-  last.Start([this, generation = generation_.load()] {
-    return shipper_->Ship(generation, /*seal=*/true);
-  });
-  if (auto r = last.WaitFor(kLogFlushWait)) {
-    ReportLogShip(*r);
-    if (r->status.ok()) LogInfo("the logs are in the store up to {}", r->newest_key);
-  } else {
-    LogWarn("the last log segments did not reach the store within {}; they stay in {}",
-            FormatDuration(kLogFlushWait), capture_->segments().dir());
-    result_.abandoned = true;
+  if (!logs_.Flush(generation_, result_.abandoned)) {
+    result_.abandoned = true;  // a shipment still uses the agent: the process ends with it
     threads_left_ = true;
   }
 }
@@ -539,7 +448,8 @@ AgentResult Agent::Run() {
   if (!claimed.status.ok()) return fail(claimed.status, claimed.exit_code);
   host_lock_ = std::move(claimed.lock);
   // Only the agent holding the checkpoint dir writes beside it.
-  OpenLogCapture();
+  logs_.Open(c_.env);
+  launcher_.set_output(logs_.TrainerSink());
   auto complete = AlreadyComplete();
   if (!complete.ok()) return fail(complete.status());
   if (*complete) {
