@@ -95,7 +95,7 @@ constexpr Subcommand kSubcommands[] = {
      "Download a snapshot and check every checksum; writes nothing",
      {.job = true, .checkpoint_dir = false, .command = false}},
     {"gc",
-     "Apply retention (keep) and abort orphaned multipart uploads",
+     "Apply retention (keep; logs_keep for the logs) and abort orphaned multipart uploads",
      {.job = true, .checkpoint_dir = false, .command = false}},
     {"status",
      "Job state: lease holder, newest snapshot, last upload, completion, recent interruptions",

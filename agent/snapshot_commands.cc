@@ -13,6 +13,7 @@
 #include "agent/presets.h"
 #include "agent/progress.h"
 #include "agent/restorer.h"
+#include "agent/log_store.h"
 #include "agent/retention.h"
 #include "agent/snapshot_catalog.h"
 #include "agent/snapshot_file_reader.h"
@@ -351,6 +352,11 @@ int RunGcCommand(const Config& config, const Environment& env,
   if (!r.ok()) return Fail("gc", r.status());
   std::cout << "removed " << r->deleted.size() << " old snapshots, " << r->abandoned.size()
             << " abandoned ones and " << r->stale_writes << " unfinished uploads\n";
+  // The logs of attempts older than the newest logs_keep (docs/design.md §13).
+  auto logs = PruneLogs(**store, config.job, config.logs_keep);
+  if (!logs.ok()) return Fail("gc", logs.status());
+  std::cout << "removed the logs of " << logs->attempts_removed.size() << " old attempts ("
+            << logs->objects_deleted << " segments)\n";
   return kExitOk;
 }
 

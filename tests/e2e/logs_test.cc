@@ -3,9 +3,13 @@
 // interrupted by a notice has its last lines, those printed after the
 // checkpoint request included, in the store once the agent has exited 75;
 // `spotguard logs` reads them from another directory while another agent on
-// another instance runs the job.
+// another instance runs the job. And `logs` and `gc` on a file:// store.
 #include <nlohmann/json.hpp>
 
+#include "agent/log_shipper.h"
+#include "common/file_store.h"
+#include "common/log_lines.h"
+#include "common/log_segments.h"
 #include "tests/e2e/agent_e2e_fixture.h"
 
 namespace sg::testing {
@@ -123,6 +127,69 @@ TEST_F(LogsE2E, TheInterruptedTrainersLastLinesAreReadableFromAnotherMachine) {
   EXPECT_EQ(Logs(elsewhere, reader, {"--attempt", "99"}).exit_code, 3);
   EXPECT_EQ(Logs(elsewhere, reader, {"--attempt", "first"}).exit_code, 2);
   EXPECT_EQ(Logs(elsewhere, reader, {"--since", "soon"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace sg::testing
+
+namespace sg::testing {
+namespace {
+
+// `spotguard logs` and `gc` through the binary on a file:// store whose
+// segments the test ships itself (agent/log_shipper.h).
+class LogsCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = FileStore::Open(dir_.Join("store"));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+  }
+  // Ships one segment of `lines` for attempt `generation` on `instance`.
+  void Ship(const std::string& instance, uint64_t generation,
+            const std::vector<std::string>& lines) {
+    LogSegmentOptions o;
+    o.dir = dir_.Join("local-" + instance + "-" + std::to_string(generation));
+    auto segments = LogSegments::Open(o);
+    ASSERT_TRUE(segments.ok());
+    for (const std::string& l : lines) (*segments)->Append(l);
+    LogShipper shipper(*store_, **segments, "e2e", instance);
+    ASSERT_EQ(shipper.Ship(generation).shipped, 1);
+  }
+  CommandResult Run(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+    env["SPOTGUARD_JOB"] = "e2e";
+    env["SPOTGUARD_STORE"] = "file://" + dir_.Join("store");
+    env["SPOTGUARD_CONFIG"] = "";
+    args.insert(args.begin(), SPOTGUARD_BIN);
+    return RunCommand(args, env);
+  }
+  TempDir dir_;
+  std::unique_ptr<FileStore> store_;
+};
+
+TEST_F(LogsCli, PrintsTheNewestAttemptByDefaultAndGcKeepsLogsKeepAttempts) {
+  const std::string old_time = "2020-01-01T00:00:00.000Z";
+  const std::string now = FormatUtc(SystemClock().Now(), true);
+  Ship("i-a", 1, {FormatLogLine(old_time, "trainer.out", "first attempt")});
+  Ship("i-b", 2, {FormatLogLine(old_time, "trainer.out", "an old line"),
+                  FormatLogLine(now, "trainer.err", EscapeLogText("bad \x01 byte")),
+                  FormatLogLine(now, "agent", "info exiting 75")});
+  auto r = Run({"logs"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, old_time + " #2 trainer.out an old line\n" + now +
+                       " #2 trainer.err bad \\x01 byte\n" + now + " #2 agent info exiting 75\n");
+  r = Run({"logs", "--since", "1h"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("an old line"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exiting 75"), std::string::npos) << r.out;
+  r = Run({"logs", "--instance", "i-a"});
+  EXPECT_EQ(r.out, old_time + " #1 trainer.out first attempt\n");
+
+  r = Run({"gc"}, {{"SPOTGUARD_LOGS_KEEP", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("removed the logs of 1 old attempts (1 segments)"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(Run({"logs", "--attempt", "1"}).exit_code, 3);
+  EXPECT_EQ(Run({"logs", "--attempt", "2"}).exit_code, 0);
 }
 
 }  // namespace
