@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "agent/config.h"
+#include "agent/log_capture.h"
 #include "agent/log_shipper.h"
 #include "agent/log_store.h"
 #include "agent/logs_command.h"
@@ -279,6 +281,44 @@ TEST_F(ShippedLogs, ShippingPutsOneObjectPerSealedSegmentAndReadsBackInOrder) {
   std::ostringstream since;
   ASSERT_TRUE(PrintLogSegment(*store_, all->back(), "2026-11-22T08:22:09.500Z", false, since).ok());
   EXPECT_EQ(since.str(), "");
+}
+
+}  // namespace
+}  // namespace sg
+
+namespace sg {
+namespace {
+
+Config LoadWith(std::map<std::string, std::string> flags, std::vector<ConfigProblem>* problems) {
+  ConfigSources sources;
+  flags["job"] = "job";
+  flags["checkpoint_dir"] = "/data/run/ckpt";
+  sources.flags = flags;
+  ConfigResult r = LoadConfig(sources, ConfigNeeds{});
+  if (problems) *problems = r.problems;
+  return r.config;
+}
+
+TEST(LogDir, ConfiguredOrSystemdsOrBesideTheCheckpointDir) {
+  const Config plain = LoadWith({}, nullptr);
+  EXPECT_EQ(LogDirOf(plain, {}), "/data/run/.spotguard-logs-job");
+  EXPECT_EQ(LogDirOf(plain, {{"LOGS_DIRECTORY", "/var/log/spotguard"}}), "/var/log/spotguard/job");
+  EXPECT_EQ(LogDirOf(plain, {{"LOGS_DIRECTORY", "/var/log/a:/var/log/b"}}), "/var/log/a/job");
+  const Config set = LoadWith({{"log_dir", "/srv/logs/"}}, nullptr);
+  EXPECT_EQ(LogDirOf(set, {{"LOGS_DIRECTORY", "/var/log/spotguard"}}), "/srv/logs");
+  EXPECT_EQ(set.log_ship_interval, std::chrono::seconds(60));
+  EXPECT_EQ(set.log_max_mib, 64);
+  EXPECT_EQ(set.logs_keep, 10);
+}
+
+TEST(LogDir, BadLogSettingsAreRefusedNamingTheKey) {
+  std::vector<ConfigProblem> problems;
+  LoadWith({{"logs_keep", "0"}, {"log_max_mib", "1"}, {"log_ship_interval", "0"}}, &problems);
+  std::string all;
+  for (const ConfigProblem& p : problems) all += p.message + "\n";
+  EXPECT_NE(all.find("logs_keep: must be at least 1"), std::string::npos) << all;
+  EXPECT_NE(all.find("log_max_mib: must be at least 2"), std::string::npos) << all;
+  EXPECT_NE(all.find("log_ship_interval: must be longer than 0"), std::string::npos) << all;
 }
 
 }  // namespace
