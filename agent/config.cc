@@ -102,7 +102,8 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
   if (!nullable("log_dir")) {
     if (auto v = ReadString("log_dir", at("log_dir"), problems)) {
       if (v->empty()) {
-        problems.Add("log_dir", "must not be empty (use null for the default)", at("log_dir").source);
+        problems.Add("log_dir", "must not be empty (use null for the default)",
+                     at("log_dir").source);
       } else {
         std::error_code ec;
         c.log_dir = std::filesystem::absolute(*v, ec).lexically_normal().string();

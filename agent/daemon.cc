@@ -21,11 +21,11 @@
 #include "agent/host_lock.h"
 #include "agent/interruption_monitor.h"
 #include "agent/job_end.h"
+#include "agent/job_logs.h"
 #include "agent/job_policy.h"
 #include "agent/job_ports_real.h"
 #include "agent/job_start.h"
 #include "agent/lease.h"
-#include "agent/job_logs.h"
 #include "agent/log_store.h"
 #include "agent/presets.h"
 #include "agent/retention.h"
@@ -50,7 +50,6 @@ using std::chrono::seconds;
 constexpr auto kTick = milliseconds(100);
 // The exit's wait for work on the store (docs/agent.md, "How it ends").
 constexpr auto kExitWait = milliseconds(15'000);
-
 
 class Agent {
  public:

@@ -15,9 +15,8 @@ std::string LogDirOf(const Config& config, const std::map<std::string, std::stri
   return DirName(config.checkpoint_dir) + "/.spotguard-logs-" + config.job;
 }
 
-StatusOr<std::unique_ptr<LogCapture>> LogCapture::Open(const Config& config,
-                                                       const std::string& dir, Clock& clock,
-                                                       LogSegmentOptions base) {
+StatusOr<std::unique_ptr<LogCapture>> LogCapture::Open(const Config& config, const std::string& dir,
+                                                       Clock& clock, LogSegmentOptions base) {
   constexpr int kSegments = 8;
   base.dir = dir;
   base.max_segments = kSegments;
@@ -35,7 +34,8 @@ LogCapture::~LogCapture() {
 
 void LogCapture::TapAgentLog() {
   tapped_ = true;
-  SetLogTap([segments = segments_](std::string_view time, std::string_view level, std::string_view message) {
+  SetLogTap([segments = segments_](std::string_view time, std::string_view level,
+                                   std::string_view message) {
     std::string text(level);
     text += ' ';
     // An agent's line is one line; a multi-line message stays one.
@@ -47,10 +47,9 @@ void LogCapture::TapAgentLog() {
 void LogCapture::TrainerLine(TrainerStream stream, std::string_view line, bool cut) {
   std::string text = EscapeLogText(line);
   if (cut) text.append(kCutMark);
-  segments_->Append(FormatLogLine(FormatUtc(clock_.Now(), /*millis=*/true),
-                                  stream == TrainerStream::kStdout ? kTrainerOutSource
-                                                                   : kTrainerErrSource,
-                                  text));
+  segments_->Append(FormatLogLine(
+      FormatUtc(clock_.Now(), /*millis=*/true),
+      stream == TrainerStream::kStdout ? kTrainerOutSource : kTrainerErrSource, text));
 }
 
 }  // namespace sg

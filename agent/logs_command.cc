@@ -41,7 +41,8 @@ StatusOr<uint64_t> PrintLogSegment(ObjectStore& store, const StoredLogSegment& s
                                    const std::string& since_utc, bool json, std::ostream& out) {
   SG_ASSIGN_OR_RETURN(std::string stored, store.Get(segment.key));
   auto raw = DecodeSizedFrame(stored, kMaxSegmentBytes);
-  if (!raw.ok()) return Status::Corruption(segment.key + ": " + std::string(raw.status().message()));
+  if (!raw.ok())
+    return Status::Corruption(segment.key + ": " + std::string(raw.status().message()));
   uint64_t printed = 0;
   std::string_view rest = *raw;
   while (!rest.empty()) {
@@ -108,8 +109,8 @@ int RunLogsCommand(const Config& config, const std::map<std::string, std::string
     std::this_thread::sleep_for(options.follow_interval);
   }
   if (!any) {
-    std::cerr << "spotguard logs: the store " << (*store)->Describe() << " has no log segment of job "
-              << config.job
+    std::cerr << "spotguard logs: the store " << (*store)->Describe()
+              << " has no log segment of job " << config.job
               << (options.attempt ? ", attempt " + std::to_string(*options.attempt) : "")
               << (options.instance ? ", instance " + *options.instance : "") << "\n";
     return kExitNothingToRestore;

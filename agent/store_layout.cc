@@ -98,8 +98,8 @@ std::string EventKindOfKey(std::string_view key) {
 std::string LogsPrefix(const std::string& job) { return JobPrefix(job) + "logs/"; }
 
 std::string LogSegmentKey(const std::string& job, const LogSegmentName& name) {
-  return LogsPrefix(job) + name.instance + "/" + SeqName(name.generation) + "-" + SeqName(name.seq) +
-         "-" + name.stamp + ".log.zst";
+  return LogsPrefix(job) + name.instance + "/" + SeqName(name.generation) + "-" +
+         SeqName(name.seq) + "-" + name.stamp + ".log.zst";
 }
 
 std::optional<LogSegmentName> ParseLogSegmentKey(const std::string& job, std::string_view key) {

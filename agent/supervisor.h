@@ -44,7 +44,8 @@ enum class TrainerStream { kStdout, kStderr };
 // Receives each line of the trainer's output (without '\n'; `cut`: it was
 // longer than kMaxLogLineBytes and is its first part), on the forwarder's
 // thread (docs/design.md §13).
-using TrainerOutputSink = std::function<void(TrainerStream stream, std::string_view line, bool cut)>;
+using TrainerOutputSink =
+    std::function<void(TrainerStream stream, std::string_view line, bool cut)>;
 
 // Stopping (docs/design.md §11): the stop signal goes to the trainer's whole
 // process group and SIGKILL follows after the grace, whether the trainer

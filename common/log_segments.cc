@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <optional>
 
-
 namespace sg {
 namespace {
 
@@ -43,7 +42,8 @@ StatusOr<std::unique_ptr<LogSegments>> LogSegments::Open(LogSegmentOptions optio
       s->seq_ = std::max(s->seq_, *seq + 1);
     }
   }
-  if (ec) return Status::IOError("listing the log directory " + s->options_.dir + ": " + ec.message());
+  if (ec)
+    return Status::IOError("listing the log directory " + s->options_.dir + ": " + ec.message());
   if (s->seq_ == 0) s->seq_ = 1;
   std::lock_guard<std::mutex> lock(s->mu_);
   s->EnforceBoundLocked();

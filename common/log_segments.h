@@ -39,7 +39,7 @@ struct SealedSegment {
 
 struct LogSegmentStats {
   uint64_t written_bytes = 0;
-  uint64_t dropped_bytes = 0;     // lines a failed write lost
+  uint64_t dropped_bytes = 0;  // lines a failed write lost
   uint64_t dropped_lines = 0;
   uint64_t unshipped_removed = 0;  // segments rotated away before they were shipped
 };
@@ -66,7 +66,9 @@ class LogSegments {
   LogSegmentStats stats() const;
   const std::string& dir() const { return options_.dir; }
   // Called (without the lock held) with a description of a loss.
-  void set_on_drop(std::function<void(const std::string&)> on_drop) { on_drop_ = std::move(on_drop); }
+  void set_on_drop(std::function<void(const std::string&)> on_drop) {
+    on_drop_ = std::move(on_drop);
+  }
 
  private:
   explicit LogSegments(LogSegmentOptions options) : options_(std::move(options)) {}

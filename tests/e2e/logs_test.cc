@@ -50,8 +50,8 @@ TEST_F(LogsE2E, TheInterruptedTrainersLastLinesAreReadableFromAnotherMachine) {
   imds_.Control("POST", "/_sim/identity", R"({"instanceId": "i-first"})");
   // Saves on SIGUSR1 (the checkpoint request) and again on SIGTERM (the
   // stop that follows the final commit); prints a line each time.
-  const std::string config = WriteConfig("a", {"--steps", "100000", "--save-on-sigterm"},
-                                         {{"log_ship_interval", "1s"}});
+  const std::string config =
+      WriteConfig("a", {"--steps", "100000", "--save-on-sigterm"}, {{"log_ship_interval", "1s"}});
   auto a = StartAgent("a", config, "ckpt-a", imds_);
   ASSERT_TRUE(WaitFor([&] { return !Committed().empty(); }, 30s)) << a->Output();
   imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 60})");
@@ -170,9 +170,10 @@ TEST_F(LogsCli, PrintsTheNewestAttemptByDefaultAndGcKeepsLogsKeepAttempts) {
   const std::string old_time = "2020-01-01T00:00:00.000Z";
   const std::string now = FormatUtc(SystemClock().Now(), true);
   Ship("i-a", 1, {FormatLogLine(old_time, "trainer.out", "first attempt")});
-  Ship("i-b", 2, {FormatLogLine(old_time, "trainer.out", "an old line"),
-                  FormatLogLine(now, "trainer.err", EscapeLogText("bad \x01 byte")),
-                  FormatLogLine(now, "agent", "info exiting 75")});
+  Ship("i-b", 2,
+       {FormatLogLine(old_time, "trainer.out", "an old line"),
+        FormatLogLine(now, "trainer.err", EscapeLogText("bad \x01 byte")),
+        FormatLogLine(now, "agent", "info exiting 75")});
   auto r = Run({"logs"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, old_time + " #2 trainer.out an old line\n" + now +

@@ -1,6 +1,8 @@
 // The log capture's parts (docs/design.md §13): lines cut and escaped, the
 // rotating segment files and their bound, a full log disk, and the order
 // of the shipped segments.
+#include "agent/log_capture.h"
+
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include <sstream>
 
 #include "agent/config.h"
-#include "agent/log_capture.h"
 #include "agent/log_shipper.h"
 #include "agent/log_store.h"
 #include "agent/logs_command.h"
@@ -76,7 +77,7 @@ TEST(LineSplitter, AStreamWithoutAFinalNewlineEndsWithItsLastLine) {
 TEST(EscapeLogText, BinaryGarbageBecomesPrintableAndValidUtf8IsKept) {
   EXPECT_EQ(EscapeLogText("plain\ttext é ✓"), "plain\ttext é ✓");
   EXPECT_EQ(EscapeLogText(std::string("a\0b\r\x1b[1m\\", 9)), "a\\x00b\\x0d\\x1b[1m\\\\");
-  EXPECT_EQ(EscapeLogText("\xff\xc3"), "\\xff\\xc3");          // invalid, truncated
+  EXPECT_EQ(EscapeLogText("\xff\xc3"), "\\xff\\xc3");           // invalid, truncated
   EXPECT_EQ(EscapeLogText("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
   std::string all;
   for (int c = 0; c < 256; ++c) all += static_cast<char>(c);
@@ -163,8 +164,7 @@ TEST(LogSegments, ARealFullFileSystemNeverStopsTheWriter) {
     ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
   } unmount{mnt};
   {
-    auto segments =
-        LogSegments::Open(Options(mnt + "/logs", 16 << 10, 16));
+    auto segments = LogSegments::Open(Options(mnt + "/logs", 16 << 10, 16));
     ASSERT_TRUE(segments.ok());
     const std::string line =
         FormatLogLine("2026-11-22T08:22:00.123Z", "trainer.out", std::string(1000, 'z'));

@@ -41,12 +41,12 @@ TEST(TrainerOutput, StreamsAreToldApartAndAHundredMegabyteLineIsCut) {
                     "echo first; head -c 100000000 /dev/zero | tr '\\000' x; echo; "
                     "echo oops >&2; echo after"};
   Captured captured;
-  auto trainer = TrainerProcess::Start(
-      config, {{"PATH", "/usr/bin:/bin"}}, TrainerLaunch{}, dir.Join("notice.json"), "",
-      [&](TrainerStream s, std::string_view line, bool cut) {
-        std::lock_guard<std::mutex> lock(captured.mu);
-        captured.lines.emplace_back(s, std::string(line), cut);
-      });
+  auto trainer = TrainerProcess::Start(config, {{"PATH", "/usr/bin:/bin"}}, TrainerLaunch{},
+                                       dir.Join("notice.json"), "",
+                                       [&](TrainerStream s, std::string_view line, bool cut) {
+                                         std::lock_guard<std::mutex> lock(captured.mu);
+                                         captured.lines.emplace_back(s, std::string(line), cut);
+                                       });
   ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
   // The trainer ends once the forwarder has read all but the pipe's buffer;
   // destroying it forwards that rest. The bound only catches a hang.
