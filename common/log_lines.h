@@ -13,7 +13,7 @@
 namespace sg {
 
 // The longest line kept whole (docs/operations.md, "Logs").
-inline constexpr size_t kMaxLogLineBytes = 64 * 1024;
+inline constexpr size_t kMaxLogLineBytes = size_t{64} << 10;
 // What ends a line that was cut at kMaxLogLineBytes.
 inline constexpr std::string_view kCutMark = " [spotguard: line cut at 65536 bytes]";
 

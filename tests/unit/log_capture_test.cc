@@ -62,7 +62,7 @@ TEST(LineSplitter, AHundredMegabyteLineIsCutAndMemoryStaysBounded) {
   EXPECT_TRUE(lines[1].second);
   EXPECT_EQ(lines[2], std::make_pair(std::string("after"), false));
   EXPECT_LE(most_buffered, kMaxLogLineBytes);
-  EXPECT_EQ(splitter.dropped_bytes(), 100u * (1 << 20) - kMaxLogLineBytes);
+  EXPECT_EQ(splitter.dropped_bytes(), (uint64_t{100} << 20) - kMaxLogLineBytes);
 }
 
 TEST(LineSplitter, AStreamWithoutAFinalNewlineEndsWithItsLastLine) {
