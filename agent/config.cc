@@ -284,6 +284,13 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
                  "is required; set \"checkpoint_dir\" in the config file, "
                  "SPOTGUARD_CHECKPOINT_DIR or --checkpoint-dir");
   }
+  if (!c.log_dir.empty() && !c.checkpoint_dir.empty() &&
+      (c.log_dir == c.checkpoint_dir || c.log_dir.starts_with(c.checkpoint_dir + "/"))) {
+    // Every log line would be an inotify event of the watcher, and the
+    // logs could end up in snapshots.
+    problems.Add("log_dir", "must not be inside checkpoint_dir (" + c.checkpoint_dir + ")",
+                 at("log_dir").source);
+  }
   if (needs.command && c.command.empty()) {
     problems.Add("command",
                  "is required; set \"command\" in the config file or give it after --, as in "

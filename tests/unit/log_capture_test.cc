@@ -319,6 +319,13 @@ TEST(LogDir, BadLogSettingsAreRefusedNamingTheKey) {
   EXPECT_NE(all.find("logs_keep: must be at least 1"), std::string::npos) << all;
   EXPECT_NE(all.find("log_max_mib: must be at least 2"), std::string::npos) << all;
   EXPECT_NE(all.find("log_ship_interval: must be longer than 0"), std::string::npos) << all;
+  LoadWith({{"log_dir", "/data/run/ckpt/logs"}}, &problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].message.find("log_dir: must not be inside checkpoint_dir (/data/run/ckpt)"),
+            std::string::npos)
+      << problems[0].message;
+  LoadWith({{"log_dir", "/data/run/ckpt-logs"}}, &problems);
+  EXPECT_TRUE(problems.empty());
 }
 
 }  // namespace
