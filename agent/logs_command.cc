@@ -83,6 +83,7 @@ int RunLogsCommand(const Config& config, const std::map<std::string, std::string
   std::set<std::string> printed;
   std::optional<uint64_t> following;  // without --attempt/--instance: the attempt followed
   bool any = false;
+  bool damaged = false;  // a segment could not be read
   while (true) {
     auto all = ListLogSegments(**store, config.job);
     if (!all.ok()) {
@@ -100,8 +101,10 @@ int RunLogsCommand(const Config& config, const std::map<std::string, std::string
       if (!printed.insert(s.key).second) continue;
       auto n = PrintLogSegment(**store, s, since_utc, options.json, std::cout);
       if (!n.ok()) {
-        std::cerr << "spotguard logs: " << n.status().message() << "\n";
-        return kExitFailure;
+        // The other segments are still worth reading; the exit code says it.
+        std::cerr << "spotguard logs: skipped " << s.key << ": " << n.status().message() << "\n";
+        damaged = true;
+        continue;
       }
       any = true;
     }
@@ -113,9 +116,9 @@ int RunLogsCommand(const Config& config, const std::map<std::string, std::string
               << " has no log segment of job " << config.job
               << (options.attempt ? ", attempt " + std::to_string(*options.attempt) : "")
               << (options.instance ? ", instance " + *options.instance : "") << "\n";
-    return kExitNothingToRestore;
+    return damaged ? kExitFailure : kExitNothingToRestore;
   }
-  return kExitOk;
+  return damaged ? kExitFailure : kExitOk;
 }
 
 }  // namespace sg

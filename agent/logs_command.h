@@ -37,8 +37,9 @@ std::vector<StoredLogSegment> SelectLogSegments(const std::vector<StoredLogSegme
 StatusOr<uint64_t> PrintLogSegment(ObjectStore& store, const StoredLogSegment& segment,
                                    const std::string& since_utc, bool json, std::ostream& out);
 
-// Exit codes: 0; 1 the store cannot be read; 3 no segment matches (and
-// not --follow).
+// Exit codes: 0; 1 the store cannot be read, or a segment could not be
+// (it is skipped, named on stderr, and the others are printed); 3 no
+// segment matches.
 int RunLogsCommand(const Config& config, const std::map<std::string, std::string>& env,
                    const LogsOptions& options);
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/log_shipper.h"
+#include "agent/store_layout.h"
 #include "common/file_store.h"
 #include "common/log_lines.h"
 #include "common/log_segments.h"
@@ -184,6 +185,15 @@ TEST_F(LogsCli, PrintsTheNewestAttemptByDefaultAndGcKeepsLogsKeepAttempts) {
   EXPECT_NE(r.out.find("exiting 75"), std::string::npos) << r.out;
   r = Run({"logs", "--instance", "i-a"});
   EXPECT_EQ(r.out, old_time + " #1 trainer.out first attempt\n");
+
+  // A damaged segment is skipped and named; the others are still printed.
+  const std::string damaged = LogSegmentKey("e2e", {"i-b", 2, 0, "20200101T000000.000Z"});
+  ASSERT_TRUE(store_->Put(damaged, "not zstd", PutCondition::None()).ok());
+  r = Run({"logs"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("skipped " + damaged), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("exiting 75"), std::string::npos) << r.out;
+  ASSERT_TRUE(store_->Delete(damaged).ok());
 
   r = Run({"gc"}, {{"SPOTGUARD_LOGS_KEEP", "1"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
