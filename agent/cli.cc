@@ -10,6 +10,7 @@
 #include "agent/doctor_command.h"
 #include "agent/drill.h"
 #include "agent/exit_codes.h"
+#include "agent/logs_command.h"
 #include "agent/snapshot_commands.h"
 #include "agent/status_command.h"
 #include "agent/watch_command.h"
@@ -95,10 +96,14 @@ constexpr Subcommand kSubcommands[] = {
      "Download a snapshot and check every checksum; writes nothing",
      {.job = true, .checkpoint_dir = false, .command = false}},
     {"gc",
-     "Apply retention (keep) and abort orphaned multipart uploads",
+     "Apply retention (keep; logs_keep for the logs) and abort orphaned multipart uploads",
      {.job = true, .checkpoint_dir = false, .command = false}},
     {"status",
      "Job state: lease holder, newest snapshot, last upload, completion, recent interruptions",
+     {.job = true, .checkpoint_dir = false, .command = false}},
+    {"logs",
+     "Print the trainer's and the agent's log lines shipped to the store (the newest attempt, "
+     "or --attempt N / --instance ID), from any machine",
      {.job = true, .checkpoint_dir = false, .command = false}},
     {"watch",
      "Print interruption events (spot notice, rebalance, ASG lifecycle) as they arrive",
@@ -116,9 +121,9 @@ constexpr Subcommand kSubcommands[] = {
 // Subcommand options that only exist to be passed on; kept in one place so
 // --help shows them before the commands are built.
 struct ExtraOptions {
-  std::string snapshot_seq, to_dir, dir, after, exec, older_than;
+  std::string snapshot_seq, to_dir, dir, after, exec, older_than, instance, attempt, since;
   std::vector<std::string> files;
-  bool json = false, once = false, use_store = false, force = false;
+  bool json = false, once = false, use_store = false, force = false, follow = false;
 };
 
 void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, ExtraOptions& x) {
@@ -140,6 +145,16 @@ void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, Extr
     sub->add_option("files", x.files, "Capture these files")->type_name("FILE...");
   } else if (name == "ls" || name == "status") {
     sub->add_flag("--json", x.json, "Machine-readable output");
+  } else if (name == "logs") {
+    sub->add_option("--instance", x.instance, "Every attempt that ran on this instance")
+        ->type_name("ID");
+    sub->add_option("--attempt", x.attempt,
+                    "This attempt (the lease generation, as `#N` in the output)")
+        ->type_name("N");
+    sub->add_option("--since", x.since, "Only lines no older than this (e.g. 10m)")
+        ->type_name("DUR");
+    sub->add_flag("--follow", x.follow, "Keep printing segments as they are shipped");
+    sub->add_flag("--json", x.json, "One JSON object per line");
   } else if (name == "verify") {
     sub->add_option("--snapshot", x.snapshot_seq, "Verify this snapshot instead of the newest")
         ->type_name("SEQ");
@@ -281,6 +296,29 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
     return RunGcCommand(config, env, older_than);
   }
   if (name == "status") return RunStatusCommand(config, env, extra.json);
+  if (name == "logs") {
+    LogsOptions logs;
+    logs.json = extra.json;
+    logs.follow = extra.follow;
+    if (!extra.instance.empty()) logs.instance = extra.instance;
+    if (!extra.attempt.empty()) {
+      logs.attempt = ParseSeqArgument(extra.attempt);
+      if (!logs.attempt) {
+        std::cerr << "spotguard logs: --attempt \"" << extra.attempt
+                  << "\" is not an attempt number (digits, as `#N` in the output)\n";
+        return kExitUsage;
+      }
+    }
+    if (!extra.since.empty()) {
+      auto d = ParseDuration(extra.since);
+      if (!d.ok()) {
+        std::cerr << "spotguard logs: --since " << d.status().message() << "\n";
+        return kExitUsage;
+      }
+      logs.since = *d;
+    }
+    return RunLogsCommand(config, env, logs);
+  }
   if (name == "doctor") return RunDoctorCommand(config, env);
   return NotBuiltYet(chosen->name);
 }

@@ -118,6 +118,18 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     while (c.checkpoint_dir.size() > 1 && c.checkpoint_dir.back() == '/')
       c.checkpoint_dir.pop_back();
   }
+  if (!nullable("log_dir")) {
+    if (auto v = ReadString("log_dir", at("log_dir"), problems)) {
+      if (v->empty()) {
+        problems.Add("log_dir", "must not be empty (use null for the default)",
+                     at("log_dir").source);
+      } else {
+        std::error_code ec;
+        c.log_dir = std::filesystem::absolute(*v, ec).lexically_normal().string();
+        while (c.log_dir.size() > 1 && c.log_dir.back() == '/') c.log_dir.pop_back();
+      }
+    }
+  }
   if (auto v = ReadChoice("preset", at("preset"), kPresets, problems)) c.preset = *v;
   if (nullable("patterns")) {
     c.patterns = DefaultPatterns(c.preset);
@@ -176,6 +188,7 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
       {"restart.max_backoff", &c.restart.max_backoff, false},
       {"lease.heartbeat", &c.lease.heartbeat, false},
       {"lease.timeout", &c.lease.timeout, false},
+      {"log_ship_interval", &c.log_ship_interval, false},
   };
   std::map<std::string, bool> duration_ok;
   for (const DurationRule& r : durations) {
@@ -224,6 +237,8 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
       {"compression.level", &c.compression.level, 1, 19},
       {"compression.threads", &c.compression.threads, 0, 1024},
       {"restart.max", &c.restart.max, 0, 1000000},
+      {"log_max_mib", &c.log_max_mib, 2, 1000000},
+      {"logs_keep", &c.logs_keep, 1, 10000},
   };
   for (const IntRule& r : ints) {
     auto n = ReadInt(r.key, at(r.key), problems);
@@ -290,6 +305,13 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     problems.Add("checkpoint_dir",
                  "is required; set \"checkpoint_dir\" in the config file, "
                  "SPOTGUARD_CHECKPOINT_DIR or --checkpoint-dir");
+  }
+  if (!c.log_dir.empty() && !c.checkpoint_dir.empty() &&
+      (c.log_dir == c.checkpoint_dir || c.log_dir.starts_with(c.checkpoint_dir + "/"))) {
+    // Every log line would be an inotify event of the watcher, and the
+    // logs could end up in snapshots.
+    problems.Add("log_dir", "must not be inside checkpoint_dir (" + c.checkpoint_dir + ")",
+                 at("log_dir").source);
   }
   if (needs.command && c.command.empty()) {
     problems.Add("command",

@@ -67,6 +67,12 @@ struct Config {
   } lease;
   LogLevel log_level = LogLevel::kInfo;
   LogFormat log_format = LogFormat::kText;
+  // The captured logs (docs/design.md §13). log_dir: absolute; empty until
+  // resolved (LogDirOf in agent/log_capture.h picks the default).
+  std::string log_dir;
+  Duration log_ship_interval{};
+  int log_max_mib = 0;  // the local files' bound
+  int logs_keep = 0;    // attempts whose shipped logs retention keeps
 };
 
 // Everything a config is made from. Keys in `flags` are config keys

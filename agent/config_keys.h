@@ -63,6 +63,10 @@ inline constexpr KeySpec kKeys[] = {
     {"lease.timeout", Kind::kDuration, R"("150s")"},
     {"log_level", Kind::kString, R"("info")"},
     {"log_format", Kind::kString, R"("text")"},
+    {"log_dir", Kind::kNullableString, "null"},  // null: next to checkpoint_dir (docs/config.md)
+    {"log_ship_interval", Kind::kDuration, R"("60s")"},
+    {"log_max_mib", Kind::kInt, "64"},
+    {"logs_keep", Kind::kInt, "10"},
 };
 
 inline constexpr const char* kSections[] = {"compression", "imds", "restart", "lease"};

@@ -106,6 +106,10 @@ json ConfigToJson(const Config& c, bool redact) {
                 {"timeout", FormatDuration(c.lease.timeout)}};
   j["log_level"] = LogLevelName(c.log_level);
   j["log_format"] = c.log_format == LogFormat::kJson ? "json" : "text";
+  j["log_dir"] = c.log_dir.empty() ? json(nullptr) : json(c.log_dir);
+  j["log_ship_interval"] = FormatDuration(c.log_ship_interval);
+  j["log_max_mib"] = c.log_max_mib;
+  j["logs_keep"] = c.logs_keep;
   return j;
 }
 

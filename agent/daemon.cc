@@ -21,10 +21,12 @@
 #include "agent/host_lock.h"
 #include "agent/interruption_monitor.h"
 #include "agent/job_end.h"
+#include "agent/job_logs.h"
 #include "agent/job_policy.h"
 #include "agent/job_ports_real.h"
 #include "agent/job_start.h"
 #include "agent/lease.h"
+#include "agent/log_store.h"
 #include "agent/presets.h"
 #include "agent/retention.h"
 #include "agent/snapshot_commands.h"
@@ -95,6 +97,8 @@ class Agent {
   // Waits, within kExitWait, for the upload, the renewal and the store work
   // still running; what does not end in time is abandoned (AgentResult).
   void EndBackgroundWork();
+  // The last log segments, after the final snapshot (docs/design.md §13).
+  void FlushLogs();
   uint64_t NewestBytes();
   std::optional<Checkpoint> NewestLocal();
   JobEndContext EndContext() { return {cfg_, c_.env, autoscaling(), events_, c_.instance}; }
@@ -125,6 +129,8 @@ class Agent {
   std::unique_ptr<Trainer> finished_trainer_;  // exited 0; kept until the end
 
   std::string resume_;  // what the trainer is (re)started from; "" = fresh
+
+  JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};
 
   BackgroundCall<Status> renewal_{c_.ports.inline_store_work};  // the renewal in flight
   BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
@@ -280,6 +286,7 @@ void Agent::Loop() {
       if (auto r = uploader().Poll()) Perform(policy_.OnUploadFinished(Now(), OutcomeOf(*r)));
     }
     if (done_) break;
+    logs_.Tick(now, policy_.phase() == JobPhase::kTraining, generation_);
     if (monitor_ && now >= next_poll_) {
       next_poll_ = now + cfg_.imds.poll_interval;
       for (const InterruptionEvent& e : monitor_->PollOnce()) {
@@ -348,6 +355,9 @@ JobActions Agent::Do(const JobAction& action) {
     store_work_.Post([this] {
       auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
       if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
+      // The logs of old attempts go with them (logs_keep, docs/design.md §13).
+      auto logs = PruneLogs(c_.store, cfg_.job, cfg_.logs_keep);
+      if (!logs.ok()) LogWarn("log retention failed: {}", logs.status().message());
     });
   } else if (std::holds_alternative<a::CompleteLifecycleHook>(action)) {
     CompleteLifecycleHook(EndContext());
@@ -402,6 +412,13 @@ void Agent::EndBackgroundWork() {
   threads_left_ = left.threads || (c_.ports.uploader == nullptr && uploader_.left_any());
 }
 
+void Agent::FlushLogs() {
+  if (!logs_.Flush(generation_, result_.abandoned)) {
+    result_.abandoned = true;  // a shipment still uses the agent: the process ends with it
+    threads_left_ = true;
+  }
+}
+
 void Agent::Finish(int exit_code) {
   done_ = true;
   result_.exit_code = exit_code;
@@ -430,6 +447,7 @@ AgentResult Agent::Run() {
   // need not wait lease.timeout for an agent that never worked.
   auto fail = [&](const Status& st, int exit_code = kExitFailure) {
     LogError("{}", st.message());
+    FlushLogs();
     if (lease_.held()) {
       Status released = lease_.Release();
       if (!released.ok()) LogWarn("releasing the lease failed: {}", released.message());
@@ -440,6 +458,9 @@ AgentResult Agent::Run() {
   ClaimedDir claimed = ClaimCheckpointDir(cfg_);
   if (!claimed.status.ok()) return fail(claimed.status, claimed.exit_code);
   host_lock_ = std::move(claimed.lock);
+  // Only the agent holding the checkpoint dir writes beside it.
+  logs_.Open(c_.env);
+  launcher_.set_output(logs_.TrainerSink());
   auto complete = AlreadyComplete();
   if (!complete.ok()) return fail(complete.status());
   if (*complete) {
@@ -481,6 +502,9 @@ AgentResult Agent::Run() {
   finished_trainer_.reset();
   FinishStoppedTrainers();
   if (pid1_) ReapOrphanedChildren();
+  // After the final snapshot's commit (the loop ends on Exit) and after the
+  // trainer's last lines were read: never before (docs/design.md §13).
+  FlushLogs();
   return result_;
 }
 

@@ -16,7 +16,8 @@ ProcessTrainerLauncher::ProcessTrainerLauncher(const Config& config,
 
 StatusOr<std::unique_ptr<Trainer>> ProcessTrainerLauncher::Start(const TrainerLaunch& launch) {
   SG_ASSIGN_OR_RETURN(std::unique_ptr<TrainerProcess> trainer,
-                      TrainerProcess::Start(config_, env_, launch, notice_file_, record_path_));
+                      TrainerProcess::Start(config_, env_, launch, notice_file_, record_path_,
+                                            output_));
   return std::unique_ptr<Trainer>(std::move(trainer));
 }
 

@@ -13,6 +13,7 @@
 #include "agent/job_policy.h"
 #include "agent/job_ports.h"
 #include "agent/presets.h"
+#include "agent/supervisor.h"
 #include "common/background_call.h"
 #include "common/background_queue.h"
 
@@ -39,12 +40,16 @@ class ProcessTrainerLauncher final : public TrainerLauncher {
   ProcessTrainerLauncher(const Config& config, const std::map<std::string, std::string>& env,
                          std::string notice_file, std::string record_path);
   StatusOr<std::unique_ptr<Trainer>> Start(const TrainerLaunch& launch) override;
+  // Where the trainers started from now on send their lines (the log
+  // capture, docs/design.md §13), besides the journal.
+  void set_output(TrainerOutputSink sink) { output_ = std::move(sink); }
 
  private:
   const Config& config_;
   const std::map<std::string, std::string>& env_;
   const std::string notice_file_;
   const std::string record_path_;
+  TrainerOutputSink output_;
 };
 
 class WatchedCheckpoints final : public CheckpointSource {

@@ -10,6 +10,7 @@
 #include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
 #include "agent/fencing.h"
+#include "agent/log_store.h"
 #include "agent/presets.h"
 #include "agent/progress.h"
 #include "agent/restorer.h"
@@ -369,6 +370,11 @@ int RunGcCommand(const Config& config, const Environment& env,
   if (!r.ok()) return Fail("gc", r.status());
   std::cout << "removed " << r->deleted.size() << " old snapshots, " << r->abandoned.size()
             << " abandoned ones and " << r->stale_writes << " unfinished uploads\n";
+  // The logs of attempts older than the newest logs_keep (docs/design.md §13).
+  auto logs = PruneLogs(**store, config.job, config.logs_keep);
+  if (!logs.ok()) return Fail("gc", logs.status());
+  std::cout << "removed the logs of " << logs->attempts_removed.size() << " old attempts ("
+            << logs->objects_deleted << " segments)\n";
   return kExitOk;
 }
 

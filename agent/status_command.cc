@@ -6,6 +6,7 @@
 
 #include "agent/events.h"
 #include "agent/exit_codes.h"
+#include "agent/log_store.h"
 #include "agent/progress.h"
 #include "agent/restorer.h"
 #include "agent/snapshot_commands.h"
@@ -348,10 +349,17 @@ int RunStatusCommand(const Config& config, const std::map<std::string, std::stri
     return kExitFailure;
   }
   const auto now = SystemClock().Now();
+  // The newest shipped log segment: the running attempt's (docs/design.md §13).
+  auto newest_log = NewestLogSegment(**store, config.job);
+  const std::string log_key = newest_log.ok() && *newest_log ? (*newest_log)->key : "";
   if (json) {
-    std::cout << JobStatusToJson(*status, now, config.lease.timeout).dump(2) << "\n";
+    nlohmann::ordered_json j = JobStatusToJson(*status, now, config.lease.timeout);
+    j["newest_log_segment"] =
+        log_key.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(log_key);
+    std::cout << j.dump(2) << "\n";
   } else {
     std::cout << JobStatusToText(*status, now, config.lease.timeout);
+    if (!log_key.empty()) std::cout << "logs: newest segment " << log_key << " (spotguard logs)\n";
   }
   return kExitOk;
 }

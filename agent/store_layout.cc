@@ -95,4 +95,41 @@ std::string EventKindOfKey(std::string_view key) {
   return dash == std::string_view::npos ? "" : std::string(name.substr(dash + 1));
 }
 
+std::string LogsPrefix(const std::string& job) { return JobPrefix(job) + "logs/"; }
+
+std::string LogSegmentKey(const std::string& job, const LogSegmentName& name) {
+  return LogsPrefix(job) + name.instance + "/" + SeqName(name.generation) + "-" +
+         SeqName(name.seq) + "-" + name.stamp + ".log.zst";
+}
+
+std::optional<LogSegmentName> ParseLogSegmentKey(const std::string& job, std::string_view key) {
+  const std::string prefix = LogsPrefix(job);
+  if (!key.starts_with(prefix)) return std::nullopt;
+  key.remove_prefix(prefix.size());
+  const size_t slash = key.find('/');
+  if (slash == std::string_view::npos || slash == 0) return std::nullopt;
+  LogSegmentName name;
+  name.instance = std::string(key.substr(0, slash));
+  std::string_view rest = key.substr(slash + 1);
+  if (!rest.ends_with(".log.zst") || rest.size() < 22 + 8 || rest[10] != '-' || rest[21] != '-') {
+    return std::nullopt;
+  }
+  rest.remove_suffix(8);
+  auto gen = ParseSeqName(rest.substr(0, 10));
+  auto seq = ParseSeqName(rest.substr(11, 10));
+  if (!gen || !seq) return std::nullopt;
+  name.generation = *gen;
+  name.seq = *seq;
+  name.stamp = std::string(rest.substr(22));
+  return name;
+}
+
+std::string CompactStamp(std::string_view time_utc) {
+  std::string out;
+  for (char c : time_utc) {
+    if (c != '-' && c != ':') out += c;
+  }
+  return out;
+}
+
 }  // namespace sg

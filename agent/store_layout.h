@@ -9,6 +9,8 @@
 //   <job>/fences/<generation>-<seq>        one per lease generation (agent/fencing.h)
 //   <job>/complete                         written once when the job finished
 //   <job>/events/<utc-time>-<kind>.json    the job's event records (agent/events.h)
+//   <job>/logs/<instance>/<generation>-<seq>-<utc-time>.log.zst
+//                                          a shipped log segment (agent/log_shipper.h)
 //
 // <seq> and <generation> are ten-digit decimals, so name order is numeric
 // order.
@@ -63,5 +65,21 @@ std::string EventKey(const std::string& job, std::string_view stamp, std::string
 // The kind of an event's key ("notice" of ".../20261122T082200.123Z-notice.json");
 // "" when it is not one.
 std::string EventKindOfKey(std::string_view key);
+
+// A shipped log segment (docs/design.md §13). The attempt is the lease
+// generation of the agent that wrote it; `seq` numbers the segments of that
+// agent; `stamp` is the time of its first line, in EventKey's form. Name
+// order within an instance is (generation, seq) order.
+struct LogSegmentName {
+  std::string instance;
+  uint64_t generation = 0;
+  uint64_t seq = 0;
+  std::string stamp;
+};
+std::string LogsPrefix(const std::string& job);  // "<job>/logs/"
+std::string LogSegmentKey(const std::string& job, const LogSegmentName& name);
+std::optional<LogSegmentName> ParseLogSegmentKey(const std::string& job, std::string_view key);
+// "2026-11-22T08:22:00.123Z" as "20261122T082200.123Z" (EventKey's stamp).
+std::string CompactStamp(std::string_view time_utc);
 
 }  // namespace sg

@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <mutex>
 
@@ -14,6 +15,7 @@
 #include "common/duration.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/log_lines.h"
 #include "common/signal_names.h"
 
 namespace sg {
@@ -38,38 +40,64 @@ std::string Expand(const std::string& arg, const Config& config, const TrainerLa
 
 constexpr size_t kMaxDrainBytes = 1 << 20;
 
-// Copies the trainer's output (`fd`, non-blocking) into the agent's log, one
-// line per entry, until end of file or until `wake` is written: then it
-// forwards what is already buffered (up to kMaxDrainBytes) and stops, so a
-// descendant that left the group holding the pipe keeps no one waiting.
-void Forward(int fd, int wake, pid_t pid) {
-  std::string pending;
-  char buf[4096];
+// Copies the trainer's output (`fds`: stdout and stderr, non-blocking) to
+// the agent's stderr (the journal), one line per entry, and to `sink`,
+// until both reach end of file or until `wake` is written: then it forwards
+// what is already buffered (up to kMaxDrainBytes) and stops, so a
+// descendant that left the group holding a pipe keeps no one waiting.
+// Lines are cut at kMaxLogLineBytes, so memory stays bounded.
+void Forward(std::array<int, 2> fds, int wake, pid_t pid, TrainerOutputSink sink) {
+  std::array<LineSplitter, 2> splitters;
+  const std::string label = Format("[trainer {}] ", pid);
+  auto emit_for = [&](TrainerStream stream) {
+    return [&, stream](std::string_view line, bool cut) {
+      std::string text = label;
+      text.append(line);
+      if (cut) text.append(kCutMark);
+      LogInfoUntapped(text);
+      if (sink) sink(stream, line, cut);
+    };
+  };
+  const LineSplitter::Emit emits[2] = {emit_for(TrainerStream::kStdout),
+                                       emit_for(TrainerStream::kStderr)};
+  char buf[16384];
+  bool open[2] = {true, true};
   bool finishing = false;
   size_t drained = 0;
-  while (true) {
+  while ((open[0] || open[1]) && !(finishing && drained >= kMaxDrainBytes)) {
     if (!finishing) {
-      pollfd fds[2] = {{fd, POLLIN, 0}, {wake, POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
+      pollfd pfds[3] = {{open[0] ? fds[0] : -1, POLLIN, 0},
+                        {open[1] ? fds[1] : -1, POLLIN, 0},
+                        {wake, POLLIN, 0}};
+      if (::poll(pfds, 3, -1) < 0) {
         if (errno == EINTR) continue;
         break;
       }
-      if (fds[1].revents != 0) finishing = true;
+      if (pfds[2].revents != 0) finishing = true;
     }
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN && !finishing) continue;
-    if (n <= 0) break;  // end of file, an error, or nothing more buffered
-    pending.append(buf, static_cast<size_t>(n));
-    size_t nl;
-    while ((nl = pending.find('\n')) != std::string::npos) {
-      LogInfo("[trainer {}] {}", pid, pending.substr(0, nl));
-      pending.erase(0, nl + 1);
+    bool any = false;
+    for (int i = 0; i < 2; ++i) {
+      if (!open[i]) continue;
+      const ssize_t n = ::read(fds[i], buf, sizeof buf);
+      if (n < 0 && errno == EINTR) {
+        any = true;
+        continue;
+      }
+      if (n < 0 && errno == EAGAIN) continue;
+      if (n <= 0) {  // end of file or an error
+        open[i] = false;
+        continue;
+      }
+      any = true;
+      splitters[i].Feed(std::string_view(buf, static_cast<size_t>(n)), emits[i]);
+      if (finishing) drained += static_cast<size_t>(n);
     }
-    if (finishing && (drained += static_cast<size_t>(n)) >= kMaxDrainBytes) break;
+    if (finishing && !any) break;  // nothing more buffered
   }
-  if (!pending.empty()) LogInfo("[trainer {}] {}", pid, pending);
-  ::close(fd);
+  for (int i = 0; i < 2; ++i) {
+    splitters[i].Finish(emits[i]);
+    ::close(fds[i]);
+  }
 }
 
 // Tells the forwarder to finish and waits for it (it no longer blocks).
@@ -136,8 +164,9 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
   return out;
 }
 
-TrainerProcess::TrainerProcess(ChildProcess child, int output_fd, std::string record_path,
-                               const Config& config)
+TrainerProcess::TrainerProcess(ChildProcess child, std::array<int, 2> output_fds,
+                               std::string record_path, const Config& config,
+                               TrainerOutputSink sink)
     : child_(std::move(child)),
       pid_(child_.pid()),
       record_path_(std::move(record_path)),
@@ -145,7 +174,7 @@ TrainerProcess::TrainerProcess(ChildProcess child, int output_fd, std::string re
       stop_grace_(config.stop_grace),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (!wake_.valid()) LogWarn("eventfd for the trainer's output: {}", std::strerror(errno));
-  forwarder_ = std::thread(Forward, output_fd, wake_.get(), pid_);
+  forwarder_ = std::thread(Forward, output_fds, wake_.get(), pid_, std::move(sink));
 }
 
 TrainerProcess::~TrainerProcess() {
@@ -197,21 +226,27 @@ void TrainerProcess::StopLeftovers() {
 
 StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
     const Config& config, const std::map<std::string, std::string>& env,
-    const TrainerLaunch& launch, const std::string& notice_file, const std::string& record_path) {
-  int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
-  UniqueFd read_end(pipefd[0]), write_end(pipefd[1]);
+    const TrainerLaunch& launch, const std::string& notice_file, const std::string& record_path,
+    TrainerOutputSink sink) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
+  UniqueFd read_end(out_pipe[0]), write_end(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
+  UniqueFd err_read_end(err_pipe[0]), err_write_end(err_pipe[1]);
   SpawnOptions spawn;
   spawn.argv = TrainerArgv(config, launch);
   spawn.env = TrainerEnvironment(env, config, launch, notice_file);
   spawn.stdout_fd = write_end.get();
-  spawn.stderr_fd = write_end.get();
+  spawn.stderr_fd = err_write_end.get();
   spawn.die_with_parent = true;
   SG_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(spawn));
-  write_end.reset();  // the child holds the only write end now
+  write_end.reset();  // the child holds the only write ends now
+  err_write_end.reset();
   // Never blocks the forwarder once it is told to finish (Forward).
-  if (::fcntl(read_end.get(), F_SETFL, ::fcntl(read_end.get(), F_GETFL) | O_NONBLOCK) != 0) {
-    return Status::FromErrno(errno, "make the trainer's output pipe non-blocking");
+  for (const UniqueFd* fd : {&read_end, &err_read_end}) {
+    if (::fcntl(fd->get(), F_SETFL, ::fcntl(fd->get(), F_GETFL) | O_NONBLOCK) != 0) {
+      return Status::FromErrno(errno, "make the trainer's output pipe non-blocking");
+    }
   }
   if (!record_path.empty()) {
     // The trainer leads its own group (pgid == pid). Recorded before the
@@ -223,7 +258,8 @@ StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
   LogInfo("started the trainer (pid {}, attempt {}){}", child.pid(), launch.attempt,
           launch.resume.empty() ? "" : ", resuming from " + launch.resume);
   return std::unique_ptr<TrainerProcess>(
-      new TrainerProcess(std::move(child), read_end.release(), record_path, config));
+      new TrainerProcess(std::move(child), {read_end.release(), err_read_end.release()},
+                         record_path, config, std::move(sink)));
 }
 
 std::optional<ExitStatus> TrainerProcess::Poll() {

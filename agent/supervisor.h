@@ -1,14 +1,17 @@
 // The trainer as a child process (docs/design.md §11): started from an argv vector
 // (never a shell) in its own process group, stdin from /dev/null, its output
-// forwarded line by line to the agent's log, placeholders expanded,
+// forwarded line by line to the agent's log and to the log capture, placeholders expanded,
 // resume_args appended only when resuming, and the SPOTGUARD_* environment.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -37,6 +40,13 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
                                                       const TrainerLaunch& launch,
                                                       const std::string& notice_file);
 
+enum class TrainerStream { kStdout, kStderr };
+// Receives each line of the trainer's output (without '\n'; `cut`: it was
+// longer than kMaxLogLineBytes and is its first part), on the forwarder's
+// thread (docs/design.md §13).
+using TrainerOutputSink =
+    std::function<void(TrainerStream stream, std::string_view line, bool cut)>;
+
 // Stopping (docs/design.md §11): the stop signal goes to the trainer's whole
 // process group and SIGKILL follows after the grace, whether the trainer
 // itself still runs or has already exited and left processes in its group
@@ -53,7 +63,7 @@ class TrainerProcess final : public Trainer {
   static StatusOr<std::unique_ptr<TrainerProcess>> Start(
       const Config& config, const std::map<std::string, std::string>& env,
       const TrainerLaunch& launch, const std::string& notice_file,
-      const std::string& record_path = "");
+      const std::string& record_path = "", TrainerOutputSink sink = nullptr);
   // A running trainer is stopped (stop_signal, SIGKILL after stop_grace).
   // Processes an exited trainer left in its group, still within their
   // stop_grace, are finished on a thread of their own (FinishStoppedTrainers),
@@ -72,7 +82,8 @@ class TrainerProcess final : public Trainer {
   StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace) override;
 
  private:
-  TrainerProcess(ChildProcess child, int output_fd, std::string record_path, const Config& config);
+  TrainerProcess(ChildProcess child, std::array<int, 2> output_fds, std::string record_path,
+                 const Config& config, TrainerOutputSink sink);
   // After the trainer was reaped: what it left in its group gets
   // stop_signal, or the group is ended at once when nothing is left.
   void StopLeftovers();

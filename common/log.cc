@@ -1,9 +1,11 @@
 #include "common/log.h"
 
 #include <spdlog/formatter.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
@@ -67,7 +69,43 @@ class JsonFormatter final : public spdlog::formatter {
   }
 };
 
+std::mutex tap_mu;
+std::shared_ptr<const LogTap> tap;  // guarded by tap_mu
+thread_local bool in_tap = false;   // inside the tap, or logging untapped
+
+class TapSink final : public spdlog::sinks::sink {
+ public:
+  void log(const spdlog::details::log_msg& msg) override {
+    if (in_tap) return;
+    std::shared_ptr<const LogTap> t;
+    {
+      std::lock_guard<std::mutex> lock(tap_mu);
+      t = tap;
+    }
+    if (!t) return;
+    in_tap = true;
+    (*t)(FormatUtc(msg.time, /*millis=*/true), SpdLevelName(msg.level),
+         std::string_view(msg.payload.data(), msg.payload.size()));
+    in_tap = false;
+  }
+  void flush() override {}
+  void set_pattern(const std::string&) override {}
+  void set_formatter(std::unique_ptr<spdlog::formatter>) override {}
+};
+
 }  // namespace
+
+void SetLogTap(LogTap t) {
+  std::lock_guard<std::mutex> lock(tap_mu);
+  tap = t ? std::make_shared<const LogTap>(std::move(t)) : nullptr;
+}
+
+void LogInfoUntapped(std::string_view message) {
+  const bool was = in_tap;
+  in_tap = true;
+  spdlog::info("{}", message);
+  in_tap = was;
+}
 
 StatusOr<LogLevel> ParseLogLevel(std::string_view name) {
   const std::string lowered = ToLower(name);
@@ -104,12 +142,14 @@ std::string FormatJsonLogLine(std::string_view time_utc, std::string_view level,
 
 void InitLogging(LogLevel level, LogFormat format) {
   auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  auto logger = std::make_shared<spdlog::logger>("spotguard", sink);
   if (format == LogFormat::kJson) {
-    logger->set_formatter(std::make_unique<JsonFormatter>());
+    sink->set_formatter(std::make_unique<JsonFormatter>());
   } else {
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc);
+    sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(
+        "%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc));
   }
+  spdlog::sinks_init_list sinks = {sink, std::make_shared<TapSink>()};
+  auto logger = std::make_shared<spdlog::logger>("spotguard", sinks);
   logger->set_level(ToSpd(level));
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(std::move(logger));

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <functional>
 #include <string_view>
 
 #include "common/status.h"
@@ -21,6 +22,18 @@ std::string_view LogLevelName(LogLevel level);
 // Sets the process-wide logger. Safe to call again (e.g. after the config is
 // read) to change format or level.
 void InitLogging(LogLevel level, LogFormat format);
+
+// A copy of every line logged from now on goes to `tap` too (time in UTC
+// with milliseconds, level name, message), e.g. into the agent's log files
+// (docs/design.md §13). Lines logged from inside `tap` itself are not passed
+// to it again. An empty function removes the tap.
+using LogTap = std::function<void(std::string_view time_utc, std::string_view level,
+                                  std::string_view message)>;
+void SetLogTap(LogTap tap);
+
+// Logs `message` at info level to stderr only, not to the tap: for lines the
+// tap's owner has already captured (the trainer's output).
+void LogInfoUntapped(std::string_view message);
 
 // Formats a JSON log line; exposed for tests.
 std::string FormatJsonLogLine(std::string_view time_utc, std::string_view level,

@@ -112,6 +112,18 @@ StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level) 
   return Compress(ShuffleBytes(raw, width), level);
 }
 
+StatusOr<std::string> DecodeSizedFrame(std::string_view stored, uint64_t max_size) {
+  const unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR || declared == ZSTD_CONTENTSIZE_UNKNOWN) {
+    return Status::Corruption("not a zstd frame that declares its size");
+  }
+  if (declared > max_size) {
+    return Status::Corruption("zstd frame declares " + std::to_string(declared) +
+                              " bytes, more than " + std::to_string(max_size));
+  }
+  return DecodeFrame(Codec::kZstd, stored, declared);
+}
+
 StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t raw_size) {
   if (codec == Codec::kNone) {
     if (stored.size() != raw_size) {

@@ -36,6 +36,10 @@ StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level);
 // Decodes one stored frame that must yield exactly `raw_size` bytes.
 StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t raw_size);
 
+// Decodes one zstd frame that declares its content size, refusing one that
+// declares more than `max_size` bytes (a stored log segment, say).
+StatusOr<std::string> DecodeSizedFrame(std::string_view stored, uint64_t max_size);
+
 // Which codec to use for data like `samples`: with shuffle "auto", the
 // shuffled codec whose output is at least 3% smaller than plain zstd's wins;
 // kNone when zstd saves less than 3% over the raw bytes.

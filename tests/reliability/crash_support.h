@@ -26,6 +26,7 @@
 #include "agent/fencing.h"
 #include "agent/manifest.h"
 #include "agent/restorer.h"
+#include "agent/store_layout.h"
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/s3_store.h"
@@ -172,9 +173,10 @@ inline PrefixAudit AuditJob(S3Store& store, const S3TestEnv& s3, const std::stri
   }
   std::set<std::string> uncommitted_dirs;
   for (const ObjectInfo& o : *objects) {
-    // Events and the lease generations' fences are the job's history, not leftovers.
+    // Events, the lease generations' fences and the shipped log segments
+    // are the job's history, not leftovers.
     if (referenced.count(o.key) || o.key.starts_with(JobPrefix(job) + "events/") ||
-        o.key.starts_with(FencesPrefix(job))) {
+        o.key.starts_with(FencesPrefix(job)) || ParseLogSegmentKey(job, o.key)) {
       continue;
     }
     ++audit.orphans;

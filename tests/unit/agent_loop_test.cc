@@ -16,6 +16,7 @@
 #include "agent/exit_codes.h"
 #include "common/file_store.h"
 #include "common/sd_notify.h"
+#include "common/zstd_codec.h"
 #include "tests/support/agent_fakes.h"
 #include "tests/support/temp_dir.h"
 
@@ -116,6 +117,48 @@ TEST_F(AgentLoopTest, ANoticeGetsAFreshCheckpointCommittedAndExits75) {
   EXPECT_TRUE(std::filesystem::exists(NoticeFilePath(config_)));
   EXPECT_EQ(Events(), (std::vector<std::string>{"notice", "snapshot", "start", "stop"}));
   EXPECT_NE(Lease().find("\"released\":true"), std::string::npos) << Lease();
+}
+
+// Logs (docs/design.md §13): shipped every log_ship_interval while the job
+// trains, not at all between the notice and the final commit, and once more
+// after it, so the commit's own line is in the store.
+TEST_F(AgentLoopTest, LogsAreShippedOnScheduleButNotBeforeTheFinalSnapshotIsCommitted) {
+  InitLogging(LogLevel::kInfo, LogFormat::kText);  // the logger the tap is part of
+  flags_["log_ship_interval"] = "10s";
+  w_.uploader.script = {{seconds(20), Status::Ok(), false}};  // the final upload: 20 s
+  w_.on_signal = [&](int signo) {
+    if (signo == SIGUSR1) w_.At(w_.Elapsed() + seconds(1), [&] { w_.checkpoints.Write(200); });
+  };
+  auto segments = [&] {
+    auto listed = ListAll(*store_, "job/logs/");
+    EXPECT_TRUE(listed.ok());
+    return listed.ok() ? listed->size() : 0;
+  };
+  size_t at_notice = 0, during_upload = 0;
+  bool upload_pending = false;
+  w_.At(seconds(35), [&] {
+    at_notice = segments();
+    w_.imds.PostNotice(seconds(120));
+  });
+  // Without the pause, shipments at about 40 s and 50 s would put the
+  // notice's lines up while the final snapshot is still on its way.
+  w_.At(seconds(55), [&] {
+    during_upload = segments();
+    upload_pending = w_.uploader.busy() && w_.uploader.committed.empty();
+  });
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitInterrupted);
+  EXPECT_GE(at_notice, 1u);  // shipped on schedule before
+  EXPECT_TRUE(upload_pending);
+  EXPECT_EQ(during_upload, at_notice);
+  auto listed = ListAll(*store_, "job/logs/");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_GT(listed->size(), at_notice);  // the last shipment, after the commit
+  auto last = store_->Get(listed->back().key);
+  ASSERT_TRUE(last.ok());
+  auto text = DecodeSizedFrame(*last, 1 << 20);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find(" agent info snapshot 0000000001 committed"), std::string::npos) << *text;
 }
 
 TEST_F(AgentLoopTest, AnUploadFailingInTheMiddleOfANoticeIsTriedAgain) {

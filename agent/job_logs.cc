@@ -1,0 +1,92 @@
+#include "agent/job_logs.h"
+
+#include "common/duration.h"
+#include "common/log.h"
+
+namespace sg {
+
+void JobLogs::Open(const std::map<std::string, std::string>& env) {
+  auto capture = LogCapture::Open(config_, LogDirOf(config_, env), clock_);
+  if (!capture.ok()) {
+    LogWarn("the logs are not captured (the trainer's output still reaches the journal): {}",
+            capture.status().message());
+    return;
+  }
+  capture_ = std::move(*capture);
+  capture_->TapAgentLog();
+  shipper_ = std::make_unique<LogShipper>(store_, capture_->segments(), config_.job, instance_);
+  LogInfo("capturing the logs in {} (shipped every {})", capture_->segments().dir(),
+          FormatDuration(config_.log_ship_interval));
+}
+
+TrainerOutputSink JobLogs::TrainerSink() { return capture_ ? capture_->TrainerSink() : nullptr; }
+
+void JobLogs::Tick(Clock::MonoTime now, bool training, uint64_t generation) {
+  if (!shipper_) return;
+  if (ship_.busy()) {
+    if (auto r = ship_.Poll()) Report(*r);
+  }
+  // Never while the job is ending: its final snapshot has the store to
+  // itself.
+  if (!training) {
+    *stop_ = true;
+    return;
+  }
+  if (ship_.busy() || now < next_ship_) return;
+  const bool first_look = next_ship_ == Clock::MonoTime{};
+  next_ship_ = now + config_.log_ship_interval;
+  if (first_look) return;  // the first shipment one interval from the start
+  ship_.Start([this, stop = stop_, generation] {
+    return shipper_->Ship(generation, /*seal=*/true, stop.get());
+  });
+}
+
+void JobLogs::Report(const LogShipResult& r) {
+  if (r.shipped > 0) {
+    LogDebug("shipped {} log segment(s), {} bytes ({} stored), newest {}", r.shipped, r.bytes,
+             r.stored_bytes, r.newest_key);
+  }
+  if (!r.status.ok()) LogWarn("shipping the logs failed (will retry): {}", r.status.message());
+}
+
+bool JobLogs::Flush(uint64_t generation, bool store_unanswered) {
+  if (!shipper_ || generation == 0) return true;
+  const std::string& dir = capture_->segments().dir();
+  if (store_unanswered) {
+    // Waiting for the store again would only delay the exit.
+    LogWarn("the store did not answer; the last log lines stay in {}", dir);
+    return true;
+  }
+  if (ship_.busy()) {
+    auto r = ship_.WaitFor(kFlushWait);
+    if (!r) {
+      LogWarn("a log shipment still hangs on the store; the last log lines stay in {}", dir);
+      return false;
+    }
+    Report(*r);
+  }
+  const LogSegmentStats stats = capture_->segments().stats();
+  if (stats.dropped_lines > 0 || stats.unshipped_removed > 0) {
+    LogWarn(
+        "log capture lost {} line(s) ({} bytes) to write failures and {} segment(s) rotated away "
+        "before they were shipped",
+        stats.dropped_lines, stats.dropped_bytes, stats.unshipped_removed);
+  }
+  LogInfo("shipping the last log segments to the store");
+  // On a thread of its own, so that a store that hangs costs kFlushWait at most.
+  BackgroundCall<LogShipResult> last(inline_);
+  last.Start([this, generation] { return shipper_->Ship(generation, /*seal=*/true); });
+  auto r = last.WaitFor(kFlushWait);
+  if (!r) {
+    LogWarn("the last log segments did not reach the store within {}; they stay in {}",
+            FormatDuration(kFlushWait), dir);
+    return false;
+  }
+  Report(*r);
+  if (r->status.ok() && !r->newest_key.empty()) {
+    LogInfo("the logs are in the store up to {}", r->newest_key);
+  }
+  return true;
+}
+
+}  // namespace sg
