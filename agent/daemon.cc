@@ -413,7 +413,7 @@ void Agent::EndBackgroundWork() {
 }
 
 void Agent::FlushLogs() {
-  if (!logs_.Flush(generation_, result_.abandoned)) {
+  if (!logs_.Flush(generation_, result_.abandoned, policy_.deadline())) {
     result_.abandoned = true;  // a shipment still uses the agent: the process ends with it
     threads_left_ = true;
   }

@@ -49,7 +49,8 @@ void JobLogs::Report(const LogShipResult& r) {
   if (!r.status.ok()) LogWarn("shipping the logs failed (will retry): {}", r.status.message());
 }
 
-bool JobLogs::Flush(uint64_t generation, bool store_unanswered) {
+bool JobLogs::Flush(uint64_t generation, bool store_unanswered,
+                    std::optional<Clock::MonoTime> deadline) {
   if (!shipper_ || generation == 0) return true;
   const std::string& dir = capture_->segments().dir();
   if (store_unanswered) {
@@ -57,8 +58,23 @@ bool JobLogs::Flush(uint64_t generation, bool store_unanswered) {
     LogWarn("the store did not answer; the last log lines stay in {}", dir);
     return true;
   }
+  // What the exit may still spend: kFlushWait, and never the deadline.
+  const Clock::MonoTime until = [&] {
+    Clock::MonoTime u = clock_.Monotonic() + kFlushWait;
+    if (deadline) u = std::min(u, *deadline - std::chrono::seconds(1));
+    return u;
+  }();
+  const auto left = [&] {
+    return std::max(
+        std::chrono::milliseconds(0),
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_.Monotonic()));
+  };
+  if (left().count() == 0) {
+    LogWarn("no time is left before the deadline to ship logs; the last log lines stay in {}", dir);
+    return !ship_.busy();
+  }
   if (ship_.busy()) {
-    auto r = ship_.WaitFor(kFlushWait);
+    auto r = ship_.WaitFor(left());
     if (!r) {
       LogWarn("a log shipment still hangs on the store; the last log lines stay in {}", dir);
       return false;
@@ -76,10 +92,9 @@ bool JobLogs::Flush(uint64_t generation, bool store_unanswered) {
   // On a thread of its own, so that a store that hangs costs kFlushWait at most.
   BackgroundCall<LogShipResult> last(inline_);
   last.Start([this, generation] { return shipper_->Ship(generation, /*seal=*/true); });
-  auto r = last.WaitFor(kFlushWait);
+  auto r = last.WaitFor(left());
   if (!r) {
-    LogWarn("the last log segments did not reach the store within {}; they stay in {}",
-            FormatDuration(kFlushWait), dir);
+    LogWarn("the last log segments did not reach the store in the time left; they stay in {}", dir);
     return false;
   }
   Report(*r);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/config.h"
@@ -47,11 +48,14 @@ class JobLogs {
   // current segment and none starts.
   void Tick(Clock::MonoTime now, bool training, uint64_t generation);
 
-  // At the exit: ships what is left within kFlushWait, attributed to
-  // `generation` (0: the lease was never held, nothing is shipped). Skipped
-  // when `store_unanswered` (the exit just gave up on the store). Returns
-  // false when a shipment was left running: it still uses this object.
-  bool Flush(uint64_t generation, bool store_unanswered);
+  // At the exit: ships what is left within kFlushWait, and no later than
+  // 1 s before `deadline` (a notice's, or SIGTERM's stop_timeout: the exit
+  // must meet it), attributed to `generation` (0: the lease was never held,
+  // nothing is shipped). Skipped when `store_unanswered` (the exit just gave
+  // up on the store) or when no time is left. Returns false when a shipment
+  // was left running: it still uses this object.
+  bool Flush(uint64_t generation, bool store_unanswered,
+             std::optional<Clock::MonoTime> deadline = std::nullopt);
 
  private:
   void Report(const LogShipResult& r);

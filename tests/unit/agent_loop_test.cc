@@ -161,6 +161,27 @@ TEST_F(AgentLoopTest, LogsAreShippedOnScheduleButNotBeforeTheFinalSnapshotIsComm
   EXPECT_NE(text->find(" agent info snapshot 0000000001 committed"), std::string::npos) << *text;
 }
 
+// The exit meets the deadline: the last log shipment gets what is left of
+// it, less a second, and nothing once it has passed.
+TEST_F(AgentLoopTest, NoLogShipmentDelaysAnExitPastTheDeadline) {
+  InitLogging(LogLevel::kInfo, LogFormat::kText);  // the logger the tap is part of
+  flags_["log_ship_interval"] = "10s";
+  auto segments = [&] {
+    auto listed = ListAll(*store_, "job/logs/");
+    EXPECT_TRUE(listed.ok());
+    return listed.ok() ? listed->size() : 0;
+  };
+  size_t at_notice = 0;
+  w_.At(seconds(35), [&] {
+    at_notice = segments();
+    w_.imds.PostNotice(-seconds(1));  // read after its deadline (a slow poll, a hung host)
+  });
+  const AgentResult r = Run();
+  EXPECT_NE(r.exit_code, kExitOk);
+  EXPECT_GE(at_notice, 1u);  // shipped on schedule before
+  EXPECT_EQ(segments(), at_notice) << "a shipment after the deadline";
+}
+
 TEST_F(AgentLoopTest, AnUploadFailingInTheMiddleOfANoticeIsTriedAgain) {
   w_.uploader.script = {{seconds(2), Status::IOError("connection reset by peer")}};
   w_.on_signal = [&](int signo) {
