@@ -5,7 +5,8 @@
 # (zstd -T0 -1 / zstd -d, tar | zstd, aws s3 cp, rclone copy), on three data
 # sets this section makes itself (a random file, a mostly-zero file, many small
 # files); spotguard also with glibc's MALLOC_ARENA_MAX=2 and with
-# MALLOC_MMAP_THRESHOLD_=1048576. Writes $OUT/10-memory.md and
+# MALLOC_MMAP_THRESHOLD_=1048576, each spotguard run MEMORY_REPS times
+# (default 2; 1 with --quick). Writes $OUT/10-memory.md and
 # $OUT/10-memory.tsv (one row per run). BENCH_NOTE, when set, is a paragraph
 # the fragment carries (e.g. that the section was run on its own).
 set -euo pipefail
@@ -20,7 +21,9 @@ load_before=$(cut -d' ' -f1 /proc/loadavg)
 
 mib=1024      # size of the two single-file sets
 files=2000    # files in the small-files set
-if [ "${BENCH_QUICK:-0}" = 1 ]; then mib=128 files=200; fi
+reps=2        # runs of each spotguard row (the peak depends on thread interleaving)
+if [ "${BENCH_QUICK:-0}" = 1 ]; then mib=128 files=200 reps=1; fi
+reps=${MEMORY_REPS:-$reps}
 mem="$WORK/memory"
 rm -rf "$mem"
 mkdir -p "$mem/sets" "$mem/out"
@@ -33,10 +36,11 @@ sets=(random zeros small)
 for set in "${sets[@]}"; do bench_tree_sums "$mem/sets/$set" "$mem/$set.sha256"; done
 
 tsv="$OUT/10-memory.tsv"
-printf 'set\ttool\top\tstore\tmalloc\tpeak_kib\twall_s\traw_bytes\n' > "$tsv"
+printf 'set\ttool\top\tstore\tmalloc\trep\tpeak_kib\twall_s\traw_bytes\n' > "$tsv"
 # run SET TOOL OP STORE MALLOC CMD...: peak RSS (KiB) and wall time of CMD.
 # For a pipeline run through bash -c, %M is the largest of the processes (the
 # children's ru_maxrss is a maximum, not a sum).
+rep=1
 run() {
   local set=$1 tool=$2 op=$3 store=$4 malloc=$5 envs=()
   shift 5
@@ -46,7 +50,7 @@ run() {
   esac
   bench_log "memory: $set $tool $op $store $malloc"
   /usr/bin/time -f '%M %e' -o "$WORK/.mem" env "${envs[@]}" "$@" > /dev/null
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$tool" "$op" "$store" "$malloc" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$tool" "$op" "$store" "$malloc" "$rep" \
     "$(cut -d' ' -f1 "$WORK/.mem")" "$(cut -d' ' -f2 "$WORK/.mem")" \
     "$(bench_dir_bytes "$mem/sets/$set")" >> "$tsv"
 }
@@ -62,19 +66,22 @@ n=0
 for set in "${sets[@]}"; do
   src="$mem/sets/$set"
   bench_warm "$src"
-  for malloc in default arena2 mmap1m; do
-    for store in s3 file; do
-      n=$((n + 1))
-      job="mem-$set-$malloc"
-      url=$([ "$store" = s3 ] && echo "$s3" || echo "$file_store")
-      run "$set" spotguard snapshot "$store" "$malloc" "$SG" snapshot --job "$job" --store "$url" --dir "$src"
-      fresh_out
-      run "$set" spotguard restore "$store" "$malloc" "$SG" restore --job "$job" --store "$url" --to "$mem/out"
-      check_out "$set"
+  for rep in $(seq "$reps"); do
+    for malloc in default arena2 mmap1m; do
+      for store in s3 file; do
+        n=$((n + 1))
+        job="mem-$set-$malloc-$rep"
+        url=$([ "$store" = s3 ] && echo "$s3" || echo "$file_store")
+        run "$set" spotguard snapshot "$store" "$malloc" "$SG" snapshot --job "$job" --store "$url" --dir "$src"
+        fresh_out
+        run "$set" spotguard restore "$store" "$malloc" "$SG" restore --job "$job" --store "$url" --to "$mem/out"
+        check_out "$set"
+      done
     done
+    bench_s3_rm "$RUN_ID/memory" 0
+    rm -rf "$mem/store"
   done
-  bench_s3_rm "$RUN_ID/memory" 0
-  rm -rf "$mem/store"
+  rep=1
 
   # What users run instead (default malloc settings).
   fresh_out
@@ -114,6 +121,6 @@ done
 rm -rf "$mem"
 
 python3 bench/memory_report.py "$tsv" --md "$OUT/10-memory.md" --baseline-kib "$baseline_kib" \
-  --mib "$mib" --files "$files" --cores "$(nproc)" \
+  --mib "$mib" --files "$files" --reps "$reps" --cores "$(nproc)" \
   --load-before "$load_before" --load-after "$(cut -d' ' -f1 /proc/loadavg)" --note "${BENCH_NOTE:-}"
 echo "10-memory: $n spotguard snapshot/restore pairs; $OUT/10-memory.md" >&2
