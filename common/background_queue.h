@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/crypto.h"
+
 namespace sg {
 
 class BackgroundQueue {
@@ -72,6 +74,10 @@ class BackgroundQueue {
       s.running = true;
       lock.unlock();
       task();
+      // Before the task counts as done: the process may end right after a
+      // drain, before this detached thread's exit would free it
+      // (common/crypto.h).
+      ReleaseThreadCryptoState();
       lock.lock();
       s.running = false;
       s.changed.notify_all();

@@ -1,11 +1,15 @@
 #include "common/crypto.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
 #include <stdexcept>
 
 namespace sg {
+
+void ReleaseThreadCryptoState() { OPENSSL_thread_stop(); }
+
 namespace {
 
 std::string Digest(const EVP_MD* md, std::string_view data) {

@@ -8,6 +8,11 @@
 
 namespace sg {
 
+// Frees what OpenSSL keeps for the calling thread (its error queue, caches).
+// A detached thread calls it before it hands over its result: the process
+// may end right after that, before the thread's own exit would free them.
+void ReleaseThreadCryptoState();
+
 std::string HexEncode(std::string_view bytes);
 std::string Base64Encode(std::string_view bytes);
 
