@@ -15,6 +15,12 @@ uint64_t ManifestFile::FrameRawSize(size_t i) const {
   return start >= size ? 0 : std::min(frame_size, size - start);
 }
 
+void ManifestFile::AppendOwnFrame(uint64_t stored, std::string frame_sha256) {
+  const uint64_t offset = frames.empty() ? 0 : frames.back().offset + frames.back().stored;
+  frames.push_back(FrameRef{key, offset, stored, std::move(frame_sha256)});
+  stored_size += stored;
+}
+
 uint64_t Manifest::TotalSize() const {
   uint64_t n = 0;
   for (const ManifestFile& f : files) n += f.size;
@@ -66,7 +72,9 @@ nlohmann::ordered_json ManifestToJson(const Manifest& m) {
     jf["stored_size"] = f.stored_size;
     jf["codec"] = CodecName(f.codec);
     jf["frame_size"] = f.frame_size;
-    jf["frames"] = f.frames;
+    nlohmann::ordered_json sizes = nlohmann::ordered_json::array();
+    for (const FrameRef& r : f.frames) sizes.push_back(r.stored);
+    jf["frames"] = std::move(sizes);
     j["files"].push_back(std::move(jf));
   }
   return j;
@@ -138,7 +146,13 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
       f.frame_size = WholeNumber(jf.at("frame_size"), "frame_size");
       const nlohmann::json& frames = jf.at("frames");
       if (!frames.is_array()) throw BadNumber("\"frames\" is not a list");
-      for (const nlohmann::json& s : frames) f.frames.push_back(WholeNumber(s, "frames"));
+      uint64_t offset = 0;
+      for (const nlohmann::json& s : frames) {
+        const uint64_t stored = WholeNumber(s, "frames");
+        f.frames.push_back(FrameRef{f.key, offset, stored, {}});
+        offset += stored;  // checked against stored_size below
+        if (offset < stored) throw BadNumber("\"frames\" do not add up");
+      }
       m.files.push_back(std::move(f));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -178,10 +192,10 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
                      " frames for " + std::to_string(f.size) + " bytes");
     }
     uint64_t stored = 0;
-    for (uint64_t s : f.frames) {
-      if (s > f.stored_size - stored)
+    for (const FrameRef& r : f.frames) {
+      if (r.stored > f.stored_size - stored)
         return corrupt("file \"" + f.path + "\" frames do not add up");
-      stored += s;
+      stored += r.stored;
     }
     if (stored != f.stored_size) return corrupt("file \"" + f.path + "\" frames do not add up");
   }

@@ -19,19 +19,35 @@ inline constexpr std::string_view kManifestFormat = "spotguard-snapshot/1";
 // so restore decodes them in parallel; 8 MiB also matches S3's part size.
 inline constexpr uint64_t kFrameSize = 8ull << 20;
 
+// Where one frame of a file is stored. Format 1 keeps a file's frames back to
+// back in the file's own object (`ManifestFile::key`); readers go through
+// these references only, so a frame may also live in another object (a pack,
+// or an earlier snapshot's object) at any offset.
+struct FrameRef {
+  std::string key;      // the object holding the frame, relative to "<job>/"
+  uint64_t offset = 0;  // of the frame's stored bytes in that object
+  uint64_t stored = 0;  // stored bytes of the frame
+  std::string sha256;   // hex, of the frame's raw bytes; empty in format 1
+
+  bool operator==(const FrameRef&) const = default;
+};
+
 struct ManifestFile {
   std::string path;  // relative to the checkpoint dir
   uint64_t size = 0;
   uint32_t mode = 0644;
   std::string sha256;  // hex, of the raw bytes
-  std::string key;     // object key relative to "<job>/"
+  std::string key;     // the file's own object, relative to "<job>/"
   uint64_t stored_size = 0;
   Codec codec = Codec::kZstd;
   uint64_t frame_size = kFrameSize;
-  std::vector<uint64_t> frames;  // stored size of each frame, in order
+  std::vector<FrameRef> frames;  // in order
 
   // Raw bytes that frame `i` decodes to.
   uint64_t FrameRawSize(size_t i) const;
+  // Appends a frame of `stored` bytes right after the previous one in `key`
+  // (the format 1 layout) and counts it in stored_size.
+  void AppendOwnFrame(uint64_t stored, std::string sha256 = {});
 };
 
 struct Manifest {

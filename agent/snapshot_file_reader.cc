@@ -22,22 +22,26 @@ constexpr uint64_t kReadRange = 8ull << 20;
 
 std::vector<ReadRange> PlanReadRanges(const ManifestFile& file, uint64_t max_bytes) {
   std::vector<ReadRange> ranges;
-  uint64_t offset = 0;
   size_t frame = 0;
   while (frame < file.frames.size()) {
     ReadRange r;
     r.first_frame = frame;
-    r.offset = offset;
+    r.key = file.frames[frame].key;
+    r.offset = file.frames[frame].offset;
     while (frame < file.frames.size()) {
+      const FrameRef& ref = file.frames[frame];
       const uint64_t raw = file.FrameRawSize(frame);
-      if (frame > r.first_frame && (r.stored >= max_bytes || r.raw + raw > max_bytes)) break;
-      r.stored += file.frames[frame];
+      if (frame > r.first_frame &&
+          (ref.key != r.key || ref.offset != r.offset + r.stored || r.stored >= max_bytes ||
+           r.raw + raw > max_bytes)) {
+        break;
+      }
+      r.stored += ref.stored;
       r.raw += raw;
       ++frame;
     }
     r.end_frame = frame;
-    offset += r.stored;
-    ranges.push_back(r);
+    ranges.push_back(std::move(r));
   }
   return ranges;
 }
@@ -109,7 +113,6 @@ Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink&
 
 Status SnapshotFileReader::ReadFile(const ManifestFile& file, FileSink* sink,
                                     const std::function<void(uint64_t)>& progress) {
-  const std::string key = JobPrefix(job_) + file.key;
   // Small files are one range: no pool of readers for them.
   const int parallel = file.stored_size > kReadRange ? parallel_reads_ : 1;
   BoundedExecutor readers(parallel, parallel);
@@ -125,32 +128,34 @@ Status SnapshotFileReader::ReadFile(const ManifestFile& file, FileSink* sink,
   for (const ReadRange& range : PlanReadRanges(file, kReadRange)) {
     const size_t first = range.first_frame;
     const size_t last = range.end_frame;
+    const std::string object = range.key;
     const uint64_t range_offset = range.offset;
     const uint64_t range_length = range.stored;
     const uint64_t range_raw = range.raw;
-    SG_RETURN_IF_ERROR(pipeline.Submit([&, first, last, range_offset, range_length,
+    SG_RETURN_IF_ERROR(pipeline.Submit([&, first, last, object, range_offset, range_length,
                                         range_raw]() -> StatusOr<std::string> {
-      auto stored = store_.Get(key, ByteRange{range_offset, range_length});
+      auto stored = store_.Get(JobPrefix(job_) + object, ByteRange{range_offset, range_length});
       if (!stored.ok()) {
         return Status(stored.status().code(),
                       "file \"" + file.path + "\": " + stored.status().message());
       }
       if (stored->size() != range_length) {
-        return Status::Corruption("file \"" + file.path + "\": object " + file.key +
+        return Status::Corruption("file \"" + file.path + "\": object " + object +
                                   " is shorter than the manifest says");
       }
       std::string raw;
       raw.reserve(range_raw);  // no growth by doubling
       uint64_t at = 0;
       for (size_t i = first; i < last; ++i) {
-        auto decoded = DecodeFrame(file.codec, std::string_view(*stored).substr(at, file.frames[i]),
+        const uint64_t frame_stored = file.frames[i].stored;
+        auto decoded = DecodeFrame(file.codec, std::string_view(*stored).substr(at, frame_stored),
                                    file.FrameRawSize(i));
         if (!decoded.ok()) {
           return Status::Corruption("file \"" + file.path + "\": frame " + std::to_string(i) +
-                                    " of " + file.key + ": " + decoded.status().message());
+                                    " of " + object + ": " + decoded.status().message());
         }
         raw += *decoded;
-        at += file.frames[i];
+        at += frame_stored;
       }
       return raw;
     }));

@@ -35,18 +35,20 @@ using OpenFileSink = std::function<StatusOr<std::unique_ptr<FileSink>>(const Man
 // good. Anything else (network, permissions, a full disk) would fail it too.
 bool IsDamage(const Status& st);
 
-// Consecutive frames of one file fetched with one ranged read.
+// Consecutive frames of one file, stored back to back in one object, fetched
+// with one ranged read.
 struct ReadRange {
   size_t first_frame = 0;
   size_t end_frame = 0;  // one past the last
+  std::string key;       // the object, relative to "<job>/"
   uint64_t offset = 0;   // in the stored object
   uint64_t stored = 0;   // bytes to fetch
   uint64_t raw = 0;      // bytes they decode into
 };
 
-// The ranges `file` is read in: consecutive frames together while both their
-// stored and their raw bytes stay within `max_bytes` (a range holds at least
-// one frame). Bounding the raw bytes too keeps memory bounded for data that
+// The ranges `file` is read in: consecutive frames that lie back to back in
+// the same object go together while both their stored and their raw bytes
+// stay within `max_bytes` (a range holds at least one frame). Bounding the raw bytes too keeps memory bounded for data that
 // compresses well: 8 MiB of stored zeros would otherwise decode into
 // gigabytes held by one read (docs/format.md, "Memory").
 std::vector<ReadRange> PlanReadRanges(const ManifestFile& file, uint64_t max_bytes);

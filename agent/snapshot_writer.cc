@@ -97,8 +97,7 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   Sha256Stream sha;
   OrderedPipeline<std::string> pipeline(compressors, static_cast<size_t>(2 * threads),
                                         [&](std::string encoded) -> Status {
-                                          file.frames.push_back(encoded.size());
-                                          file.stored_size += encoded.size();
+                                          file.AppendOwnFrame(encoded.size());
                                           return writer->Append(std::move(encoded));
                                         });
   const Codec codec = file.codec;

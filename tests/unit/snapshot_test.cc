@@ -389,7 +389,7 @@ TEST(PlanReadRanges, BoundsTheRawBytesOfARangeAsWellAsTheStoredBytes) {
   ManifestFile zeros;
   zeros.frame_size = 8 * kMiB;
   zeros.size = 1024 * zeros.frame_size;  // 8 GiB
-  zeros.frames.assign(1024, 300);        // 300 stored bytes a frame
+  for (int i = 0; i < 1024; ++i) zeros.AppendOwnFrame(300);  // 300 stored bytes a frame
   const std::vector<ReadRange> ranges = PlanReadRanges(zeros, 8 * kMiB);
   ASSERT_EQ(ranges.size(), 1024u);
   uint64_t offset = 0;
@@ -408,14 +408,32 @@ TEST(PlanReadRanges, BoundsTheRawBytesOfARangeAsWellAsTheStoredBytes) {
   ManifestFile mixed;
   mixed.frame_size = 1 * kMiB;
   mixed.size = 20 * kMiB + 5;
-  mixed.frames.assign(21, 100 * 1024);
-  mixed.frames.back() = 5;
+  for (int i = 0; i < 20; ++i) mixed.AppendOwnFrame(100 * 1024);
+  mixed.AppendOwnFrame(5);
   const std::vector<ReadRange> small = PlanReadRanges(mixed, 8 * kMiB);
   ASSERT_EQ(small.size(), 3u);
   EXPECT_EQ(small[0].end_frame, 8u);
   EXPECT_EQ(small[0].raw, 8 * kMiB);
   EXPECT_EQ(small[2].end_frame, 21u);
   EXPECT_EQ(small[2].raw, 4 * kMiB + 5);
+}
+
+// A range is one ranged read: it never spans two objects, nor a gap inside one.
+TEST(PlanReadRanges, NeverJoinsFramesOfDifferentObjectsOrWithAGap) {
+  ManifestFile f;
+  f.frame_size = 1024;
+  f.size = 4 * 1024;
+  f.frames = {FrameRef{"a", 0, 100, {}}, FrameRef{"a", 100, 100, {}}, FrameRef{"b", 200, 100, {}},
+              FrameRef{"b", 400, 100, {}}};
+  const std::vector<ReadRange> ranges = PlanReadRanges(f, 8 << 20);
+  ASSERT_EQ(ranges.size(), 3u);
+  EXPECT_EQ(ranges[0].key, "a");
+  EXPECT_EQ(ranges[0].end_frame, 2u);
+  EXPECT_EQ(ranges[0].stored, 200u);
+  EXPECT_EQ(ranges[1].key, "b");
+  EXPECT_EQ(ranges[1].offset, 200u);
+  EXPECT_EQ(ranges[1].end_frame, 3u);
+  EXPECT_EQ(ranges[2].offset, 400u);
 }
 
 }  // namespace
