@@ -38,8 +38,9 @@ using config_detail::SourcedValues;
 
 namespace {
 
-const std::vector<std::string> kPlaceholders = {"resume", "checkpoint_dir", "job", "attempt",
-                                                "index"};
+const std::vector<std::string> kPlaceholders = {
+    "resume", "checkpoint_dir", "job",        "attempt",     "index",
+    "node_rank", "nnodes",       "master_addr", "master_port", "round"};
 
 // `has_index`: the engine gave an index, so {index} can be expanded.
 void CheckPlaceholders(const std::string& key, const std::vector<std::string>& args,
@@ -50,7 +51,8 @@ void CheckPlaceholders(const std::string& key, const std::vector<std::string>& a
       if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
         p.Add(where,
               "unknown placeholder {" + std::string(name) +
-                  "} (known: {resume}, {checkpoint_dir}, {job}, {attempt}, {index}; write {{ and "
+                  "} (known: {resume}, {checkpoint_dir}, {job}, {attempt}, {index}, "
+                  "{node_rank}, {nnodes}, {master_addr}, {master_port}, {round}; write {{ and "
                   "}} for literal braces)",
               source);
       } else if (name == "index" && !has_index) {
@@ -97,7 +99,7 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
       problems.Add("store", url.status().message(), at("store").source);
     }
   }
-  for (const char* key : {"region", "endpoint", "lifecycle_hook"}) {
+  for (const char* key : {"region", "endpoint", "lifecycle_hook", "group.address"}) {
     if (nullable(key)) continue;
     auto v = ReadString(key, at(key), problems);
     if (!v) continue;
@@ -108,6 +110,12 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     } else if (std::string_view(key) == "endpoint") {
       if (!IsHttpUrl(*v)) problems.Add(key, "must be an http:// or https:// URL", at(key).source);
       c.endpoint = *v;
+    } else if (std::string_view(key) == "group.address") {
+      // Goes into peers' command lines and TF_CONFIG as it is.
+      if (v->find_first_of(" \t\n/\"'") != std::string::npos) {
+        problems.Add(key, "must be a host name or IP address, got \"" + *v + "\"", at(key).source);
+      }
+      c.group.address = *v;
     } else {
       c.lifecycle_hook = *v;
     }
@@ -189,6 +197,8 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
       {"lease.heartbeat", &c.lease.heartbeat, false},
       {"lease.timeout", &c.lease.timeout, false},
       {"log_ship_interval", &c.log_ship_interval, false},
+      {"group.heartbeat", &c.group.heartbeat, false},
+      {"group.timeout", &c.group.timeout, false},
   };
   std::map<std::string, bool> duration_ok;
   for (const DurationRule& r : durations) {
@@ -226,6 +236,13 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
                      "), so one late renewal does not lose the lease",
                  at("lease.timeout").source);
   }
+  if (duration_ok["group.heartbeat"] && duration_ok["group.timeout"] &&
+      c.group.timeout < 2 * c.group.heartbeat) {
+    problems.Add("group.timeout",
+                 "must be at least twice group.heartbeat (" + FormatDuration(c.group.heartbeat) +
+                     "), so one late heartbeat does not end a round",
+                 at("group.timeout").source);
+  }
 
   struct IntRule {
     const char* key;
@@ -239,6 +256,8 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
       {"restart.max", &c.restart.max, 0, 1000000},
       {"log_max_mib", &c.log_max_mib, 2, 1000000},
       {"logs_keep", &c.logs_keep, 1, 10000},
+      {"nodes", &c.nodes, 1, 1024},
+      {"group.port", &c.group.port, 1, 65535},
   };
   for (const IntRule& r : ints) {
     auto n = ReadInt(r.key, at(r.key), problems);

@@ -65,6 +65,15 @@ struct Config {
     Duration heartbeat{};
     Duration timeout{};
   } lease;
+  // A job trained by several instances together (docs/multi-node.md); 1 is a
+  // job of one instance.
+  int nodes = 1;
+  struct {
+    int port = 0;                        // the rendezvous port of rank 0 (MASTER_PORT)
+    std::optional<std::string> address;  // how peers reach this node; nullopt: found out
+    Duration heartbeat{};                // a member's record is rewritten this often
+    Duration timeout{};                  // unchanged this long: the member is gone
+  } group;
   LogLevel log_level = LogLevel::kInfo;
   LogFormat log_format = LogFormat::kText;
   // The captured logs (docs/design.md §13). log_dir: absolute; empty until

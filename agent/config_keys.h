@@ -67,9 +67,14 @@ inline constexpr KeySpec kKeys[] = {
     {"log_ship_interval", Kind::kDuration, R"("60s")"},
     {"log_max_mib", Kind::kInt, "64"},
     {"logs_keep", Kind::kInt, "10"},
+    {"nodes", Kind::kInt, "1"},  // instances training the job together (docs/multi-node.md)
+    {"group.port", Kind::kInt, "29500"},
+    {"group.address", Kind::kNullableString, "null"},  // null: IMDS local-ipv4, else the host's
+    {"group.heartbeat", Kind::kDuration, R"("10s")"},
+    {"group.timeout", Kind::kDuration, R"("60s")"},
 };
 
-inline constexpr const char* kSections[] = {"compression", "imds", "restart", "lease"};
+inline constexpr const char* kSections[] = {"compression", "imds", "restart", "lease", "group"};
 
 inline constexpr std::pair<std::string_view, Preset> kPresets[] = {
     {"caffe", Preset::kCaffe},           {"pytorch", Preset::kPytorch},

@@ -104,6 +104,11 @@ json ConfigToJson(const Config& c, bool redact) {
                   {"max_backoff", FormatDuration(c.restart.max_backoff)}};
   j["lease"] = {{"heartbeat", FormatDuration(c.lease.heartbeat)},
                 {"timeout", FormatDuration(c.lease.timeout)}};
+  j["nodes"] = c.nodes;
+  j["group"] = {{"port", c.group.port},
+                {"address", opt(c.group.address)},
+                {"heartbeat", FormatDuration(c.group.heartbeat)},
+                {"timeout", FormatDuration(c.group.timeout)}};
   j["log_level"] = LogLevelName(c.log_level);
   j["log_format"] = c.log_format == LogFormat::kJson ? "json" : "text";
   j["log_dir"] = c.log_dir.empty() ? json(nullptr) : json(c.log_dir);

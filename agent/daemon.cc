@@ -386,7 +386,7 @@ JobActions Agent::StartTrainer(const job_action::StartTrainer& a) {
       resume_ = cfg_.checkpoint_dir + "/" + newest->resume;
     }
   }
-  auto trainer = launcher().Start(TrainerLaunch{resume_, a.attempt});
+  auto trainer = launcher().Start(TrainerLaunch{resume_, a.attempt, std::nullopt});
   if (!trainer.ok()) return policy_.OnTrainerStartFailed(Now(), trainer.status().message());
   trainer_ = std::move(*trainer);
   return {};

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstring>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "agent/placeholders.h"
 #include "agent/trainer_record.h"
@@ -34,6 +35,15 @@ std::string Expand(const std::string& arg, const Config& config, const TrainerLa
     if (name == "job") return config.job;
     if (name == "attempt") return std::to_string(AttemptOf(config, launch));
     if (name == "index" && config.index) return std::to_string(*config.index);
+    // A job of one node is a group of one: rank 0 of 1, its own master.
+    const GroupPlacement* g = launch.group ? &*launch.group : nullptr;
+    if (name == "node_rank") return std::to_string(g ? g->rank : 0);
+    if (name == "nnodes") return std::to_string(g ? g->addresses.size() : 1);
+    if (name == "master_addr") {
+      return g && !g->addresses.empty() ? g->addresses.front() : std::string("127.0.0.1");
+    }
+    if (name == "master_port") return std::to_string(g ? g->port : config.group.port);
+    if (name == "round") return std::to_string(g ? g->round : 0);
     return std::nullopt;  // refused by the config check; kept as written
   });
 }
@@ -161,7 +171,29 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
   out["SPOTGUARD_ATTEMPT"] = std::to_string(AttemptOf(config, launch));
   if (config.index) out["SPOTGUARD_INDEX"] = std::to_string(*config.index);
   out["SPOTGUARD_NOTICE_FILE"] = notice_file;
+  if (const auto& g = launch.group) {
+    out["SPOTGUARD_NODE_RANK"] = std::to_string(g->rank);
+    out["SPOTGUARD_NNODES"] = std::to_string(g->addresses.size());
+    out["SPOTGUARD_ROUND"] = std::to_string(g->round);
+    out["MASTER_ADDR"] = g->addresses.empty() ? "" : g->addresses.front();
+    out["MASTER_PORT"] = std::to_string(g->port);
+    out["TF_CONFIG"] = TfConfigOf(*g);
+  }
   return out;
+}
+
+std::string TfConfigOf(const GroupPlacement& g) {
+  nlohmann::ordered_json cluster;
+  const std::string port = ":" + std::to_string(g.port);
+  cluster["chief"] = nlohmann::ordered_json::array();
+  cluster["worker"] = nlohmann::ordered_json::array();
+  for (size_t r = 0; r < g.addresses.size(); ++r) {
+    cluster[r == 0 ? "chief" : "worker"].push_back(g.addresses[r] + port);
+  }
+  nlohmann::ordered_json tf;
+  tf["cluster"] = std::move(cluster);
+  tf["task"] = {{"type", g.rank == 0 ? "chief" : "worker"}, {"index", g.rank == 0 ? 0 : g.rank - 1}};
+  return tf.dump();
 }
 
 TrainerProcess::TrainerProcess(ChildProcess child, std::array<int, 2> output_fds,

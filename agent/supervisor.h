@@ -22,19 +22,36 @@
 
 namespace sg {
 
+// Where this node stands in a multi-node round (docs/multi-node.md).
+struct GroupPlacement {
+  uint64_t round = 0;
+  int rank = 0;
+  std::vector<std::string> addresses;  // every member's, in rank order; [0] is the master
+  int port = 0;                        // the master's rendezvous port, also TF's task port
+};
+
 struct TrainerLaunch {
   std::string resume;  // absolute path to resume from; "" when starting fresh
   int attempt = 1;     // 1 for the first start, +1 for every restart
+  // Set for a job of several nodes; a job of one node gets the values of a
+  // group of one in the placeholders and none of the group's environment.
+  std::optional<GroupPlacement> group;
 };
 
+// TF_CONFIG for `g`: the chief is rank 0, the workers the other ranks in
+// order, every task at its address and g.port.
+std::string TfConfigOf(const GroupPlacement& g);
+
 // The trainer's argv: command (+ resume_args when resuming), with {resume},
-// {checkpoint_dir}, {job} and {attempt} replaced and {{ / }} made literal
+// {checkpoint_dir}, {job}, {attempt}, {index} and the group's {node_rank},
+// {nnodes}, {master_addr}, {master_port} and {round} replaced and {{ / }} made literal
 // braces (agent/placeholders.h).
 std::vector<std::string> TrainerArgv(const Config& config, const TrainerLaunch& launch);
 
 // The trainer's environment: the agent's own minus systemd's NOTIFY_SOCKET
 // and WATCHDOG_*, plus SPOTGUARD_RESUME_FROM, _CHECKPOINT_DIR, _JOB,
-// _ATTEMPT and _NOTICE_FILE.
+// _ATTEMPT and _NOTICE_FILE; in a group also SPOTGUARD_NODE_RANK, _NNODES,
+// _ROUND, MASTER_ADDR, MASTER_PORT and TF_CONFIG.
 std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string, std::string>& env,
                                                       const Config& config,
                                                       const TrainerLaunch& launch,

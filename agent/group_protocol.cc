@@ -1,0 +1,352 @@
+#include "agent/group_protocol.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/strings.h"
+
+namespace sg {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+// Parses `text` as a JSON object and hands it to `read`, turning nlohmann's
+// type errors into a Corruption that names `what`.
+template <typename T, typename Fn>
+StatusOr<T> ParseObject(std::string_view text, const std::string& what, Fn read) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Status::Corruption(what + ": not a JSON object");
+  try {
+    T out = read(j);
+    return out;
+  } catch (const json::exception& e) {
+    return Status::Corruption(what + ": missing or mistyped field: " + e.what());
+  } catch (const std::invalid_argument& e) {
+    return Status::Corruption(what + ": " + e.what());
+  }
+}
+
+uint64_t Whole(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number_unsigned()) {
+    throw std::invalid_argument(std::string("\"") + key + "\" is not a whole number >= 0");
+  }
+  return v.get<uint64_t>();
+}
+
+int SmallInt(const json& j, const char* key, int min, int max) {
+  const uint64_t v = Whole(j, key);
+  if (v < static_cast<uint64_t>(min) || v > static_cast<uint64_t>(max)) {
+    throw std::invalid_argument(std::string("\"") + key + "\" is out of range: " +
+                                std::to_string(v));
+  }
+  return static_cast<int>(v);
+}
+
+std::string NonEmpty(const json& j, const char* key) {
+  std::string s = j.at(key).get<std::string>();
+  if (s.empty()) throw std::invalid_argument(std::string("\"") + key + "\" is empty");
+  return s;
+}
+
+}  // namespace
+
+std::optional<int> RoundPlan::RankOf(const std::string& agent) const {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].agent == agent) return static_cast<int>(i);
+  }
+  return std::nullopt;
+}
+
+uint64_t GroupCommit::Bytes() const {
+  uint64_t n = 0;
+  for (const PartRecord& p : parts) n += p.bytes;
+  return n;
+}
+
+uint64_t GroupCommit::Stored() const {
+  uint64_t n = 0;
+  for (const PartRecord& p : parts) n += p.stored;
+  return n;
+}
+
+std::string MemberToJson(const MemberRecord& m) {
+  ojson j;
+  j["instance"] = m.instance;
+  j["agent"] = m.agent;
+  j["address"] = m.address;
+  j["job"] = m.job;
+  j["nodes"] = m.nodes;
+  j["command"] = m.command;
+  j["beat"] = m.beat;
+  return j.dump();
+}
+
+StatusOr<MemberRecord> ParseMember(std::string_view text, const std::string& what) {
+  return ParseObject<MemberRecord>(text, what, [](const json& j) {
+    MemberRecord m;
+    m.instance = NonEmpty(j, "instance");
+    m.agent = NonEmpty(j, "agent");
+    m.address = NonEmpty(j, "address");
+    m.job = NonEmpty(j, "job");
+    m.nodes = SmallInt(j, "nodes", 1, 1024);
+    m.command = j.at("command").get<std::vector<std::string>>();
+    m.beat = Whole(j, "beat");
+    return m;
+  });
+}
+
+std::string PlanToJson(const RoundPlan& p) {
+  ojson j;
+  j["round"] = p.round;
+  j["nodes"] = p.nodes;
+  j["generation"] = p.generation;
+  j["port"] = p.port;
+  j["members"] = ojson::array();
+  for (const PlanMember& m : p.members) {
+    j["members"].push_back({{"instance", m.instance}, {"agent", m.agent}, {"address", m.address}});
+  }
+  j["resume_seq"] = p.resume_seq ? ojson(*p.resume_seq) : ojson(nullptr);
+  j["resume_step"] = p.resume_step ? ojson(*p.resume_step) : ojson(nullptr);
+  return j.dump();
+}
+
+StatusOr<RoundPlan> ParsePlan(std::string_view text, const std::string& what) {
+  return ParseObject<RoundPlan>(text, what, [](const json& j) {
+    RoundPlan p;
+    p.round = Whole(j, "round");
+    p.nodes = SmallInt(j, "nodes", 1, 1024);
+    p.generation = Whole(j, "generation");
+    p.port = SmallInt(j, "port", 1, 65535);
+    std::set<std::string> agents;
+    for (const json& m : j.at("members")) {
+      PlanMember pm{NonEmpty(m, "instance"), NonEmpty(m, "agent"), NonEmpty(m, "address")};
+      if (!agents.insert(pm.agent).second) {
+        throw std::invalid_argument("agent " + pm.agent + " is listed twice");
+      }
+      p.members.push_back(std::move(pm));
+    }
+    if (static_cast<int>(p.members.size()) != p.nodes) {
+      throw std::invalid_argument("lists " + std::to_string(p.members.size()) +
+                                  " members for " + std::to_string(p.nodes) + " nodes");
+    }
+    if (!j.at("resume_seq").is_null()) p.resume_seq = Whole(j, "resume_seq");
+    if (!j.at("resume_step").is_null()) p.resume_step = j.at("resume_step").get<int64_t>();
+    return p;
+  });
+}
+
+std::string RoundEndToJson(const RoundEnd& e) {
+  ojson j;
+  j["reason"] = e.reason;
+  j["by"] = e.by;
+  j["detail"] = e.detail;
+  return j.dump();
+}
+
+StatusOr<RoundEnd> ParseRoundEnd(std::string_view text, const std::string& what) {
+  return ParseObject<RoundEnd>(text, what, [](const json& j) {
+    return RoundEnd{NonEmpty(j, "reason"), NonEmpty(j, "by"), j.value("detail", "")};
+  });
+}
+
+namespace {
+
+ojson PartJson(const PartRecord& p) {
+  return {{"rank", p.rank},         {"step", p.step},    {"seq", p.seq},
+          {"instance", p.instance}, {"bytes", p.bytes}, {"stored", p.stored}};
+}
+
+PartRecord PartOf(const json& j) {
+  PartRecord p;
+  p.rank = SmallInt(j, "rank", 0, 1023);
+  p.step = j.at("step").get<int64_t>();
+  p.seq = Whole(j, "seq");
+  p.instance = NonEmpty(j, "instance");
+  p.bytes = Whole(j, "bytes");
+  p.stored = Whole(j, "stored");
+  return p;
+}
+
+}  // namespace
+
+std::string PartToJson(const PartRecord& p) { return PartJson(p).dump(); }
+
+StatusOr<PartRecord> ParsePart(std::string_view text, const std::string& what) {
+  return ParseObject<PartRecord>(text, what, PartOf);
+}
+
+std::string GroupCommitToJson(const GroupCommit& g) {
+  ojson j;
+  j["format"] = "spotguard-group/1";
+  j["seq"] = g.seq;
+  j["round"] = g.round;
+  j["nodes"] = g.nodes;
+  j["step"] = g.step;
+  j["generation"] = g.generation;
+  j["created"] = g.created;
+  j["parts"] = ojson::array();
+  for (const PartRecord& p : g.parts) j["parts"].push_back(PartJson(p));
+  return j.dump();
+}
+
+StatusOr<GroupCommit> ParseGroupCommit(std::string_view text, const std::string& what) {
+  return ParseObject<GroupCommit>(text, what, [](const json& j) {
+    if (j.value("format", "") != "spotguard-group/1") {
+      throw std::invalid_argument("format is not \"spotguard-group/1\"");
+    }
+    GroupCommit g;
+    g.seq = Whole(j, "seq");
+    g.round = Whole(j, "round");
+    g.nodes = SmallInt(j, "nodes", 1, 1024);
+    g.step = j.at("step").get<int64_t>();
+    g.generation = Whole(j, "generation");
+    g.created = NonEmpty(j, "created");
+    for (const json& p : j.at("parts")) g.parts.push_back(PartOf(p));
+    // One part per rank, in rank order, all of the same step.
+    if (static_cast<int>(g.parts.size()) != g.nodes) {
+      throw std::invalid_argument("has " + std::to_string(g.parts.size()) + " parts for " +
+                                  std::to_string(g.nodes) + " nodes");
+    }
+    for (size_t r = 0; r < g.parts.size(); ++r) {
+      if (g.parts[r].rank != static_cast<int>(r) || g.parts[r].step != g.step) {
+        throw std::invalid_argument("part " + std::to_string(r) +
+                                    " is not rank " + std::to_string(r) + " of step " +
+                                    std::to_string(g.step));
+      }
+    }
+    return g;
+  });
+}
+
+MemberRecord OwnRecord(const Config& config, const std::string& instance,
+                       const std::string& agent, const std::string& address) {
+  MemberRecord m;
+  m.instance = instance;
+  m.agent = agent;
+  m.address = address;
+  m.job = config.job;
+  m.nodes = config.nodes;
+  m.command = config.command;
+  return m;
+}
+
+std::optional<std::string> ConfigDifference(const MemberRecord& member,
+                                            const MemberRecord& coordinator) {
+  const std::string there = " on the coordinator " + coordinator.instance;
+  if (member.job != coordinator.job) {
+    return "job: \"" + member.job + "\" here, \"" + coordinator.job + "\"" + there;
+  }
+  if (member.nodes != coordinator.nodes) {
+    return "nodes: " + std::to_string(member.nodes) + " here, " +
+           std::to_string(coordinator.nodes) + there;
+  }
+  if (member.command != coordinator.command) {
+    return "command: [" + Join(member.command, " ") + "] here, [" +
+           Join(coordinator.command, " ") + "]" + there;
+  }
+  return std::nullopt;
+}
+
+void MemberFreshness::Observe(
+    Clock::MonoTime now,
+    const std::map<std::string, std::pair<std::string, MemberRecord>>& listed) {
+  std::map<std::string, Seen> next;
+  for (const auto& [instance, entry] : listed) {
+    const auto& [etag, record] = entry;
+    auto it = seen_.find(record.agent);
+    if (it != seen_.end() && it->second.etag == etag) {
+      next[record.agent] = it->second;  // unchanged since it was first seen so
+    } else {
+      next[record.agent] = Seen{etag, now, record};
+    }
+  }
+  seen_ = std::move(next);  // a member whose record is gone is gone
+}
+
+bool MemberFreshness::Fresh(const std::string& agent, Clock::MonoTime now) const {
+  auto it = seen_.find(agent);
+  return it != seen_.end() && now - it->second.changed < timeout_;
+}
+
+std::vector<MemberRecord> MemberFreshness::FreshMembers(Clock::MonoTime now) const {
+  std::vector<MemberRecord> out;
+  for (const auto& [agent, s] : seen_) {
+    if (Fresh(agent, now)) out.push_back(s.record);
+  }
+  return out;
+}
+
+std::optional<double> MemberFreshness::Age(const std::string& agent, Clock::MonoTime now) const {
+  auto it = seen_.find(agent);
+  if (it == seen_.end()) return std::nullopt;
+  return std::chrono::duration<double>(now - it->second.changed).count();
+}
+
+std::optional<RoundPlan> PlanNextRound(const MemberRecord& coordinator,
+                                       const std::vector<MemberRecord>& fresh, int nodes,
+                                       const std::optional<RoundPlan>& previous, uint64_t round,
+                                       uint64_t generation, int port,
+                                       std::optional<uint64_t> resume_seq,
+                                       std::optional<int64_t> resume_step) {
+  // Members that may take part: fresh, sharing the coordinator's settings.
+  std::vector<const MemberRecord*> others;
+  for (const MemberRecord& m : fresh) {
+    if (m.agent == coordinator.agent) continue;
+    if (ConfigDifference(m, coordinator)) continue;  // refused; it says why itself
+    others.push_back(&m);
+  }
+  auto previous_rank = [&](const MemberRecord* m) {
+    if (previous) {
+      if (auto r = previous->RankOf(m->agent)) return *r;
+    }
+    return nodes;  // newcomers after every member of the last round
+  };
+  std::sort(others.begin(), others.end(), [&](const MemberRecord* a, const MemberRecord* b) {
+    const int ra = previous_rank(a), rb = previous_rank(b);
+    if (ra != rb) return ra < rb;
+    return a->instance != b->instance ? a->instance < b->instance : a->agent < b->agent;
+  });
+  if (static_cast<int>(others.size()) + 1 < nodes) return std::nullopt;
+  RoundPlan p;
+  p.round = round;
+  p.nodes = nodes;
+  p.generation = generation;
+  p.port = port;
+  p.resume_seq = resume_seq;
+  p.resume_step = resume_step;
+  p.members.push_back({coordinator.instance, coordinator.agent, coordinator.address});
+  for (int i = 0; i + 1 < nodes; ++i) {
+    p.members.push_back({others[i]->instance, others[i]->agent, others[i]->address});
+  }
+  return p;
+}
+
+std::optional<std::vector<PartRecord>> CompleteGroup(const std::vector<PartRecord>& parts,
+                                                     int nodes,
+                                                     std::optional<int64_t> committed_step) {
+  // step -> rank -> the newest part
+  std::map<int64_t, std::map<int, PartRecord>, std::greater<>> by_step;
+  for (const PartRecord& p : parts) {
+    if (p.rank < 0 || p.rank >= nodes) continue;
+    if (committed_step && p.step <= *committed_step) continue;
+    auto& slot = by_step[p.step];
+    auto it = slot.find(p.rank);
+    if (it == slot.end() || it->second.seq < p.seq) slot[p.rank] = p;
+  }
+  for (const auto& [step, ranks] : by_step) {
+    if (static_cast<int>(ranks.size()) != nodes) continue;
+    std::vector<PartRecord> out;
+    for (const auto& [rank, part] : ranks) out.push_back(part);
+    return out;
+  }
+  return std::nullopt;
+}
+
+std::string PartJob(const std::string& job, int rank) {
+  return job + "/nodes/" + std::to_string(rank);
+}
+
+}  // namespace sg

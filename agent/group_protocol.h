@@ -1,0 +1,158 @@
+// The round protocol of a multi-node job (docs/multi-node.md, docs/design.md
+// §14): the records the agents of one job exchange through the store, and
+// the decisions made on them. Pure: no clock, store or process, so each
+// decision is tested with plain values (tests/unit/group_protocol_test.cc);
+// agent/group_store.h reads and writes the records.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/config.h"
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace sg {
+
+// What a member says about itself, rewritten every group.heartbeat.
+struct MemberRecord {
+  std::string instance;
+  std::string agent;    // this run's identity: a restarted agent is a new member
+  std::string address;  // how peers reach it
+  // The settings every member must share with the coordinator.
+  std::string job;
+  int nodes = 1;
+  std::vector<std::string> command;
+  uint64_t beat = 0;  // counts the rewrites, so that each one changes the record
+};
+
+// The plan of one round, written once (create-only) by the coordinator.
+struct PlanMember {
+  std::string instance;
+  std::string agent;
+  std::string address;
+};
+struct RoundPlan {
+  uint64_t round = 0;
+  int nodes = 0;
+  uint64_t generation = 0;  // the coordinator's lease generation
+  int port = 0;             // the master's rendezvous port
+  std::vector<PlanMember> members;  // in rank order; [0] is the coordinator and master
+  // The group snapshot every member restores its part of; nullopt: fresh.
+  std::optional<uint64_t> resume_seq;
+  std::optional<int64_t> resume_step;
+
+  // The rank of `agent` in this round; nullopt when it is not a member.
+  std::optional<int> RankOf(const std::string& agent) const;
+};
+
+// Why a round ended, written by whoever ended it (create-only, one per writer).
+struct RoundEnd {
+  std::string reason;  // "notice", "stale", "crash", "restore", "complete", "stop"
+  std::string by;      // the instance that ended it
+  std::string detail;
+};
+
+// One node's part of a group snapshot: a committed snapshot of the part's
+// own job (PartJob), announced to the coordinator.
+struct PartRecord {
+  int rank = 0;
+  int64_t step = 0;
+  uint64_t seq = 0;  // of the part job's snapshot
+  std::string instance;
+  uint64_t bytes = 0;
+  uint64_t stored = 0;
+};
+
+// A committed group snapshot: every rank's part of one step (create-only;
+// its presence commits the group snapshot).
+struct GroupCommit {
+  uint64_t seq = 0;
+  uint64_t round = 0;
+  int nodes = 0;
+  int64_t step = 0;
+  uint64_t generation = 0;
+  std::string created;         // UTC
+  std::vector<PartRecord> parts;  // one per rank, in rank order
+
+  uint64_t Bytes() const;
+  uint64_t Stored() const;
+};
+
+// JSON of each record, and its checked parse ("what" names the object in
+// an error message).
+std::string MemberToJson(const MemberRecord& m);
+StatusOr<MemberRecord> ParseMember(std::string_view text, const std::string& what);
+std::string PlanToJson(const RoundPlan& p);
+StatusOr<RoundPlan> ParsePlan(std::string_view text, const std::string& what);
+std::string RoundEndToJson(const RoundEnd& e);
+StatusOr<RoundEnd> ParseRoundEnd(std::string_view text, const std::string& what);
+std::string PartToJson(const PartRecord& p);
+StatusOr<PartRecord> ParsePart(std::string_view text, const std::string& what);
+std::string GroupCommitToJson(const GroupCommit& g);
+StatusOr<GroupCommit> ParseGroupCommit(std::string_view text, const std::string& what);
+
+// The member record this agent writes for `config`.
+MemberRecord OwnRecord(const Config& config, const std::string& instance,
+                       const std::string& agent, const std::string& address);
+
+// The first setting (job, nodes, command) in which `member` differs from
+// the coordinator's, as "nodes: 3 here, 2 on the coordinator i-0abc";
+// nullopt when they agree.
+std::optional<std::string> ConfigDifference(const MemberRecord& member,
+                                            const MemberRecord& coordinator);
+
+// Which members are alive. A member is stale when its record has not
+// changed for `timeout` of the observer's own monotonic clock (clocks of
+// different hosts are never compared), or when it is gone from the store.
+class MemberFreshness {
+ public:
+  explicit MemberFreshness(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+  // The records now listed: instance -> (etag, record).
+  void Observe(Clock::MonoTime now, const std::map<std::string, std::pair<std::string, MemberRecord>>&
+                                        listed);
+  bool Fresh(const std::string& agent, Clock::MonoTime now) const;
+  // The fresh members' records, by agent identity.
+  std::vector<MemberRecord> FreshMembers(Clock::MonoTime now) const;
+  // Seconds since the member's record last changed; nullopt when unknown.
+  std::optional<double> Age(const std::string& agent, Clock::MonoTime now) const;
+
+ private:
+  struct Seen {
+    std::string etag;
+    Clock::MonoTime changed;
+    MemberRecord record;
+  };
+  std::chrono::milliseconds timeout_;
+  std::map<std::string, Seen> seen_;  // by agent identity
+};
+
+// The coordinator's plan for the next round: itself as rank 0 and master,
+// then the other fresh members; members of the previous round keep their
+// order, newcomers follow by instance id. Members whose settings differ
+// from the coordinator's (ConfigDifference) take no part. Nullopt unless
+// `nodes` members can take part; more than that: the last in that order wait.
+std::optional<RoundPlan> PlanNextRound(const MemberRecord& coordinator,
+                                       const std::vector<MemberRecord>& fresh, int nodes,
+                                       const std::optional<RoundPlan>& previous, uint64_t round,
+                                       uint64_t generation, int port,
+                                       std::optional<uint64_t> resume_seq,
+                                       std::optional<int64_t> resume_step);
+
+// The step whose group snapshot can be committed now: the newest step that
+// has a part from every rank 0..nodes-1, newer than `committed_step`.
+// `parts` may hold several parts per rank (several steps, or a rank whose
+// part was uploaded twice: the newest seq wins).
+std::optional<std::vector<PartRecord>> CompleteGroup(const std::vector<PartRecord>& parts,
+                                                     int nodes,
+                                                     std::optional<int64_t> committed_step);
+
+// The job each rank's parts are stored as: "<job>/nodes/<rank>" keys, i.e.
+// snapshots under "<job>/nodes/<rank>/snapshots/...".
+std::string PartJob(const std::string& job, int rank);
+
+}  // namespace sg

@@ -1,0 +1,172 @@
+#include "agent/group_store.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "agent/store_layout.h"
+#include "common/log.h"
+
+namespace sg {
+namespace {
+
+constexpr std::string_view kJson = ".json";
+
+std::string StepName(int64_t step) {
+  // Twenty digits after an offset of 2^63, so that name order is step order
+  // also for a negative step.
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%020llu",
+                static_cast<unsigned long long>(static_cast<uint64_t>(step) + (1ull << 63)));
+  return buf;
+}
+
+// The name after `prefix` without ".json"; "" when `key` is not such a name.
+std::string NameOf(const std::string& key, const std::string& prefix) {
+  if (!key.starts_with(prefix) || !key.ends_with(kJson)) return "";
+  std::string name = key.substr(prefix.size(), key.size() - prefix.size() - kJson.size());
+  return name.find('/') == std::string::npos ? name : "";
+}
+
+}  // namespace
+
+std::string GroupStore::MemberKey(const std::string& agent) const {
+  return JobPrefix(job_) + "group/members/" + agent + std::string(kJson);
+}
+
+std::string GroupStore::RoundPrefix(uint64_t round) const {
+  return JobPrefix(job_) + "group/rounds/" + SeqName(round) + "/";
+}
+
+std::string GroupStore::GroupKey(uint64_t seq) const {
+  return JobPrefix(job_) + "groups/" + SeqName(seq) + std::string(kJson);
+}
+
+Status GroupStore::WriteMember(const MemberRecord& m) {
+  return store_.Put(MemberKey(m.agent), MemberToJson(m), PutCondition::None()).status();
+}
+
+Status GroupStore::RemoveMember(const std::string& agent) { return store_.Delete(MemberKey(agent)); }
+
+StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> GroupStore::Members() {
+  const std::string prefix = JobPrefix(job_) + "group/members/";
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  std::map<std::string, std::pair<std::string, MemberRecord>> out;
+  for (const ObjectInfo& o : listed) {
+    if (NameOf(o.key, prefix).empty()) continue;
+    ObjectInfo info;
+    auto body = store_.Get(o.key, std::nullopt, &info);
+    if (body.status().Is(StatusCode::kNotFound)) continue;  // it left meanwhile
+    SG_RETURN_IF_ERROR(body.status());
+    auto m = ParseMember(*body, o.key);
+    if (!m.ok()) {
+      LogWarn("skipping a member record: {}", m.status().message());
+      continue;
+    }
+    std::string agent = m->agent;  // not out[m->agent] = {.., std::move(*m)}: moved first
+    out[agent] = {info.etag, std::move(*m)};
+  }
+  return out;
+}
+
+StatusOr<std::optional<RoundPlan>> GroupStore::NewestPlan() {
+  const std::string prefix = JobPrefix(job_) + "group/rounds/";
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  // Newest first: a round without a readable plan is passed over.
+  std::vector<uint64_t> rounds;
+  for (const ObjectInfo& o : listed) {
+    std::string_view rest = std::string_view(o.key).substr(prefix.size());
+    if (rest.size() != 10 + std::string_view("/plan.json").size() || !rest.ends_with("/plan.json"))
+      continue;
+    if (auto r = ParseSeqName(rest.substr(0, 10))) rounds.push_back(*r);
+  }
+  std::sort(rounds.rbegin(), rounds.rend());
+  for (uint64_t r : rounds) {
+    const std::string key = RoundPrefix(r) + "plan.json";
+    auto body = store_.Get(key);
+    SG_RETURN_IF_ERROR(body.status());
+    auto plan = ParsePlan(*body, key);
+    if (plan.ok() && plan->round == r) return std::optional<RoundPlan>(std::move(*plan));
+    LogWarn("skipping the plan of round {}: {}", r,
+            plan.ok() ? "it names another round" : plan.status().message());
+  }
+  return std::optional<RoundPlan>();
+}
+
+Status GroupStore::WritePlan(const RoundPlan& p) {
+  return store_.Put(RoundPrefix(p.round) + "plan.json", PlanToJson(p), PutCondition::CreateOnly())
+      .status();
+}
+
+Status GroupStore::EndRound(uint64_t round, const RoundEnd& end) {
+  Status st = store_
+                  .Put(RoundPrefix(round) + "end/" + end.by + std::string(kJson),
+                       RoundEndToJson(end), PutCondition::CreateOnly())
+                  .status();
+  return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
+}
+
+StatusOr<std::vector<RoundEnd>> GroupStore::Ends(uint64_t round) {
+  const std::string prefix = RoundPrefix(round) + "end/";
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  std::vector<RoundEnd> out;
+  for (const ObjectInfo& o : listed) {
+    auto body = store_.Get(o.key);
+    SG_RETURN_IF_ERROR(body.status());
+    auto e = ParseRoundEnd(*body, o.key);
+    // An end that cannot be read still ends the round.
+    out.push_back(e.ok() ? std::move(*e) : RoundEnd{"unreadable", o.key, e.status().message()});
+  }
+  return out;
+}
+
+Status GroupStore::AnnouncePart(uint64_t round, const PartRecord& part) {
+  const std::string key = RoundPrefix(round) + "parts/" + StepName(part.step) + "-" +
+                          std::to_string(part.rank) + "-" + SeqName(part.seq) + std::string(kJson);
+  return store_.Put(key, PartToJson(part), PutCondition::CreateOnly()).status();
+}
+
+StatusOr<std::vector<PartRecord>> GroupStore::Parts(uint64_t round) {
+  const std::string prefix = RoundPrefix(round) + "parts/";
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  std::vector<PartRecord> out;
+  for (const ObjectInfo& o : listed) {
+    auto body = store_.Get(o.key);
+    SG_RETURN_IF_ERROR(body.status());
+    auto p = ParsePart(*body, o.key);
+    if (!p.ok()) {
+      LogWarn("skipping a part record: {}", p.status().message());
+      continue;
+    }
+    out.push_back(std::move(*p));
+  }
+  return out;
+}
+
+Status GroupStore::CommitGroup(const GroupCommit& g) {
+  return store_.Put(GroupKey(g.seq), GroupCommitToJson(g), PutCondition::CreateOnly()).status();
+}
+
+StatusOr<std::vector<GroupCommit>> GroupStore::Groups() {
+  const std::string prefix = JobPrefix(job_) + "groups/";
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  std::vector<GroupCommit> out;
+  for (const ObjectInfo& o : listed) {
+    const std::string name = NameOf(o.key, prefix);
+    auto seq = ParseSeqName(name);
+    if (!seq) continue;
+    auto body = store_.Get(o.key);
+    SG_RETURN_IF_ERROR(body.status());
+    auto g = ParseGroupCommit(*body, o.key);
+    if (!g.ok() || g->seq != *seq) {
+      LogWarn("skipping group snapshot {}: {}", name,
+              g.ok() ? "it names another seq" : g.status().message());
+      continue;
+    }
+    out.push_back(std::move(*g));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const GroupCommit& a, const GroupCommit& b) { return a.seq < b.seq; });
+  return out;
+}
+
+}  // namespace sg

@@ -1,0 +1,69 @@
+// The records of a multi-node job in the store (docs/multi-node.md,
+// docs/design.md §14), read and written here and nowhere else:
+//
+//   <job>/group/members/<agent>.json            a member, rewritten every group.heartbeat
+//   <job>/group/rounds/<round>/plan.json        the round's plan (create-only, the coordinator)
+//   <job>/group/rounds/<round>/end/<instance>.json   the round is over (create-only, anyone)
+//   <job>/group/rounds/<round>/parts/<step>-<rank>.json  a node's part is committed
+//   <job>/groups/<seq>.json                     a group snapshot (create-only: the commit)
+//   <job>/nodes/<rank>/snapshots/...            each rank's parts, as snapshots of their own
+//
+// <round> and <seq> are ten digits, <step> twenty, so name order is numeric
+// order. The record types and decisions are agent/group_protocol.h's.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/group_protocol.h"
+#include "common/object_store.h"
+
+namespace sg {
+
+class GroupStore {
+ public:
+  GroupStore(ObjectStore& store, std::string job) : store_(store), job_(std::move(job)) {}
+
+  // This member's record (overwritten each time), and its removal.
+  Status WriteMember(const MemberRecord& m);
+  Status RemoveMember(const std::string& agent);
+  // Every member record: instance -> (etag, record); unreadable ones are
+  // skipped with a warning.
+  StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> Members();
+
+  // The newest round that has a plan, and that plan; nullopt before the first.
+  StatusOr<std::optional<RoundPlan>> NewestPlan();
+  // Writes round p.round's plan; PreconditionFailed when one exists already
+  // (of two coordinators, only one writes a round's plan).
+  Status WritePlan(const RoundPlan& p);
+
+  // Ends `round` (create-only per instance; ending it twice is no error).
+  Status EndRound(uint64_t round, const RoundEnd& end);
+  // The ends written for `round`; empty while it runs.
+  StatusOr<std::vector<RoundEnd>> Ends(uint64_t round);
+
+  // Announces a committed part, and lists those of `round`.
+  Status AnnouncePart(uint64_t round, const PartRecord& part);
+  StatusOr<std::vector<PartRecord>> Parts(uint64_t round);
+
+  // Commits a group snapshot (create-only at g.seq = the newest + 1);
+  // PreconditionFailed when that seq is taken.
+  Status CommitGroup(const GroupCommit& g);
+  // The committed group snapshots, oldest first; damaged ones are skipped
+  // with a warning.
+  StatusOr<std::vector<GroupCommit>> Groups();
+
+  std::string MemberKey(const std::string& agent) const;
+  std::string RoundPrefix(uint64_t round) const;
+  std::string GroupKey(uint64_t seq) const;
+
+ private:
+  ObjectStore& store_;
+  const std::string job_;
+};
+
+}  // namespace sg
