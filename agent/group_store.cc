@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "agent/store_layout.h"
 #include "common/log.h"
@@ -66,6 +67,26 @@ StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> GroupStore
     out[agent] = {info.etag, std::move(*m)};
   }
   return out;
+}
+
+Status GroupStore::Refuse(const std::string& agent, const std::string& why) {
+  nlohmann::json j = {{"agent", agent}, {"why", why}};
+  Status st = store_
+                  .Put(JobPrefix(job_) + "group/refused/" + agent + std::string(kJson), j.dump(),
+                       PutCondition::CreateOnly())
+                  .status();
+  return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
+}
+
+StatusOr<std::optional<std::string>> GroupStore::Refusal(const std::string& agent) {
+  auto body = store_.Get(JobPrefix(job_) + "group/refused/" + agent + std::string(kJson));
+  if (body.status().Is(StatusCode::kNotFound)) return std::optional<std::string>();
+  SG_RETURN_IF_ERROR(body.status());
+  nlohmann::json j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("why") && j["why"].is_string()) {
+    return std::optional<std::string>(j["why"].get<std::string>());
+  }
+  return std::optional<std::string>("(an unreadable refusal)");
 }
 
 StatusOr<std::optional<RoundPlan>> GroupStore::NewestPlan() {
@@ -138,6 +159,36 @@ StatusOr<std::vector<PartRecord>> GroupStore::Parts(uint64_t round) {
       continue;
     }
     out.push_back(std::move(*p));
+  }
+  return out;
+}
+
+Status GroupStore::MarkDone(uint64_t round, int rank, std::optional<int64_t> step) {
+  nlohmann::json j;
+  j["rank"] = rank;
+  j["step"] = step ? nlohmann::json(*step) : nlohmann::json(nullptr);
+  Status st = store_
+                  .Put(RoundPrefix(round) + "done/" + std::to_string(rank) + std::string(kJson),
+                       j.dump(), PutCondition::CreateOnly())
+                  .status();
+  return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
+}
+
+StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Done(uint64_t round) {
+  const std::string prefix = RoundPrefix(round) + "done/";
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  std::map<int, std::optional<int64_t>> out;
+  for (const ObjectInfo& o : listed) {
+    auto body = store_.Get(o.key);
+    SG_RETURN_IF_ERROR(body.status());
+    nlohmann::json j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("rank") || !j["rank"].is_number_unsigned()) {
+      LogWarn("skipping a done record {}: not {{\"rank\", \"step\"}}", o.key);
+      continue;
+    }
+    std::optional<int64_t> step;
+    if (j.contains("step") && j["step"].is_number_integer()) step = j["step"].get<int64_t>();
+    out[j["rank"].get<int>()] = step;
   }
   return out;
 }

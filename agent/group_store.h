@@ -2,9 +2,11 @@
 // docs/design.md §14), read and written here and nowhere else:
 //
 //   <job>/group/members/<agent>.json            a member, rewritten every group.heartbeat
+//   <job>/group/refused/<agent>.json            a member the coordinator refused, and why
 //   <job>/group/rounds/<round>/plan.json        the round's plan (create-only, the coordinator)
 //   <job>/group/rounds/<round>/end/<instance>.json   the round is over (create-only, anyone)
-//   <job>/group/rounds/<round>/parts/<step>-<rank>.json  a node's part is committed
+//   <job>/group/rounds/<round>/parts/<step>-<rank>-<seq>.json  a node's part is committed
+//   <job>/group/rounds/<round>/done/<rank>.json  the rank's trainer exited 0
 //   <job>/groups/<seq>.json                     a group snapshot (create-only: the commit)
 //   <job>/nodes/<rank>/snapshots/...            each rank's parts, as snapshots of their own
 //
@@ -35,6 +37,11 @@ class GroupStore {
   // skipped with a warning.
   StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> Members();
 
+  // The coordinator refuses a member whose settings differ from its own
+  // (create-only; the first reason stands); the member reads why and exits.
+  Status Refuse(const std::string& agent, const std::string& why);
+  StatusOr<std::optional<std::string>> Refusal(const std::string& agent);
+
   // The newest round that has a plan, and that plan; nullopt before the first.
   StatusOr<std::optional<RoundPlan>> NewestPlan();
   // Writes round p.round's plan; PreconditionFailed when one exists already
@@ -49,6 +56,11 @@ class GroupStore {
   // Announces a committed part, and lists those of `round`.
   Status AnnouncePart(uint64_t round, const PartRecord& part);
   StatusOr<std::vector<PartRecord>> Parts(uint64_t round);
+
+  // A rank's trainer exited 0 in `round`, its last part being of `step`.
+  Status MarkDone(uint64_t round, int rank, std::optional<int64_t> step);
+  // rank -> the step of its last part, for the ranks done in `round`.
+  StatusOr<std::map<int, std::optional<int64_t>>> Done(uint64_t round);
 
   // Commits a group snapshot (create-only at g.seq = the newest + 1);
   // PreconditionFailed when that seq is taken.

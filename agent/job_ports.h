@@ -31,6 +31,10 @@ class Trainer {
   // The exit status once it ended; nullopt while it runs. Never blocks.
   virtual std::optional<ExitStatus> Poll() = 0;
   virtual Status Signal(int signo) = 0;
+  // `signo` to the trainer's workers: every process of its group but the
+  // trainer itself, which may be a launcher (torchrun) that an unhandled
+  // signal would kill; the trainer itself when it is alone in its group.
+  virtual Status SignalWorkers(int signo) { return Signal(signo); }
   // `signo` to its process group, SIGKILL after `grace`; how it ended.
   virtual StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace) = 0;
 };

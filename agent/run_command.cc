@@ -5,6 +5,7 @@
 
 #include "agent/daemon.h"
 #include "agent/exit_codes.h"
+#include "agent/group_agent.h"
 #include "agent/snapshot_commands.h"
 #include "common/aws_environment.h"
 #include "common/log.h"
@@ -48,7 +49,8 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
   SystemdNotifier notifier(env);
   AgentContext context{config, env, **store, SystemClock(), imds, notifier, instance, aws.get()};
   context.lease_store = lease_store->get();
-  const AgentResult result = RunAgent(context);
+  // A job of several nodes runs the round protocol (docs/multi-node.md).
+  const AgentResult result = config.nodes > 1 ? RunGroupAgent(context) : RunAgent(context);
   // Threads stuck on the store still use the store, the transport and the
   // agent: end the process here, before any of them is destroyed. The log
   // is flushed line by line (common/log.cc).

@@ -312,6 +312,16 @@ Status TrainerProcess::Signal(int signo) {
   return child_.SignalGroup(signo);
 }
 
+Status TrainerProcess::SignalWorkers(int signo) {
+  if (exit_ || !child_.running()) return Status::NotFound("the trainer is not running");
+  bool any = false;
+  for (pid_t member : child_.GroupMembers()) {
+    if (member == pid_) continue;
+    if (::kill(member, signo) == 0) any = true;
+  }
+  return any ? Status::Ok() : child_.SignalGroup(signo);
+}
+
 StatusOr<ExitStatus> TrainerProcess::Stop(int signo, std::chrono::milliseconds grace) {
   const auto deadline = std::chrono::steady_clock::now() + grace;
   if (exit_) {

@@ -94,6 +94,7 @@ class TrainerProcess final : public Trainer {
   // stop_signal now and SIGKILL stop_grace later.
   std::optional<ExitStatus> Poll() override;
   Status Signal(int signo) override;
+  Status SignalWorkers(int signo) override;
   // `signo` to the group, SIGKILL after `grace` to whatever is left of it
   // (the trainer or what it left behind); returns how the trainer ended.
   StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace) override;

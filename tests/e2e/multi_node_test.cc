@@ -1,0 +1,229 @@
+// Multi-node jobs end to end (docs/multi-node.md): three agents of the real
+// binary, each with its own IMDS simulator (own instance id) and checkpoint
+// dir, sharing the Ceph gateway; the trainer is tests/tools/group_trainer.py,
+// one process per node. The verdicts never depend on timing: the test waits
+// for states (a group snapshot committed, an exit), and the results it
+// checks are the same whenever the interruption lands.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "agent/group_store.h"
+#include "common/files.h"
+#include "common/s3_store.h"
+#include "common/strings.h"
+#include "tests/support/agent_process.h"
+#include "tests/support/s3_test_env.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace sg::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kSteps = 60;
+
+// The sums group_trainer.py ends with for `rank` after `steps` steps,
+// without any interruption.
+std::string ExpectedFinal(int rank, int steps) {
+  int64_t total = 0;
+  for (int64_t step = 1; step <= steps; ++step) {
+    total = (total * 31 + step * (rank + 1)) % 1000000007;
+  }
+  return std::to_string(rank) + " " + std::to_string(steps) + " " + std::to_string(total);
+}
+
+class MultiNodeE2E : public ::testing::Test {
+ protected:
+  struct Node {
+    std::unique_ptr<ImdsSimulator> imds;
+    std::unique_ptr<AgentProcess> agent;
+    std::string ckpt;
+  };
+
+  void SetUp() override {
+    ASSERT_TRUE(LoadS3TestEnv(&s3_));
+    prefix_ = "multi-node-tests/" + RandomHex(6);
+    store_ = OpenTestS3Store(s3_, prefix_);
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::string Config(int nodes, const std::vector<std::string>& extra_args = {}) {
+    nlohmann::json command = {SPOTGUARD_PYTHON,
+                              std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
+                              "--steps", std::to_string(kSteps), "--step-seconds", "0.2"};
+    for (const std::string& a : extra_args) command.push_back(a);
+    nlohmann::json c = {{"job", "job"},
+                        {"store", "s3://" + s3_.bucket + "/" + prefix_},
+                        {"endpoint", s3_.endpoint},
+                        {"preset", "pytorch"},
+                        {"checkpoint_signal", "SIGUSR1"},
+                        {"settle_time", "300ms"},
+                        {"stop_grace", "5s"},
+                        {"nodes", nodes},
+                        {"group", {{"address", "127.0.0.1"}, {"heartbeat", "1s"}, {"timeout", "5s"}}},
+                        {"imds", {{"poll_interval", "200ms"}}},
+                        {"restart", {{"max", 2}, {"backoff", "200ms"}, {"max_backoff", "1s"}}},
+                        {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
+                        {"command", command}};
+    return dir_.WriteFile("job-" + std::to_string(++configs_) + ".json", c.dump(2));
+  }
+
+  Node& StartNode(int n, const std::string& config) {
+    Node& node = nodes_[n];
+    node.imds = std::make_unique<ImdsSimulator>();
+    node.imds->Control("POST", "/_sim/identity",
+                       R"({"instanceId": "i-node)" + std::to_string(n) + R"("})");
+    node.ckpt = dir_.Join("node" + std::to_string(n) + "/ckpt");
+    std::filesystem::create_directories(node.ckpt);
+    std::map<std::string, std::string> env = {{"AWS_ACCESS_KEY_ID", s3_.access_key},
+                                              {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
+                                              {"SPOTGUARD_CONFIG", ""},
+                                              {"SPOTGUARD_LOG_LEVEL", "debug"}};
+    node.agent = std::make_unique<AgentProcess>(
+        std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", node.ckpt,
+                                 "--imds-endpoint", node.imds->endpoint()},
+        env, dir_.Join("node" + std::to_string(n) + ".log"));
+    return node;
+  }
+
+  std::vector<GroupCommit> Groups() {
+    auto g = GroupStore(*store_, "job").Groups();
+    return g.ok() ? *g : std::vector<GroupCommit>{};
+  }
+  std::vector<RoundEnd> Ends(uint64_t round) {
+    auto e = GroupStore(*store_, "job").Ends(round);
+    return e.ok() ? *e : std::vector<RoundEnd>{};
+  }
+  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (done()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return done();
+  }
+  // The final.txt lines of the nodes `which`, sorted.
+  std::vector<std::string> Finals(const std::vector<int>& which) {
+    std::vector<std::string> out;
+    for (int n : which) {
+      auto text = ReadFileToString(nodes_[n].ckpt + "/final.txt");
+      out.push_back(text.ok() ? std::string(Trim(*text)) : "(no final.txt on node " +
+                                                               std::to_string(n) + ")");
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  std::string Logs() {
+    std::string out;
+    for (auto& [n, node] : nodes_) {
+      if (node.agent) out += "--- node " + std::to_string(n) + "\n" + node.agent->Output();
+    }
+    return out;
+  }
+
+  S3TestEnv s3_;
+  std::string prefix_;
+  std::unique_ptr<S3Store> store_;
+  TempDir dir_;
+  std::map<int, Node> nodes_;
+  int configs_ = 0;
+};
+
+const std::vector<std::string> kUninterrupted = {ExpectedFinal(0, kSteps), ExpectedFinal(1, kSteps),
+                                                 ExpectedFinal(2, kSteps)};
+
+TEST_F(MultiNodeE2E, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameResult) {
+  const std::string config = Config(3);
+  for (int n : {1, 2, 3}) StartNode(n, config);
+  ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 90s)) << Logs();
+  const int64_t before = Groups().back().step;
+
+  nodes_[2].imds->Control("POST", "/_sim/spot-notice",
+                          R"({"action": "terminate", "in_seconds": 120})");
+  auto noticed = nodes_[2].agent->Wait(150s);
+  ASSERT_EQ(noticed, 75) << Logs();
+  // The answer to the notice is a group snapshot newer than the one before it,
+  // with every rank's part of one step.
+  const std::vector<GroupCommit> after = Groups();
+  ASSERT_FALSE(after.empty());
+  EXPECT_GT(after.back().step, before);
+  EXPECT_EQ(after.back().parts.size(), 3u);
+  std::vector<RoundEnd> ends = Ends(1);
+  ASSERT_FALSE(ends.empty());
+  EXPECT_EQ(ends.front().reason, "notice");
+  EXPECT_EQ(ends.front().by, "i-node2");
+  // The others stay, with their trainers stopped, waiting for the next round.
+  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("waiting for the next round", 60s)) << Logs();
+  ASSERT_TRUE(nodes_[3].agent->WaitForOutput("waiting for the next round", 60s)) << Logs();
+  EXPECT_FALSE(nodes_[1].agent->Wait(0ms).has_value());
+  EXPECT_FALSE(nodes_[3].agent->Wait(0ms).has_value());
+
+  // A replacement with an empty disk joins; the group resumes and completes.
+  StartNode(4, config);
+  for (int n : {1, 3, 4}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
+  EXPECT_TRUE(nodes_[4].agent->WaitForOutput("restored rank", 0ms)) << Logs();
+  EXPECT_TRUE(store_->Head("job/complete").ok());
+  EXPECT_EQ(Finals({1, 3, 4}), kUninterrupted) << Logs();
+}
+
+TEST_F(MultiNodeE2E, AKilledNodeEndsTheRoundAndTheGroupResumesFromItsLastGroupSnapshot) {
+  const std::string config = Config(3);
+  for (int n : {1, 2, 3}) StartNode(n, config);
+  ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 90s)) << Logs();
+
+  // No notice: the agent and its trainer are gone at once.
+  ASSERT_EQ(::kill(nodes_[2].agent->pid(), SIGKILL), 0);
+  EXPECT_EQ(nodes_[2].agent->Wait(30s), 128 + SIGKILL);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const RoundEnd& e : Ends(1)) {
+          if (e.reason == "stale") return true;
+        }
+        return false;
+      },
+      60s))
+      << Logs();
+  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("round 1 ended: stale", 60s)) << Logs();
+  ASSERT_TRUE(nodes_[3].agent->WaitForOutput("round 1 ended: stale", 60s)) << Logs();
+  // Every group snapshot is whole: one part per rank, all of one step.
+  for (const GroupCommit& g : Groups()) EXPECT_EQ(g.parts.size(), 3u);
+
+  StartNode(4, config);
+  for (int n : {1, 3, 4}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
+  EXPECT_TRUE(nodes_[4].agent->WaitForOutput("restored rank", 0ms)) << Logs();
+  EXPECT_EQ(Finals({1, 3, 4}), kUninterrupted) << Logs();
+}
+
+TEST_F(MultiNodeE2E, AMemberWhoseSettingsDifferIsRefusedWithTheKeyNamed) {
+  const std::string config = Config(2);
+  StartNode(1, config);
+  StartNode(2, Config(2, {"--save-every", "7"}));
+  std::optional<int> refused;
+  for (int n : {1, 2}) {
+    ASSERT_TRUE(nodes_[n].agent->WaitForOutput("member i-node" + std::to_string(n), 60s));
+  }
+  // Whichever coordinates, the other is refused (exit 2) with the command named.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int n : {1, 2}) {
+          if (auto code = nodes_[n].agent->Wait(0ms)) {
+            refused = code;
+            return true;
+          }
+        }
+        return false;
+      },
+      60s))
+      << Logs();
+  EXPECT_EQ(refused, 2);
+  EXPECT_NE(Logs().find("refused by the group's coordinator: command: ["), std::string::npos)
+      << Logs();
+}
+
+}  // namespace
+}  // namespace sg::testing
