@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -164,6 +165,7 @@ class GroupAgent {
   // The coordinator's view
   std::optional<uint64_t> skip_from_;  // a group snapshot a member could not restore
   std::set<std::string> refused_;      // members refused, by agent identity
+  uint64_t counted_round_ = 0;         // the last ended round counted in crash_rounds_
   int crash_rounds_ = 0;               // rounds in a row ended by a crash
   Clock::MonoTime next_plan_at_{};
   Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{}, next_poll_{};
@@ -277,6 +279,11 @@ void GroupAgent::Look(Clock::MonoTime now) {
       Exit(kExitUsage);
       return;
     }
+    if (auto failed = group_.Failed(); failed.ok() && *failed) {
+      LogError("job {} failed: {}", cfg_.job, **failed);
+      Exit(kExitFailure);
+      return;
+    }
     if (lease_.held()) RefuseOdd(now);
     auto plan = group_.NewestPlan();
     if (!plan.ok()) {
@@ -286,27 +293,21 @@ void GroupAgent::Look(Clock::MonoTime now) {
     Waiting(now, *plan);
   } else if (state_ == State::kInRound || state_ == State::kEnding) {
     auto ends = group_.Ends(plan_->round);
-    if (ends.ok() && !ends->empty()) {
+    const RoundOutcome outcome = ends.ok() ? OutcomeOfEnds(*ends) : RoundOutcome::kRunning;
+    if (outcome == RoundOutcome::kComplete) {
+      LogInfo("job {} is complete", cfg_.job);
+      Exit(kExitOk);
+      return;
+    }
+    if (outcome == RoundOutcome::kCheckpointFirst && state_ == State::kInRound) {
+      LogInfo("round {} ends: {} on {}; asking the trainer for a checkpoint", plan_->round,
+              ends->front().reason, ends->front().by);
+      BeginEnding(now, now + std::min<Duration>(kGroupEndBudget, cfg_.stop_timeout), false);
+    } else if (outcome == RoundOutcome::kStopNow) {
       const RoundEnd& first = ends->front();
-      bool asks_checkpoint = false, complete = false;
-      for (const RoundEnd& e : *ends) {
-        asks_checkpoint |= e.reason == "notice" || e.reason == "stop";
-        complete |= e.reason == "complete";
-      }
-      if (complete) {
-        LogInfo("job {} is complete", cfg_.job);
-        Exit(kExitOk);
-        return;
-      }
-      if (asks_checkpoint && state_ == State::kInRound) {
-        LogInfo("round {} ends: {} on {}; asking the trainer for a checkpoint", plan_->round,
-                first.reason, first.by);
-        BeginEnding(now, now + std::min<Duration>(kGroupEndBudget, cfg_.stop_timeout), false);
-      } else if (!asks_checkpoint) {
-        LeaveRound("round " + std::to_string(plan_->round) + " ended: " + first.reason + " on " +
-                   first.by + (first.detail.empty() ? "" : " (" + first.detail + ")"));
-        return;
-      }
+      LeaveRound("round " + std::to_string(plan_->round) + " ended: " + first.reason + " on " +
+                 first.by + (first.detail.empty() ? "" : " (" + first.detail + ")"));
+      return;
     }
     if (lease_.held()) Coordinate(now);
   }
@@ -325,7 +326,13 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
         return;
       }
       if (e.reason == "restore" && plan->resume_seq) skip_from_ = plan->resume_seq;
-      if (e.reason == "crash") ++crash_rounds_;
+    }
+    // Rounds in a row that a crash ended (each counted once); any other end resets it.
+    if (ended && counted_round_ != plan->round) {
+      counted_round_ = plan->round;
+      const bool crash = std::any_of(ends->begin(), ends->end(),
+                                     [](const RoundEnd& e) { return e.reason == "crash"; });
+      crash_rounds_ = crash ? crash_rounds_ + 1 : 0;
     }
     if (!ended && plan->RankOf(self_.agent)) {
       Join(*plan);
@@ -334,22 +341,18 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
   }
   if (!lease_.held() || (plan && !ended) || now < next_plan_at_) return;
   if (crash_rounds_ > cfg_.restart.max) {
-    LogError("the trainer crashed in {} rounds in a row (restart.max {}); the job failed",
-             crash_rounds_, cfg_.restart.max);
+    const std::string why = Format("a trainer crashed in {} rounds in a row (restart.max {})",
+                                   crash_rounds_, cfg_.restart.max);
+    LogError("job {} failed: {}", cfg_.job, why);
+    (void)group_.MarkFailed(why);
+    (void)events_.Record("failed", {{"why", why}});
     Exit(kExitFailure);
     return;
   }
   // The group snapshot to resume from: the newest one every member could restore.
-  std::optional<GroupCommit> from;
-  if (auto groups = group_.Groups(); groups.ok()) {
-    for (auto it = groups->rbegin(); it != groups->rend(); ++it) {
-      if (skip_from_ && it->seq >= *skip_from_) continue;
-      from = *it;
-      break;
-    }
-  } else {
-    return;
-  }
+  auto groups = group_.Groups();
+  if (!groups.ok()) return;
+  const std::optional<GroupCommit> from = ResumePoint(*groups, skip_from_);
   if (from && from->nodes != cfg_.nodes) {
     LogError("group snapshot {} was made by {} nodes, and this job has nodes: {}; restore it "
              "with nodes: {}, or start the job under another name",
@@ -363,14 +366,12 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
                             from ? std::optional<uint64_t>(from->seq) : std::nullopt,
                             from ? std::optional<int64_t>(from->step) : std::nullopt);
   if (!next) return;  // not enough members yet
-  if (crash_rounds_ > 0) {
-    // Crash restarts wait restart.backoff, doubled each time up to max_backoff.
-    auto wait = cfg_.restart.backoff * (1 << std::min(crash_rounds_ - 1, 16));
-    if (wait > cfg_.restart.max_backoff) wait = cfg_.restart.max_backoff;
-    if (next_plan_at_ == Clock::MonoTime{}) {
-      next_plan_at_ = now + duration_cast<milliseconds>(wait);
-      return;
-    }
+  // Crash restarts wait as a single node's do (restart.backoff, max_backoff).
+  if (const auto wait = CrashBackoff(crash_rounds_, duration_cast<milliseconds>(cfg_.restart.backoff),
+                                     duration_cast<milliseconds>(cfg_.restart.max_backoff));
+      wait.count() > 0 && next_plan_at_ == Clock::MonoTime{}) {
+    next_plan_at_ = now + wait;
+    return;
   }
   next_plan_at_ = {};
   Status st = group_.WritePlan(*next);
@@ -620,8 +621,8 @@ void GroupAgent::Ending(Clock::MonoTime now) {
   }
   // Over once a group snapshot holds the answer to the request, or at the deadline.
   std::optional<GroupCommit> newest = NewestGroup();
-  const bool answered = part_step_ && (!asked_after_ || *part_step_ > *asked_after_);
-  const bool committed = answered && newest && newest->step >= *part_step_;
+  const bool committed = AnswerCommitted(
+      part_step_, asked_after_, newest ? std::optional<int64_t>(newest->step) : std::nullopt);
   if (!committed && now < ending_deadline_) return;
   if (!committed) LogWarn("round {}: no group snapshot of the answer in time", plan_->round);
   if (trainer_) {

@@ -345,6 +345,41 @@ std::optional<std::vector<PartRecord>> CompleteGroup(const std::vector<PartRecor
   return std::nullopt;
 }
 
+RoundOutcome OutcomeOfEnds(const std::vector<RoundEnd>& ends) {
+  if (ends.empty()) return RoundOutcome::kRunning;
+  bool checkpoint = false;
+  for (const RoundEnd& e : ends) {
+    if (e.reason == "complete") return RoundOutcome::kComplete;
+    checkpoint |= e.reason == "notice" || e.reason == "stop";
+  }
+  // A notice wins over a crash or a stale member: what the others can still
+  // save is worth the wait, and a member that is gone adds nothing to it.
+  return checkpoint ? RoundOutcome::kCheckpointFirst : RoundOutcome::kStopNow;
+}
+
+std::optional<GroupCommit> ResumePoint(const std::vector<GroupCommit>& oldest_first,
+                                       std::optional<uint64_t> skip_from) {
+  for (auto it = oldest_first.rbegin(); it != oldest_first.rend(); ++it) {
+    if (skip_from && it->seq >= *skip_from) continue;
+    return *it;
+  }
+  return std::nullopt;
+}
+
+std::chrono::milliseconds CrashBackoff(int crash_rounds, std::chrono::milliseconds backoff,
+                                       std::chrono::milliseconds max_backoff) {
+  if (crash_rounds <= 0) return std::chrono::milliseconds(0);
+  std::chrono::milliseconds wait = backoff;
+  for (int i = 1; i < crash_rounds && wait < max_backoff; ++i) wait *= 2;
+  return std::min(wait, max_backoff);
+}
+
+bool AnswerCommitted(std::optional<int64_t> part_step, std::optional<int64_t> asked_after,
+                     std::optional<int64_t> newest_group_step) {
+  if (!part_step || (asked_after && *part_step <= *asked_after)) return false;
+  return newest_group_step && *newest_group_step >= *part_step;
+}
+
 std::string PartJob(const std::string& job, int rank) {
   return job + "/nodes/" + std::to_string(rank);
 }

@@ -151,6 +151,33 @@ std::optional<std::vector<PartRecord>> CompleteGroup(const std::vector<PartRecor
                                                      int nodes,
                                                      std::optional<int64_t> committed_step);
 
+// What the ends written for a round mean to a member of it.
+enum class RoundOutcome {
+  kRunning,          // no end yet
+  kComplete,         // the job is complete: exit 0
+  kCheckpointFirst,  // a notice or SIGTERM somewhere: checkpoint, commit, then stop
+  kStopNow,          // a stale member, a crash, a failed restore: stop at once
+};
+RoundOutcome OutcomeOfEnds(const std::vector<RoundEnd>& ends);
+
+// The group snapshot the next round resumes from: the newest, passing over
+// `skip_from` and newer (a snapshot a member could not restore);
+// nullopt: start fresh.
+std::optional<GroupCommit> ResumePoint(const std::vector<GroupCommit>& oldest_first,
+                                       std::optional<uint64_t> skip_from);
+
+// How long the coordinator waits before planning the round after
+// `crash_rounds` rounds in a row ended by a crash: restart.backoff, doubled
+// for each further crash, at most restart.max_backoff; 0 without a crash.
+std::chrono::milliseconds CrashBackoff(int crash_rounds, std::chrono::milliseconds backoff,
+                                       std::chrono::milliseconds max_backoff);
+
+// Whether a member that was asked for a checkpoint (its newest step then
+// being `asked_after`) is answered: its part `part_step` is newer, and a
+// group snapshot of at least that step is committed.
+bool AnswerCommitted(std::optional<int64_t> part_step, std::optional<int64_t> asked_after,
+                     std::optional<int64_t> newest_group_step);
+
 // The job each rank's parts are stored as: "<job>/nodes/<rank>" keys, i.e.
 // snapshots under "<job>/nodes/<rank>/snapshots/...".
 std::string PartJob(const std::string& job, int rank);

@@ -89,6 +89,24 @@ StatusOr<std::optional<std::string>> GroupStore::Refusal(const std::string& agen
   return std::optional<std::string>("(an unreadable refusal)");
 }
 
+Status GroupStore::MarkFailed(const std::string& why) {
+  nlohmann::json j = {{"why", why}};
+  Status st = store_.Put(JobPrefix(job_) + "group/failed.json", j.dump(), PutCondition::CreateOnly())
+                  .status();
+  return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
+}
+
+StatusOr<std::optional<std::string>> GroupStore::Failed() {
+  auto body = store_.Get(JobPrefix(job_) + "group/failed.json");
+  if (body.status().Is(StatusCode::kNotFound)) return std::optional<std::string>();
+  SG_RETURN_IF_ERROR(body.status());
+  nlohmann::json j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("why") && j["why"].is_string()) {
+    return std::optional<std::string>(j["why"].get<std::string>());
+  }
+  return std::optional<std::string>("(an unreadable failure record)");
+}
+
 StatusOr<std::optional<RoundPlan>> GroupStore::NewestPlan() {
   const std::string prefix = JobPrefix(job_) + "group/rounds/";
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));

@@ -2,6 +2,7 @@
 // docs/design.md §14), read and written here and nowhere else:
 //
 //   <job>/group/members/<agent>.json            a member, rewritten every group.heartbeat
+//   <job>/group/failed.json                     the job failed; every member exits 1
 //   <job>/group/refused/<agent>.json            a member the coordinator refused, and why
 //   <job>/group/rounds/<round>/plan.json        the round's plan (create-only, the coordinator)
 //   <job>/group/rounds/<round>/end/<instance>.json   the round is over (create-only, anyone)
@@ -41,6 +42,10 @@ class GroupStore {
   // (create-only; the first reason stands); the member reads why and exits.
   Status Refuse(const std::string& agent, const std::string& why);
   StatusOr<std::optional<std::string>> Refusal(const std::string& agent);
+
+  // The job failed (too many crashes): every member stops and exits 1.
+  Status MarkFailed(const std::string& why);
+  StatusOr<std::optional<std::string>> Failed();
 
   // The newest round that has a plan, and that plan; nullopt before the first.
   StatusOr<std::optional<RoundPlan>> NewestPlan();

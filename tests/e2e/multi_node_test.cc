@@ -199,6 +199,40 @@ TEST_F(MultiNodeE2E, AKilledNodeEndsTheRoundAndTheGroupResumesFromItsLastGroupSn
   EXPECT_EQ(Finals({1, 3, 4}), kUninterrupted) << Logs();
 }
 
+TEST_F(MultiNodeE2E, ACrashOnOneNodeStopsEveryTrainerAndTheRoundRestartsFromTheGroupSnapshot) {
+  const std::string config =
+      Config(3, {"--fail-at", "17", "--fail-rank", "1", "--fail-once-file", dir_.Join("crashed")});
+  for (int n : {1, 2, 3}) StartNode(n, config);
+  for (int n : {1, 2, 3}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
+  std::vector<RoundEnd> ends = Ends(1);
+  ASSERT_FALSE(ends.empty()) << Logs();
+  EXPECT_EQ(ends.front().reason, "crash");
+  // Every node left round 1 and took part in round 2, resumed from a group snapshot.
+  for (int n : {1, 2, 3}) {
+    EXPECT_TRUE(nodes_[n].agent->WaitForOutput("round 1 ended: crash", 0ms) ||
+                nodes_[n].agent->WaitForOutput("ending round 1", 0ms))
+        << Logs();
+    EXPECT_TRUE(nodes_[n].agent->WaitForOutput("round 2: rank", 0ms)) << Logs();
+    EXPECT_TRUE(nodes_[n].agent->WaitForOutput("'s part of group snapshot", 0ms))
+        << "round 2 resumed from a group snapshot, not from the start\n"
+        << Logs();
+  }
+  EXPECT_EQ(Finals({1, 2, 3}), kUninterrupted) << Logs();
+}
+
+TEST_F(MultiNodeE2E, ATrainerThatAlwaysCrashesFailsTheJobOnEveryNodeAfterRestartMax) {
+  const std::string config = Config(2, {"--fail-at", "3", "--fail-rank", "0"});
+  for (int n : {1, 2}) StartNode(n, config);
+  for (int n : {1, 2}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 1) << Logs();
+  // restart.max is 2: rounds 1, 2 and 3 crashed, no fourth was planned.
+  auto plan = GroupStore(*store_, "job").NewestPlan();
+  ASSERT_TRUE(plan.ok() && *plan);
+  EXPECT_EQ((*plan)->round, 3u);
+  EXPECT_NE(Logs().find("failed: a trainer crashed in 3 rounds in a row (restart.max 2)"),
+            std::string::npos)
+      << Logs();
+}
+
 TEST_F(MultiNodeE2E, AMemberWhoseSettingsDifferIsRefusedWithTheKeyNamed) {
   const std::string config = Config(2);
   StartNode(1, config);

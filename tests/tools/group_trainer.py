@@ -17,6 +17,8 @@ ap.add_argument("--save-every", type=int, default=5)
 ap.add_argument("--step-seconds", type=float, default=0.1)
 ap.add_argument("--fail-at", type=int, default=-1, help="exit 3 at this step (rank given by --fail-rank)")
 ap.add_argument("--fail-rank", type=int, default=0)
+ap.add_argument("--fail-once-file", default="",
+                help="fail only if this file is absent, and create it (one crash in all)")
 args = ap.parse_args()
 
 rank = int(os.environ["SPOTGUARD_NODE_RANK"])
@@ -53,8 +55,11 @@ while step < args.steps:
     step += 1
     total = (total * 31 + step * (rank + 1)) % 1000000007
     if step == args.fail_at and rank == args.fail_rank:
-        print(f"rank {rank} fails at step {step}", flush=True)
-        sys.exit(3)
+        if not (args.fail_once_file and os.path.exists(args.fail_once_file)):
+            if args.fail_once_file:
+                open(args.fail_once_file, "w").close()
+            print(f"rank {rank} fails at step {step}", flush=True)
+            sys.exit(3)
     if notice and os.path.exists(notice):
         asked = True
     if step % args.save_every == 0:

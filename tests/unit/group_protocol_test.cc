@@ -283,6 +283,47 @@ TEST_F(GroupStoreTest, MembersEndsPartsAndGroupsAreReadBack) {
   EXPECT_EQ(groups->at(0).step, 10);
 }
 
+TEST(GroupProtocolTest, WhatARoundsEndsAskOfItsMembers) {
+  EXPECT_EQ(OutcomeOfEnds({}), RoundOutcome::kRunning);
+  EXPECT_EQ(OutcomeOfEnds({RoundEnd{"stale", "i-1", ""}}), RoundOutcome::kStopNow);
+  EXPECT_EQ(OutcomeOfEnds({RoundEnd{"crash", "i-1", ""}}), RoundOutcome::kStopNow);
+  EXPECT_EQ(OutcomeOfEnds({RoundEnd{"restore", "i-1", ""}}), RoundOutcome::kStopNow);
+  EXPECT_EQ(OutcomeOfEnds({RoundEnd{"notice", "i-1", ""}}), RoundOutcome::kCheckpointFirst);
+  EXPECT_EQ(OutcomeOfEnds({RoundEnd{"stop", "i-1", ""}}), RoundOutcome::kCheckpointFirst);
+  EXPECT_EQ(OutcomeOfEnds({RoundEnd{"crash", "i-1", ""}, RoundEnd{"notice", "i-2", ""}}),
+            RoundOutcome::kCheckpointFirst)
+      << "a notice is answered even when another node crashed";
+  EXPECT_EQ(OutcomeOfEnds({RoundEnd{"notice", "i-1", ""}, RoundEnd{"complete", "i-2", ""}}),
+            RoundOutcome::kComplete);
+}
+
+TEST(GroupProtocolTest, TheNextRoundResumesTheNewestGroupSnapshotEveryoneCanRestore) {
+  GroupCommit a, b, c;
+  a.seq = 1;
+  b.seq = 2;
+  c.seq = 3;
+  EXPECT_EQ(ResumePoint({}, std::nullopt), std::nullopt);
+  EXPECT_EQ(ResumePoint({a, b, c}, std::nullopt)->seq, 3u);
+  EXPECT_EQ(ResumePoint({a, b, c}, 3)->seq, 2u) << "3 failed a member's restore";
+  EXPECT_EQ(ResumePoint({a, b, c}, 1), std::nullopt);
+}
+
+TEST(GroupProtocolTest, CrashRestartsBackOffLikeASingleNodes) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(CrashBackoff(0, milliseconds(10'000), milliseconds(300'000)).count(), 0);
+  EXPECT_EQ(CrashBackoff(1, milliseconds(10'000), milliseconds(300'000)).count(), 10'000);
+  EXPECT_EQ(CrashBackoff(3, milliseconds(10'000), milliseconds(300'000)).count(), 40'000);
+  EXPECT_EQ(CrashBackoff(60, milliseconds(10'000), milliseconds(300'000)).count(), 300'000);
+}
+
+TEST(GroupProtocolTest, ANoticeIsAnsweredOnlyByANewerPartInACommittedGroupSnapshot) {
+  EXPECT_FALSE(AnswerCommitted(std::nullopt, 10, 20)) << "no part uploaded";
+  EXPECT_FALSE(AnswerCommitted(10, 10, 20)) << "the part is not newer than the request";
+  EXPECT_FALSE(AnswerCommitted(15, 10, 10)) << "its group snapshot is not committed";
+  EXPECT_TRUE(AnswerCommitted(15, 10, 15));
+  EXPECT_TRUE(AnswerCommitted(15, std::nullopt, 20)) << "nothing on disk when asked";
+}
+
 TEST(GroupConfigTest, PartsOfEachRankAreAJobOfTheirOwn) {
   EXPECT_EQ(PartJob("train", 2), "train/nodes/2");
 }
