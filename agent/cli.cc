@@ -122,6 +122,7 @@ constexpr Subcommand kSubcommands[] = {
 // --help shows them before the commands are built.
 struct ExtraOptions {
   std::string snapshot_seq, to_dir, dir, after, exec, older_than, instance, attempt, since;
+  std::optional<int> rank;  // restore: the node's part of a group snapshot
   std::vector<std::string> files;
   bool json = false, once = false, use_store = false, force = false, follow = false;
 };
@@ -137,6 +138,9 @@ void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, Extr
         ->type_name("SEQ");
     sub->add_option("--to", x.to_dir, "Restore into DIR instead of the checkpoint dir")
         ->type_name("DIR");
+    sub->add_option("--rank", x.rank,
+                    "With nodes > 1: restore this node rank's part of the group snapshot")
+        ->type_name("N");
     sub->add_flag("--force", x.force,
                   "Let the snapshot replace files of the same name that spotguard did not "
                   "restore; they are kept in DIR.spotguard-backup-<time>");
@@ -280,7 +284,9 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
     return RunDrillCommand(config, env, drill);
   }
   if (name == "snapshot") return RunSnapshotCommand(config, env, {extra.dir, extra.files});
-  if (name == "restore") return RunRestoreCommand(config, env, {seq, extra.to_dir, extra.force});
+  if (name == "restore") {
+    return RunRestoreCommand(config, env, {seq, extra.to_dir, extra.force, extra.rank});
+  }
   if (name == "ls") return RunLsCommand(config, env, extra.json);
   if (name == "verify") return RunVerifyCommand(config, env, seq);
   if (name == "gc") {

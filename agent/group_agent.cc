@@ -18,6 +18,7 @@
 #include "agent/capture.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
+#include "agent/group_commands.h"
 #include "agent/group_protocol.h"
 #include "agent/group_store.h"
 #include "agent/job_end.h"
@@ -491,6 +492,9 @@ void GroupAgent::Coordinate(Clock::MonoTime now) {
               SeqName(g.seq), g.step, g.nodes, g.Bytes(), g.Stored());
       (void)events_.Record("snapshot", {{"seq", g.seq}, {"step", g.step}, {"nodes", g.nodes}});
       newest = g;
+      // Retention: `keep` whole group snapshots (docs/multi-node.md).
+      auto gc = CollectGroupGarbage(c_.store, c_.clock, cfg_.job, cfg_.keep, std::chrono::hours(1));
+      if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
     } else {
       LogWarn("committing group snapshot {} failed: {}", SeqName(g.seq), st.message());
     }

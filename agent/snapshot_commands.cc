@@ -9,6 +9,7 @@
 #include "agent/capture.h"
 #include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
+#include "agent/group_commands.h"
 #include "agent/fencing.h"
 #include "agent/log_store.h"
 #include "agent/presets.h"
@@ -255,6 +256,9 @@ int RunRestoreCommand(const Config& config, const Environment& env,
   }
   auto store = OpenStore(config, env, nullptr, StoreUse::kTransfer);
   if (!store.ok()) return Fail("restore", store.status());
+  if (config.nodes > 1) {
+    return RunGroupRestore(config, **store, args.seq, args.rank, target, args.force);
+  }
   std::optional<ProgressLine> progress;
   RestoreOptions options;
   options.replace_foreign = args.force;
@@ -289,6 +293,7 @@ int RunRestoreCommand(const Config& config, const Environment& env,
 int RunLsCommand(const Config& config, const Environment& env, bool json) {
   auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
   if (!store.ok()) return Fail("ls", store.status());
+  if (config.nodes > 1) return RunGroupLs(config, **store, json);
   SnapshotCatalog catalog(**store, config.job);
   auto history = catalog.History();
   if (!history.ok()) return Fail("ls", history.status());
@@ -336,6 +341,7 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
 int RunVerifyCommand(const Config& config, const Environment& env, std::optional<uint64_t> seq) {
   auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
   if (!store.ok()) return Fail("verify", store.status());
+  if (config.nodes > 1) return RunGroupVerify(config, **store, seq);
   SnapshotCatalog catalog(**store, config.job);
   if (!seq) {
     auto committed = catalog.Committed();
@@ -366,6 +372,14 @@ int RunGcCommand(const Config& config, const Environment& env,
   if (!store.ok()) return Fail("gc", store.status());
   GcOptions options{.keep = config.keep};
   if (older_than) options.abandoned_after = *older_than;
+  if (config.nodes > 1) {
+    auto g = CollectGroupGarbage(**store, SystemClock(), config.job, config.keep,
+                                 options.abandoned_after);
+    if (!g.ok()) return Fail("gc", g.status());
+    std::cout << "removed " << g->deleted.size() << " old group snapshots, " << g->parts_deleted
+              << " parts no kept group snapshot needs, the records of " << g->rounds_deleted
+              << " rounds and " << g->abandoned << " unfinished parts and uploads\n";
+  }
   auto r = CollectGarbage(**store, SystemClock(), config.job, options);
   if (!r.ok()) return Fail("gc", r.status());
   std::cout << "removed " << r->deleted.size() << " old snapshots, " << r->abandoned.size()

@@ -57,6 +57,7 @@ struct RestoreCommandArgs {
   std::optional<uint64_t> seq;  // --snapshot
   std::string to;               // --to
   bool force = false;           // --force: foreign files of the same name go to a backup dir
+  std::optional<int> rank;      // --rank: a group snapshot's part (nodes > 1)
 };
 int RunRestoreCommand(const Config& config, const Environment& env, const RestoreCommandArgs& args);
 

@@ -1,11 +1,14 @@
 #include "agent/status_command.h"
 
+#include "agent/group_commands.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 
 #include "agent/events.h"
 #include "agent/exit_codes.h"
+#include "agent/group_commands.h"
 #include "agent/log_store.h"
 #include "agent/progress.h"
 #include "agent/restorer.h"
@@ -342,6 +345,7 @@ int RunStatusCommand(const Config& config, const std::map<std::string, std::stri
     std::cerr << "spotguard status: " << store.status().message() << "\n";
     return kExitFailure;
   }
+  if (config.nodes > 1 && RunGroupStatus(config, **store, json) != kExitOk) return kExitFailure;
   auto status = ReadJobStatus(**store, config.job);
   if (!status.ok()) {
     std::cerr << "spotguard status: reading job " << config.job << " from " << (*store)->Describe()

@@ -8,10 +8,12 @@
 #include <signal.h>
 
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "agent/group_store.h"
+#include "agent/store_layout.h"
 #include "common/files.h"
 #include "common/s3_store.h"
 #include "common/strings.h"
@@ -118,6 +120,17 @@ class MultiNodeE2E : public ::testing::Test {
     std::sort(out.begin(), out.end());
     return out;
   }
+  // A spotguard command against the store, as a person runs it.
+  std::pair<int, std::string> Cli(std::vector<std::string> args) {
+    static int runs = 0;
+    std::map<std::string, std::string> env = {{"AWS_ACCESS_KEY_ID", s3_.access_key},
+                                              {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
+                                              {"SPOTGUARD_CONFIG", ""}};
+    AgentProcess p(args, env, dir_.Join("cli-" + std::to_string(++runs) + ".log"));
+    auto code = p.Wait(60s);
+    return {code.value_or(-1), p.Output()};
+  }
+
   std::string Logs() {
     std::string out;
     for (auto& [n, node] : nodes_) {
@@ -169,6 +182,32 @@ TEST_F(MultiNodeE2E, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameResu
   EXPECT_TRUE(nodes_[4].agent->WaitForOutput("restored rank", 0ms)) << Logs();
   EXPECT_TRUE(store_->Head("job/complete").ok());
   EXPECT_EQ(Finals({1, 3, 4}), kUninterrupted) << Logs();
+
+  // ls, verify and status show group snapshots; retention kept `keep` (3) whole ones.
+  const std::vector<GroupCommit> kept = Groups();
+  EXPECT_LE(kept.size(), 3u);
+  EXPECT_GE(kept.size(), 1u);
+  auto [ls_code, ls] = Cli({"ls", "-c", config, "--json"});
+  ASSERT_EQ(ls_code, 0) << ls;
+  const auto rows = nlohmann::json::parse(ls.substr(ls.find('[')));
+  ASSERT_EQ(rows.size(), kept.size());
+  EXPECT_EQ(rows[0]["nodes"], 3);
+  EXPECT_EQ(rows[0]["parts"].size(), 3u);
+  auto [verify_code, verify] = Cli({"verify", "-c", config});
+  EXPECT_EQ(verify_code, 0) << verify;
+  EXPECT_NE(verify.find("3 nodes"), std::string::npos) << verify;
+  auto [status_code, status] = Cli({"status", "-c", config, "--json"});
+  ASSERT_EQ(status_code, 0) << status;
+  EXPECT_NE(status.find("\"round\": 2"), std::string::npos) << status;
+  // Parts no kept group snapshot references are gone: rank 0 keeps at most
+  // one part per kept group snapshot, plus any newer than the newest.
+  auto parts = ListAll(*store_, SnapshotsPrefix(PartJob("job", 0)));
+  ASSERT_TRUE(parts.ok());
+  std::set<uint64_t> seqs;
+  for (const ObjectInfo& o : *parts) {
+    if (auto seq = SnapshotSeqOfKey(PartJob("job", 0), o.key)) seqs.insert(*seq);
+  }
+  EXPECT_LE(seqs.size(), kept.size() + 1) << "old parts were not collected";
 }
 
 TEST_F(MultiNodeE2E, AKilledNodeEndsTheRoundAndTheGroupResumesFromItsLastGroupSnapshot) {
@@ -231,6 +270,39 @@ TEST_F(MultiNodeE2E, ATrainerThatAlwaysCrashesFailsTheJobOnEveryNodeAfterRestart
   EXPECT_NE(Logs().find("failed: a trainer crashed in 3 rounds in a row (restart.max 2)"),
             std::string::npos)
       << Logs();
+}
+
+TEST_F(MultiNodeE2E, ADamagedPartNamesItsRankAndAnotherNodeCountIsRefused) {
+  const std::string config = Config(2);
+  for (int n : {1, 2}) StartNode(n, config);
+  for (int n : {1, 2}) ASSERT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
+  const GroupCommit newest = Groups().back();
+  auto [ok_code, ok] = Cli({"restore", "-c", config, "--rank", "1", "--to", dir_.Join("r1")});
+  ASSERT_EQ(ok_code, 0) << ok;
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("r1/step_" + std::to_string(newest.step) + ".pt")));
+
+  auto [rank_code, rank_out] = Cli({"restore", "-c", config, "--to", dir_.Join("r2")});
+  EXPECT_EQ(rank_code, 2);
+  EXPECT_NE(rank_out.find("--rank N"), std::string::npos) << rank_out;
+  auto [nodes_code, nodes_out] =
+      Cli({"restore", "-c", Config(3), "--rank", "0", "--to", dir_.Join("r3")});
+  EXPECT_EQ(nodes_code, 2);
+  EXPECT_NE(nodes_out.find("was made by 2 nodes, and the config says nodes: 3"), std::string::npos)
+      << nodes_out;
+
+  // One byte of rank 1's part changed: verify names the rank and fails.
+  auto objects = ListAll(*store_, "job/nodes/1/snapshots/" + SeqName(newest.parts[1].seq) + "/files/");
+  ASSERT_TRUE(objects.ok() && !objects->empty());
+  ObjectStore& store = *store_;
+  auto body = store.Get(objects->front().key);
+  ASSERT_TRUE(body.ok());
+  std::string damaged = *body;
+  damaged[damaged.size() / 2] ^= 0x5a;
+  ASSERT_TRUE(store_->Put(objects->front().key, damaged, PutCondition::None()).ok());
+  auto [bad_code, bad] = Cli({"verify", "-c", config});
+  EXPECT_EQ(bad_code, 1);
+  EXPECT_NE(bad.find("rank 1:"), std::string::npos) << bad;
+  EXPECT_EQ(bad.find("rank 0:"), std::string::npos) << bad;
 }
 
 TEST_F(MultiNodeE2E, AMemberWhoseSettingsDifferIsRefusedWithTheKeyNamed) {

@@ -1,0 +1,358 @@
+#include "agent/group_commands.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "agent/exit_codes.h"
+#include "agent/group_store.h"
+#include "agent/lease.h"
+#include "agent/progress.h"
+#include "agent/restorer.h"
+#include "agent/retention.h"
+#include "agent/snapshot_catalog.h"
+#include "agent/snapshot_file_reader.h"
+#include "agent/store_layout.h"
+#include "common/duration.h"
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace sg {
+namespace {
+
+int Fail(std::string_view command, const Status& st, int code = kExitFailure) {
+  std::cerr << "spotguard " << command << ": " << st.message() << "\n";
+  return code;
+}
+
+// Deletes every object of snapshot `seq` of `job`, the manifest first, so
+// that what remains of it is never restored.
+StatusOr<uint64_t> DeleteSnapshot(ObjectStore& store, const std::string& job, uint64_t seq,
+                                  const std::vector<std::string>& keys) {
+  uint64_t n = 0;
+  const std::string manifest = ManifestKey(job, seq);
+  if (std::find(keys.begin(), keys.end(), manifest) != keys.end()) {
+    SG_RETURN_IF_ERROR(store.Delete(manifest));
+    ++n;
+  }
+  for (const std::string& key : keys) {
+    if (key == manifest) continue;
+    SG_RETURN_IF_ERROR(store.Delete(key));
+    ++n;
+  }
+  return n;
+}
+
+std::optional<GroupCommit> FindGroup(const std::vector<GroupCommit>& groups,
+                                     std::optional<uint64_t> seq) {
+  if (groups.empty()) return std::nullopt;
+  if (!seq) return groups.back();
+  for (const GroupCommit& g : groups) {
+    if (g.seq == *seq) return g;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
+                                            const std::string& job, int keep,
+                                            std::chrono::seconds abandoned_after) {
+  if (keep < 1) return Status::InvalidArgument("keep must be at least 1");
+  GroupStore group(store, job);
+  SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, group.Groups());
+  GroupGcResult result;
+  const size_t first_kept = groups.size() > static_cast<size_t>(keep) ? groups.size() - keep : 0;
+  // The oldest part of each rank that a kept group snapshot references.
+  std::map<int, uint64_t> oldest_kept_part;
+  int ranks = 0;
+  for (size_t i = first_kept; i < groups.size(); ++i) {
+    ranks = std::max(ranks, groups[i].nodes);
+    for (const PartRecord& p : groups[i].parts) {
+      auto [it, inserted] = oldest_kept_part.emplace(p.rank, p.seq);
+      if (!inserted) it->second = std::min(it->second, p.seq);
+    }
+  }
+  // Uncommit the old group snapshots first: parts are only deleted once no
+  // group snapshot that may be restored names them.
+  for (size_t i = 0; i < first_kept; ++i) {
+    SG_RETURN_IF_ERROR(store.Delete(group.GroupKey(groups[i].seq)));
+    result.deleted.push_back(groups[i].seq);
+  }
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::string part_job = PartJob(job, rank);
+    auto oldest = oldest_kept_part.find(rank);
+    if (oldest != oldest_kept_part.end()) {
+      SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects,
+                          ListAll(store, SnapshotsPrefix(part_job)));
+      std::map<uint64_t, std::vector<std::string>> dirs;
+      for (const ObjectInfo& o : objects) {
+        if (auto seq = SnapshotSeqOfKey(part_job, o.key)) dirs[*seq].push_back(o.key);
+      }
+      for (const auto& [seq, keys] : dirs) {
+        if (seq >= oldest->second) break;
+        SG_ASSIGN_OR_RETURN(uint64_t n, DeleteSnapshot(store, part_job, seq, keys));
+        if (n > 0) ++result.parts_deleted;
+      }
+    }
+    // Parts whose writer died before their commit, and unfinished uploads;
+    // committed parts are never taken here (keep is unbounded).
+    GcOptions abandoned{.keep = 1 << 30, .abandoned_after = abandoned_after};
+    SG_ASSIGN_OR_RETURN(GcResult r, CollectGarbage(store, clock, part_job, abandoned));
+    result.abandoned += static_cast<int>(r.abandoned.size()) + r.stale_writes;
+  }
+  // The records of rounds before the oldest kept group snapshot's round.
+  if (first_kept < groups.size()) {
+    const uint64_t oldest_round = groups[first_kept].round;
+    SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> records,
+                        ListAll(store, JobPrefix(job) + "group/rounds/"));
+    std::set<uint64_t> rounds;
+    for (const ObjectInfo& o : records) {
+      const std::string rest = o.key.substr(JobPrefix(job).size() + std::string("group/rounds/").size());
+      auto round = ParseSeqName(std::string_view(rest).substr(0, 10));
+      if (!round || *round >= oldest_round) continue;
+      SG_RETURN_IF_ERROR(store.Delete(o.key));
+      rounds.insert(*round);
+    }
+    result.rounds_deleted = rounds.size();
+  }
+  if (!result.deleted.empty() || result.parts_deleted > 0) {
+    LogInfo("gc of job {}: removed {} old group snapshots, {} parts and the records of {} rounds",
+            job, result.deleted.size(), result.parts_deleted, result.rounds_deleted);
+  }
+  return result;
+}
+
+int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
+  auto groups = GroupStore(store, config.job).Groups();
+  if (!groups.ok()) return Fail("ls", groups.status());
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  if (!json) {
+    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %s\n", "SEQ", "CREATED", "NODES", "SIZE",
+                "STORED", "STEP", "ROUND");
+  }
+  // Newest first, as `ls` of a single node shows them.
+  for (auto it = groups->rbegin(); it != groups->rend(); ++it) {
+    const GroupCommit& g = *it;
+    if (json) {
+      nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+      for (const PartRecord& p : g.parts) {
+        parts.push_back({{"rank", p.rank},
+                         {"seq", p.seq},
+                         {"instance", p.instance},
+                         {"size", p.bytes},
+                         {"stored_size", p.stored}});
+      }
+      rows.push_back({{"seq", g.seq},
+                      {"created", g.created},
+                      {"nodes", g.nodes},
+                      {"size", g.Bytes()},
+                      {"stored_size", g.Stored()},
+                      {"step", g.step},
+                      {"round", g.round},
+                      {"parts", std::move(parts)}});
+    } else {
+      std::printf("%-10s  %-24s  %5d  %10s  %10s  %-10lld  %llu\n", SeqName(g.seq).c_str(),
+                  g.created.c_str(), g.nodes, HumanBytes(g.Bytes()).c_str(),
+                  HumanBytes(g.Stored()).c_str(), static_cast<long long>(g.step),
+                  static_cast<unsigned long long>(g.round));
+    }
+  }
+  if (json) std::cout << rows.dump(2) << "\n";
+  return kExitOk;
+}
+
+int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq) {
+  auto groups = GroupStore(store, config.job).Groups();
+  if (!groups.ok()) return Fail("verify", groups.status());
+  std::optional<GroupCommit> g = FindGroup(*groups, seq);
+  if (!g) {
+    return Fail("verify",
+                Status::NotFound(seq ? "job " + config.job + " has no group snapshot " +
+                                           SeqName(*seq)
+                                     : "the store has no group snapshot of job " + config.job),
+                kExitNothingToRestore);
+  }
+  std::vector<std::string> bad;
+  uint64_t files = 0, bytes = 0;
+  for (const PartRecord& p : g->parts) {
+    const std::string part_job = PartJob(config.job, p.rank);
+    auto manifest = SnapshotCatalog(store, part_job).ReadManifest(p.seq);
+    Status st = manifest.status();
+    if (st.ok()) {
+      ProgressLine progress("verify rank " + std::to_string(p.rank), manifest->TotalSize());
+      st = SnapshotFileReader(store, part_job)
+               .Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
+      files += manifest->files.size();
+      bytes += manifest->TotalSize();
+    }
+    if (!st.ok()) bad.push_back("rank " + std::to_string(p.rank) + ": " + st.message());
+  }
+  if (!bad.empty()) {
+    return Fail("verify", Status::Corruption("group snapshot " + SeqName(g->seq) +
+                                             " is damaged: " + Join(bad, "; ")));
+  }
+  std::cout << "group snapshot " << SeqName(g->seq) << ": " << g->nodes << " nodes, " << files
+            << " files, " << HumanBytes(bytes) << ", every checksum matches\n";
+  return kExitOk;
+}
+
+int RunGroupStatus(const Config& config, ObjectStore& store, bool json) {
+  GroupStore group(store, config.job);
+  auto plan = group.NewestPlan();
+  if (!plan.ok()) return Fail("status", plan.status());
+  auto groups = group.Groups();
+  if (!groups.ok()) return Fail("status", groups.status());
+  auto listed = ListAll(store, JobPrefix(config.job) + "group/members/");
+  if (!listed.ok()) return Fail("status", listed.status());
+  auto members = group.Members();
+  if (!members.ok()) return Fail("status", members.status());
+  // Freshness from the store's own times: a record not rewritten within
+  // group.timeout is stale.
+  const auto now = std::chrono::system_clock::now();
+  std::map<std::string, double> age;  // by agent
+  for (const ObjectInfo& o : *listed) {
+    for (const auto& [agent, entry] : *members) {
+      if (group.MemberKey(agent) == o.key) {
+        age[agent] = std::chrono::duration<double>(now - o.modified).count();
+      }
+    }
+  }
+  const double timeout = std::chrono::duration<double>(config.group.timeout).count();
+  std::vector<RoundEnd> ends;
+  if (*plan) {
+    auto e = group.Ends((*plan)->round);
+    if (e.ok()) ends = *e;
+  }
+  auto complete = store.Head(CompleteKey(config.job));
+  nlohmann::ordered_json j;
+  j["job"] = config.job;
+  j["nodes"] = config.nodes;
+  j["complete"] = complete.ok();
+  j["round"] = *plan ? nlohmann::ordered_json((*plan)->round) : nlohmann::ordered_json();
+  j["round_ended"] = ends.empty() ? nlohmann::ordered_json()
+                                  : nlohmann::ordered_json({{"reason", ends.front().reason},
+                                                            {"by", ends.front().by},
+                                                            {"detail", ends.front().detail}});
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+  nlohmann::ordered_json missing = nlohmann::ordered_json::array();
+  std::set<std::string> in_plan;
+  if (*plan) {
+    for (size_t r = 0; r < (*plan)->members.size(); ++r) {
+      const PlanMember& m = (*plan)->members[r];
+      in_plan.insert(m.agent);
+      const bool known = age.count(m.agent) > 0;
+      const bool fresh = known && age[m.agent] < timeout;
+      ranks.push_back({{"rank", r},
+                       {"instance", m.instance},
+                       {"address", m.address},
+                       {"age_seconds", known ? nlohmann::ordered_json(age[m.agent])
+                                             : nlohmann::ordered_json()},
+                       {"fresh", fresh}});
+      if (!fresh) missing.push_back({{"rank", r}, {"instance", m.instance}});
+    }
+  }
+  j["ranks"] = std::move(ranks);
+  j["missing"] = std::move(missing);
+  nlohmann::ordered_json waiting = nlohmann::ordered_json::array();
+  for (const auto& [agent, entry] : *members) {
+    if (in_plan.count(agent)) continue;
+    waiting.push_back({{"instance", entry.second.instance},
+                       {"age_seconds", age.count(agent) ? age[agent] : -1.0}});
+  }
+  j["waiting"] = std::move(waiting);
+  if (!groups->empty()) {
+    const GroupCommit& g = groups->back();
+    j["newest_group_snapshot"] = {{"seq", g.seq}, {"step", g.step}, {"created", g.created},
+                                  {"size", g.Bytes()}, {"stored_size", g.Stored()}};
+  } else {
+    j["newest_group_snapshot"] = nullptr;
+  }
+  if (json) {
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "job " << config.job << ": " << config.nodes << " nodes"
+            << (complete.ok() ? ", complete" : "") << "\n";
+  if (*plan) {
+    std::cout << "round " << (*plan)->round
+              << (ends.empty() ? " running"
+                               : " ended: " + ends.front().reason + " on " + ends.front().by)
+              << "\n";
+    for (const auto& r : j["ranks"]) {
+      std::cout << "  rank " << r["rank"].get<int>() << "  " << r["instance"].get<std::string>()
+                << "  " << r["address"].get<std::string>() << "  "
+                << (r["age_seconds"].is_null()
+                        ? std::string("gone")
+                        : Format("seen {:.0f} s ago", r["age_seconds"].get<double>()))
+                << (r["fresh"].get<bool>() ? "" : "  MISSING") << "\n";
+    }
+  } else {
+    std::cout << "no round yet\n";
+  }
+  for (const auto& w : j["waiting"]) {
+    std::cout << "  waiting: " << w["instance"].get<std::string>() << "\n";
+  }
+  if (!groups->empty()) {
+    const GroupCommit& g = groups->back();
+    std::cout << "newest group snapshot " << SeqName(g.seq) << ": step " << g.step << ", "
+              << HumanBytes(g.Bytes()) << " (" << HumanBytes(g.Stored()) << " stored), "
+              << g.created << "\n";
+  } else {
+    std::cout << "no group snapshot yet\n";
+  }
+  return kExitOk;
+}
+
+int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint64_t> seq,
+                    std::optional<int> rank, const std::string& target, bool force) {
+  if (!rank) {
+    return Fail("restore",
+                Status::InvalidArgument("job " + config.job + " has nodes: " +
+                                        std::to_string(config.nodes) +
+                                        "; say which node's part to restore with --rank N"),
+                kExitUsage);
+  }
+  auto groups = GroupStore(store, config.job).Groups();
+  if (!groups.ok()) return Fail("restore", groups.status());
+  std::optional<GroupCommit> g = FindGroup(*groups, seq);
+  if (!g) {
+    return Fail("restore",
+                Status::NotFound(seq ? "job " + config.job + " has no group snapshot " +
+                                           SeqName(*seq)
+                                     : "the store has no group snapshot of job " + config.job),
+                seq ? kExitFailure : kExitNothingToRestore);
+  }
+  if (g->nodes != config.nodes) {
+    return Fail("restore",
+                Status::InvalidArgument("group snapshot " + SeqName(g->seq) + " was made by " +
+                                        std::to_string(g->nodes) + " nodes, and the config says " +
+                                        "nodes: " + std::to_string(config.nodes)),
+                kExitUsage);
+  }
+  if (*rank < 0 || *rank >= g->nodes) {
+    return Fail("restore",
+                Status::InvalidArgument("--rank " + std::to_string(*rank) + " is not a rank of " +
+                                        std::to_string(g->nodes) + " nodes (0 to " +
+                                        std::to_string(g->nodes - 1) + ")"),
+                kExitUsage);
+  }
+  RestoreOptions options;
+  options.replace_foreign = force;
+  const PartRecord& part = g->parts.at(*rank);
+  auto result = Restorer(store, options).Restore(PartJob(config.job, *rank), target, part.seq);
+  if (!result.ok()) {
+    return Fail("restore", result.status(),
+                result.status().reason() == "ForeignFiles" ? kExitUsage : kExitFailure);
+  }
+  LogInfo("restored rank {}'s part of group snapshot {} (step {}) into {}", *rank,
+          SeqName(g->seq), g->step, result->dir);
+  std::cout << result->resume_path << "\n";
+  return kExitOk;
+}
+
+}  // namespace sg

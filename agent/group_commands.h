@@ -1,0 +1,40 @@
+// `ls`, `status`, `verify`, `gc` and `restore` for a job of several nodes
+// (`nodes` > 1; docs/multi-node.md): they show and handle group snapshots
+// (agent/group_store.h), and retention keeps `keep` whole group snapshots.
+#pragma once
+
+#include <chrono>
+#include <optional>
+
+#include "agent/config.h"
+#include "agent/group_protocol.h"
+#include "common/clock.h"
+#include "common/object_store.h"
+
+namespace sg {
+
+struct GroupGcResult {
+  std::vector<uint64_t> deleted;  // group snapshots removed by retention
+  uint64_t parts_deleted = 0;     // part snapshots no kept group snapshot references
+  uint64_t rounds_deleted = 0;    // records of old rounds
+  int abandoned = 0;              // unfinished part uploads and snapshot dirs
+};
+
+// Keeps the newest `keep` group snapshots. A part snapshot goes only when no
+// kept group snapshot references it and it is older than every part of its
+// rank that one does (a newer part may be on its way into the next group
+// snapshot); rounds before the newest kept group snapshot's go too.
+// Unfinished part uploads older than `abandoned_after` are removed.
+StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
+                                            const std::string& job, int keep,
+                                            std::chrono::seconds abandoned_after);
+
+int RunGroupLs(const Config& config, ObjectStore& store, bool json);
+int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq);
+int RunGroupStatus(const Config& config, ObjectStore& store, bool json);
+// Restores rank `rank`'s part of group snapshot `seq` (the newest without).
+// A group snapshot of another node count than config.nodes is refused (exit 2).
+int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint64_t> seq,
+                    std::optional<int> rank, const std::string& target, bool force);
+
+}  // namespace sg
