@@ -44,8 +44,10 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
 constexpr auto kTick = milliseconds(100);
-// The store is read for the round's news this often.
-constexpr auto kLook = milliseconds(500);
+// The store is read for the round's news every quarter heartbeat, between
+// these bounds (docs/multi-node.md, "Cost in S3 requests").
+constexpr auto kMinLook = milliseconds(250);
+constexpr auto kMaxLook = milliseconds(2'000);
 // What a node waits for the group's commit after a notice elsewhere, when
 // stop_timeout is longer: a spot notice gives two minutes.
 constexpr auto kGroupEndBudget = milliseconds(100'000);
@@ -101,7 +103,7 @@ class GroupAgent {
         notice_file_(NoticeFilePath(cfg_)),
         launcher_(cfg_, c.env, notice_file_, TrainerRecordPath(cfg_.checkpoint_dir)),
         uploader_([this](const Checkpoint& ck,
-                         const std::atomic<bool>* cancel) { return UploadPart(ck, cancel); },
+                         const std::atomic<bool>* cancel) { return WritePart(ck, cancel); },
                   c.clock),
         autoscaling_(c.aws, c.clock) {}
 
@@ -124,9 +126,10 @@ class GroupAgent {
   void BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed);
   void Ending(Clock::MonoTime now);
   void LeaveRound(const std::string& why);
-  void UploadNewest(bool final);
+  // Starts the upload of the part ChooseUpload picks, if any.
+  void UploadPart(Clock::MonoTime now);
   void TakeUploadResult();
-  StatusOr<SnapshotResult> UploadPart(const Checkpoint& checkpoint,
+  StatusOr<SnapshotResult> WritePart(const Checkpoint& checkpoint,
                                       const std::atomic<bool>* cancel);
   std::optional<GroupCommit> NewestGroup();
   void Exit(int code);
@@ -154,8 +157,15 @@ class GroupAgent {
   int rank_ = 0;
   std::unique_ptr<Trainer> trainer_;
   int attempt_ = 0;
-  std::optional<int64_t> part_step_;     // of this node's newest part in the round
+  std::optional<int64_t> part_step_;       // of this node's newest stored part in the round
   std::optional<int64_t> uploading_step_;  // of the part being uploaded
+  std::vector<int64_t> uploaded_;          // steps uploaded (or tried) in the round
+  std::vector<PartRecord> round_parts_;    // every rank's parts of the round, as last read
+  std::optional<int64_t> group_step_;      // of the newest group snapshot, as last read
+  Clock::MonoTime next_periodic_{};        // the next periodic upload (upload_interval)
+  bool asked_ = false;                     // a checkpoint was asked for and not answered
+  std::optional<int64_t> answer_step_;     // the part that answers it
+  bool final_ = false;                     // the round's request is answered (final.json)
   std::string stepless_warned_;           // a checkpoint without a step, said once
   bool trainer_done_ = false;            // exited 0; its last part is going up
   bool done_marked_ = false;
@@ -225,7 +235,8 @@ bool GroupAgent::StopRequested() {
 }
 
 void GroupAgent::Beat(Clock::MonoTime now) {
-  if (now < next_beat_) return;
+  // A node on its way out is no member of the next round.
+  if (noticed_ || now < next_beat_) return;
   next_beat_ = now + cfg_.group.heartbeat;
   ++self_.beat;
   if (Status st = group_.WriteMember(self_); !st.ok()) {
@@ -266,7 +277,8 @@ std::optional<GroupCommit> GroupAgent::NewestGroup() {
 
 void GroupAgent::Look(Clock::MonoTime now) {
   if (now < next_look_) return;
-  next_look_ = now + kLook;
+  next_look_ = now + std::clamp(duration_cast<milliseconds>(cfg_.group.heartbeat) / 4, kMinLook,
+                                kMaxLook);
   if (auto members = group_.Members(); members.ok()) {
     freshness_.Observe(now, *members);
   } else {
@@ -310,7 +322,12 @@ void GroupAgent::Look(Clock::MonoTime now) {
                  first.by + (first.detail.empty() ? "" : " (" + first.detail + ")"));
       return;
     }
+    if (auto parts = group_.Parts(plan_->round); parts.ok()) round_parts_ = std::move(*parts);
+    if (auto newest = NewestGroup()) group_step_ = newest->step;
     if (lease_.held()) Coordinate(now);
+    if (state_ == State::kEnding && !final_) {
+      if (auto f = group_.Final(plan_->round); f.ok() && *f) final_ = true;
+    }
   }
 }
 
@@ -401,6 +418,11 @@ void GroupAgent::Join(const RoundPlan& plan) {
   plan_ = plan;
   part_step_.reset();
   uploading_step_.reset();
+  uploaded_.clear();
+  round_parts_.clear();
+  asked_ = false;
+  answer_step_.reset();
+  next_periodic_ = c_.clock.Monotonic() + cfg_.upload_interval;
   trainer_done_ = done_marked_ = false;
   std::string resume;
   if (plan.resume_seq) {
@@ -499,6 +521,17 @@ void GroupAgent::Coordinate(Clock::MonoTime now) {
       LogWarn("committing group snapshot {} failed: {}", SeqName(g.seq), st.message());
     }
   }
+  // A request for a checkpoint is answered by the first group snapshot newer
+  // than every rank's step when it was asked.
+  if (state_ == State::kEnding && newest) {
+    auto asked = group_.Asked(plan_->round);
+    if (asked.ok() && AnswersRequest(*asked, cfg_.nodes, newest->step)) {
+      if (group_.WriteFinal(plan_->round, newest->seq, newest->step).ok()) {
+        LogInfo("group snapshot {} (step {}) answers round {}'s request", SeqName(newest->seq),
+                newest->step, plan_->round);
+      }
+    }
+  }
   // Completion: every rank's trainer exited 0 and its last part is in a group snapshot.
   auto done = group_.Done(plan_->round);
   if (!done.ok() || static_cast<int>(done->size()) < cfg_.nodes) return;
@@ -514,27 +547,47 @@ void GroupAgent::Coordinate(Clock::MonoTime now) {
   Exit(kExitOk);
 }
 
-void GroupAgent::UploadNewest(bool final) {
+void GroupAgent::UploadPart(Clock::MonoTime now) {
   if (uploader_.busy()) return;
   auto all = checkpoints_->Complete();
-  if (!all.ok() || all->empty()) return;
-  const Checkpoint& newest = all->front();
-  if (!newest.step) {
-    if (newest.id != stepless_warned_) {
-      LogWarn("checkpoint {} names no step: a group snapshot joins the parts of one step, so "
-              "it is not uploaded (docs/multi-node.md)",
-              newest.id);
-      stepless_warned_ = newest.id;
+  if (!all.ok()) return;
+  UploadInput in;
+  in.rank = rank_;
+  std::map<int64_t, const Checkpoint*> by_step;
+  for (const Checkpoint& c : *all) {
+    if (!c.step) {
+      if (&c == &all->front() && c.id != stepless_warned_) {
+        LogWarn("checkpoint {} names no step: a group snapshot joins the parts of one step, so "
+                "it is not uploaded (docs/multi-node.md)",
+                c.id);
+        stepless_warned_ = c.id;
+      }
+      continue;
     }
-    return;
+    by_step.emplace(*c.step, &c);
+    in.local_steps.push_back(*c.step);
   }
-  if (part_step_ && *newest.step <= *part_step_) return;
-  LogInfo("uploading rank {}'s part of step {}{}", rank_, *newest.step, final ? " (last)" : "");
-  uploading_step_ = newest.step;
-  uploader_.Start(newest);
+  in.uploaded = uploaded_;
+  in.parts = round_parts_;
+  in.committed_step = group_step_;
+  in.asked = asked_;
+  in.asked_after = asked_after_;
+  in.trainer_done = trainer_done_;
+  in.periodic_due = state_ == State::kInRound && now >= next_periodic_;
+  std::optional<UploadChoice> choice = ChooseUpload(in);
+  if (!choice) return;
+  static constexpr const char* kWhy[] = {"to complete a group snapshot", "answering the request",
+                                         "the last", "periodic"};
+  LogInfo("uploading rank {}'s part of step {} ({})", rank_, choice->step,
+          kWhy[static_cast<int>(choice->reason)]);
+  if (choice->reason == UploadReason::kPeriodic) next_periodic_ = now + cfg_.upload_interval;
+  if (choice->reason == UploadReason::kAnswer) answer_step_ = choice->step;
+  uploaded_.push_back(choice->step);
+  uploading_step_ = choice->step;
+  uploader_.Start(*by_step.at(choice->step));
 }
 
-StatusOr<SnapshotResult> GroupAgent::UploadPart(const Checkpoint& checkpoint,
+StatusOr<SnapshotResult> GroupAgent::WritePart(const Checkpoint& checkpoint,
                                                 const std::atomic<bool>* cancel) {
   SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture,
                       CapturedCheckpoint::Capture(cfg_.checkpoint_dir, checkpoint, staging_root_));
@@ -552,8 +605,12 @@ void GroupAgent::TakeUploadResult() {
   auto r = uploader_.Poll();
   if (!r) return;
   if (!r->result.ok()) {
-    LogWarn("uploading rank {}'s part failed (will retry): {}", rank_,
+    LogWarn("uploading rank {}'s part of step {} failed: {}", rank_, *uploading_step_,
             r->result.status().message());
+    // A failed answer is tried again (with what is newest then); a failed
+    // periodic part waits for the next period.
+    if (answer_step_ == uploading_step_) answer_step_.reset();
+    std::erase(uploaded_, *uploading_step_);
     return;
   }
   const SnapshotResult& s = *r->result;
@@ -562,13 +619,13 @@ void GroupAgent::TakeUploadResult() {
     LogWarn("announcing rank {}'s part failed: {}", rank_, st.message());
     return;
   }
-  part_step_ = part.step;
+  if (!part_step_ || part.step > *part_step_) part_step_ = part.step;
+  if (answer_step_ == part.step) asked_ = false;  // answered
   LogInfo("rank {}'s part of step {} is stored ({} bytes, {} stored) in {:.1f} s", rank_,
           part.step, s.bytes, s.stored_bytes, r->seconds);
 }
 
 void GroupAgent::InRound(Clock::MonoTime now) {
-  (void)now;
   if (trainer_ && !trainer_done_) {
     if (auto ended = trainer_->Poll()) {
       if (ended->success()) {
@@ -583,7 +640,7 @@ void GroupAgent::InRound(Clock::MonoTime now) {
     }
   }
   TakeUploadResult();
-  UploadNewest(trainer_done_);
+  UploadPart(now);
   if (trainer_done_ && !done_marked_ && !uploader_.busy()) {
     // Its last checkpoint is stored (or it had none newer): this rank is done.
     auto all = checkpoints_->Complete();
@@ -595,12 +652,22 @@ void GroupAgent::InRound(Clock::MonoTime now) {
 
 void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed) {
   state_ = State::kEnding;
+  if (noticed && !noticed_) {
+    // Leaving: the coordinator must not plan the next round with this node.
+    (void)group_.RemoveMember(self_.agent);
+  }
   noticed_ = noticed_ || noticed;
   ending_deadline_ = deadline;
   auto all = checkpoints_->Complete();
   asked_after_.reset();
   if (all.ok() && !all->empty()) asked_after_ = all->front().step;
   if (part_step_ && (!asked_after_ || *part_step_ > *asked_after_)) asked_after_ = part_step_;
+  asked_ = true;
+  answer_step_.reset();
+  final_ = false;
+  if (Status st = group_.MarkAsked(plan_->round, rank_, asked_after_); !st.ok()) {
+    LogWarn("recording the request failed: {}", st.message());
+  }
   checkpoints_->SetUrgent(true);
   nlohmann::ordered_json notice = {{"action", noticed ? "terminate" : "group"},
                                    {"round", plan_->round}};
@@ -616,17 +683,10 @@ void GroupAgent::Ending(Clock::MonoTime now) {
     if (auto ended = trainer_->Poll()) trainer_done_ = ended->success();
   }
   TakeUploadResult();
-  if (uploader_.busy() == false) {
-    auto all = checkpoints_->Complete();
-    if (all.ok() && !all->empty() && all->front().step &&
-        (!asked_after_ || *all->front().step > *asked_after_)) {
-      UploadNewest(true);
-    }
-  }
-  // Over once a group snapshot holds the answer to the request, or at the deadline.
-  std::optional<GroupCommit> newest = NewestGroup();
-  const bool committed = AnswerCommitted(
-      part_step_, asked_after_, newest ? std::optional<int64_t>(newest->step) : std::nullopt);
+  UploadPart(now);
+  // Over once the coordinator has named the group snapshot that answers the
+  // request (final_ is read every look), or at the deadline.
+  const bool committed = final_;
   if (!committed && now < ending_deadline_) return;
   if (!committed) LogWarn("round {}: no group snapshot of the answer in time", plan_->round);
   if (trainer_) {

@@ -67,34 +67,41 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
   SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, group.Groups());
   GroupGcResult result;
   const size_t first_kept = groups.size() > static_cast<size_t>(keep) ? groups.size() - keep : 0;
-  // The oldest part of each rank that a kept group snapshot references.
-  std::map<int, uint64_t> oldest_kept_part;
   int ranks = 0;
-  for (size_t i = first_kept; i < groups.size(); ++i) {
-    ranks = std::max(ranks, groups[i].nodes);
-    for (const PartRecord& p : groups[i].parts) {
-      auto [it, inserted] = oldest_kept_part.emplace(p.rank, p.seq);
-      if (!inserted) it->second = std::min(it->second, p.seq);
-    }
-  }
+  for (const GroupCommit& g : groups) ranks = std::max(ranks, g.nodes);
   // Uncommit the old group snapshots first: parts are only deleted once no
   // group snapshot that may be restored names them.
   for (size_t i = 0; i < first_kept; ++i) {
     SG_RETURN_IF_ERROR(store.Delete(group.GroupKey(groups[i].seq)));
     result.deleted.push_back(groups[i].seq);
   }
+  // A part goes when no kept group snapshot names it and it can join no
+  // later one: group snapshots only ever commit steps newer than the newest,
+  // so a part of that step or older is done with.
+  const std::optional<int64_t> newest_step =
+      groups.empty() ? std::nullopt : std::optional<int64_t>(groups.back().step);
+  std::set<std::pair<int, uint64_t>> referenced;
+  for (size_t i = first_kept; i < groups.size(); ++i) {
+    for (const PartRecord& p : groups[i].parts) referenced.insert({p.rank, p.seq});
+  }
   for (int rank = 0; rank < ranks; ++rank) {
     const std::string part_job = PartJob(job, rank);
-    auto oldest = oldest_kept_part.find(rank);
-    if (oldest != oldest_kept_part.end()) {
+    if (newest_step) {
       SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects,
                           ListAll(store, SnapshotsPrefix(part_job)));
       std::map<uint64_t, std::vector<std::string>> dirs;
+      std::set<uint64_t> committed;
       for (const ObjectInfo& o : objects) {
-        if (auto seq = SnapshotSeqOfKey(part_job, o.key)) dirs[*seq].push_back(o.key);
+        auto seq = SnapshotSeqOfKey(part_job, o.key);
+        if (!seq) continue;
+        dirs[*seq].push_back(o.key);
+        if (o.key == ManifestKey(part_job, *seq)) committed.insert(*seq);
       }
+      SnapshotCatalog catalog(store, part_job);
       for (const auto& [seq, keys] : dirs) {
-        if (seq >= oldest->second) break;
+        if (!committed.count(seq) || referenced.count({rank, seq})) continue;
+        auto manifest = catalog.ReadManifest(seq);
+        if (!manifest.ok() || !manifest->step || *manifest->step > *newest_step) continue;
         SG_ASSIGN_OR_RETURN(uint64_t n, DeleteSnapshot(store, part_job, seq, keys));
         if (n > 0) ++result.parts_deleted;
       }
@@ -201,22 +208,19 @@ int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint6
   return kExitOk;
 }
 
-int RunGroupStatus(const Config& config, ObjectStore& store, bool json) {
+StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectStore& store) {
   GroupStore group(store, config.job);
-  auto plan = group.NewestPlan();
-  if (!plan.ok()) return Fail("status", plan.status());
-  auto groups = group.Groups();
-  if (!groups.ok()) return Fail("status", groups.status());
-  auto listed = ListAll(store, JobPrefix(config.job) + "group/members/");
-  if (!listed.ok()) return Fail("status", listed.status());
-  auto members = group.Members();
-  if (!members.ok()) return Fail("status", members.status());
+  SG_ASSIGN_OR_RETURN(std::optional<RoundPlan> plan, group.NewestPlan());
+  SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, group.Groups());
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed,
+                      ListAll(store, JobPrefix(config.job) + "group/members/"));
+  SG_ASSIGN_OR_RETURN(auto members, group.Members());
   // Freshness from the store's own times: a record not rewritten within
   // group.timeout is stale.
   const auto now = std::chrono::system_clock::now();
   std::map<std::string, double> age;  // by agent
-  for (const ObjectInfo& o : *listed) {
-    for (const auto& [agent, entry] : *members) {
+  for (const ObjectInfo& o : listed) {
+    for (const auto& [agent, entry] : members) {
       if (group.MemberKey(agent) == o.key) {
         age[agent] = std::chrono::duration<double>(now - o.modified).count();
       }
@@ -224,8 +228,8 @@ int RunGroupStatus(const Config& config, ObjectStore& store, bool json) {
   }
   const double timeout = std::chrono::duration<double>(config.group.timeout).count();
   std::vector<RoundEnd> ends;
-  if (*plan) {
-    auto e = group.Ends((*plan)->round);
+  if (plan) {
+    auto e = group.Ends(plan->round);
     if (e.ok()) ends = *e;
   }
   auto complete = store.Head(CompleteKey(config.job));
@@ -233,7 +237,7 @@ int RunGroupStatus(const Config& config, ObjectStore& store, bool json) {
   j["job"] = config.job;
   j["nodes"] = config.nodes;
   j["complete"] = complete.ok();
-  j["round"] = *plan ? nlohmann::ordered_json((*plan)->round) : nlohmann::ordered_json();
+  j["round"] = plan ? nlohmann::ordered_json(plan->round) : nlohmann::ordered_json();
   j["round_ended"] = ends.empty() ? nlohmann::ordered_json()
                                   : nlohmann::ordered_json({{"reason", ends.front().reason},
                                                             {"by", ends.front().by},
@@ -241,9 +245,9 @@ int RunGroupStatus(const Config& config, ObjectStore& store, bool json) {
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   nlohmann::ordered_json missing = nlohmann::ordered_json::array();
   std::set<std::string> in_plan;
-  if (*plan) {
-    for (size_t r = 0; r < (*plan)->members.size(); ++r) {
-      const PlanMember& m = (*plan)->members[r];
+  if (plan) {
+    for (size_t r = 0; r < plan->members.size(); ++r) {
+      const PlanMember& m = plan->members[r];
       in_plan.insert(m.agent);
       const bool known = age.count(m.agent) > 0;
       const bool fresh = known && age[m.agent] < timeout;
@@ -259,53 +263,55 @@ int RunGroupStatus(const Config& config, ObjectStore& store, bool json) {
   j["ranks"] = std::move(ranks);
   j["missing"] = std::move(missing);
   nlohmann::ordered_json waiting = nlohmann::ordered_json::array();
-  for (const auto& [agent, entry] : *members) {
+  for (const auto& [agent, entry] : members) {
     if (in_plan.count(agent)) continue;
     waiting.push_back({{"instance", entry.second.instance},
                        {"age_seconds", age.count(agent) ? age[agent] : -1.0}});
   }
   j["waiting"] = std::move(waiting);
-  if (!groups->empty()) {
-    const GroupCommit& g = groups->back();
+  if (!groups.empty()) {
+    const GroupCommit& g = groups.back();
     j["newest_group_snapshot"] = {{"seq", g.seq}, {"step", g.step}, {"created", g.created},
                                   {"size", g.Bytes()}, {"stored_size", g.Stored()}};
   } else {
     j["newest_group_snapshot"] = nullptr;
   }
-  if (json) {
-    std::cout << j.dump(2) << "\n";
-    return kExitOk;
-  }
-  std::cout << "job " << config.job << ": " << config.nodes << " nodes"
-            << (complete.ok() ? ", complete" : "") << "\n";
-  if (*plan) {
-    std::cout << "round " << (*plan)->round
-              << (ends.empty() ? " running"
-                               : " ended: " + ends.front().reason + " on " + ends.front().by)
-              << "\n";
+  return j;
+}
+
+std::string GroupStatusText(const nlohmann::ordered_json& j) {
+  std::string out = "job " + j["job"].get<std::string>() + ": " +
+                    std::to_string(j["nodes"].get<int>()) + " nodes" +
+                    (j["complete"].get<bool>() ? ", complete" : "") + "\n";
+  if (!j["round"].is_null()) {
+    out += "round " + std::to_string(j["round"].get<uint64_t>()) +
+           (j["round_ended"].is_null()
+                ? std::string(" running")
+                : " ended: " + j["round_ended"]["reason"].get<std::string>() + " on " +
+                      j["round_ended"]["by"].get<std::string>()) +
+           "\n";
     for (const auto& r : j["ranks"]) {
-      std::cout << "  rank " << r["rank"].get<int>() << "  " << r["instance"].get<std::string>()
-                << "  " << r["address"].get<std::string>() << "  "
-                << (r["age_seconds"].is_null()
-                        ? std::string("gone")
-                        : Format("seen {:.0f} s ago", r["age_seconds"].get<double>()))
-                << (r["fresh"].get<bool>() ? "" : "  MISSING") << "\n";
+      out += "  rank " + std::to_string(r["rank"].get<int>()) + "  " +
+             r["instance"].get<std::string>() + "  " + r["address"].get<std::string>() + "  " +
+             (r["age_seconds"].is_null()
+                  ? std::string("gone")
+                  : Format("seen {:.0f} s ago", r["age_seconds"].get<double>())) +
+             (r["fresh"].get<bool>() ? "" : "  MISSING") + "\n";
     }
   } else {
-    std::cout << "no round yet\n";
+    out += "no round yet\n";
   }
-  for (const auto& w : j["waiting"]) {
-    std::cout << "  waiting: " << w["instance"].get<std::string>() << "\n";
-  }
-  if (!groups->empty()) {
-    const GroupCommit& g = groups->back();
-    std::cout << "newest group snapshot " << SeqName(g.seq) << ": step " << g.step << ", "
-              << HumanBytes(g.Bytes()) << " (" << HumanBytes(g.Stored()) << " stored), "
-              << g.created << "\n";
+  for (const auto& w : j["waiting"]) out += "  waiting: " + w["instance"].get<std::string>() + "\n";
+  if (!j["newest_group_snapshot"].is_null()) {
+    const auto& g = j["newest_group_snapshot"];
+    out += "newest group snapshot " + SeqName(g["seq"].get<uint64_t>()) + ": step " +
+           std::to_string(g["step"].get<int64_t>()) + ", " + HumanBytes(g["size"].get<uint64_t>()) +
+           " (" + HumanBytes(g["stored_size"].get<uint64_t>()) + " stored), " +
+           g["created"].get<std::string>() + "\n";
   } else {
-    std::cout << "no group snapshot yet\n";
+    out += "no group snapshot yet\n";
   }
-  return kExitOk;
+  return out;
 }
 
 int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint64_t> seq,

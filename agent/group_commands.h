@@ -4,7 +4,9 @@
 #pragma once
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 #include "agent/config.h"
 #include "agent/group_protocol.h"
@@ -21,9 +23,10 @@ struct GroupGcResult {
 };
 
 // Keeps the newest `keep` group snapshots. A part snapshot goes only when no
-// kept group snapshot references it and it is older than every part of its
-// rank that one does (a newer part may be on its way into the next group
-// snapshot); rounds before the newest kept group snapshot's go too.
+// kept group snapshot references it and its step is not newer than the
+// newest group snapshot's (a newer part may still join the next one: group
+// snapshots only commit steps newer than the newest); the records of rounds
+// before the oldest kept group snapshot's go too.
 // Unfinished part uploads older than `abandoned_after` are removed.
 StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
                                             const std::string& job, int keep,
@@ -31,7 +34,10 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
 
 int RunGroupLs(const Config& config, ObjectStore& store, bool json);
 int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq);
-int RunGroupStatus(const Config& config, ObjectStore& store, bool json);
+// The group part of `status`: the round, its ranks with their freshness,
+// who is missing, who waits, and the newest group snapshot.
+StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectStore& store);
+std::string GroupStatusText(const nlohmann::ordered_json& j);
 // Restores rank `rank`'s part of group snapshot `seq` (the newest without).
 // A group snapshot of another node count than config.nodes is refused (exit 2).
 int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint64_t> seq,

@@ -374,10 +374,46 @@ std::chrono::milliseconds CrashBackoff(int crash_rounds, std::chrono::millisecon
   return std::min(wait, max_backoff);
 }
 
-bool AnswerCommitted(std::optional<int64_t> part_step, std::optional<int64_t> asked_after,
-                     std::optional<int64_t> newest_group_step) {
-  if (!part_step || (asked_after && *part_step <= *asked_after)) return false;
-  return newest_group_step && *newest_group_step >= *part_step;
+bool AnswersRequest(const std::map<int, std::optional<int64_t>>& asked, int nodes,
+                    std::optional<int64_t> group_step) {
+  if (!group_step) return false;
+  for (int rank = 0; rank < nodes; ++rank) {
+    auto it = asked.find(rank);
+    if (it == asked.end()) return false;  // not asked yet: its answer may be newer
+    if (it->second && *group_step <= *it->second) return false;
+  }
+  return true;
+}
+
+std::optional<UploadChoice> ChooseUpload(const UploadInput& in) {
+  auto have = [&](int64_t step) {
+    return std::find(in.local_steps.begin(), in.local_steps.end(), step) != in.local_steps.end();
+  };
+  auto done = [&](int64_t step) {
+    return std::find(in.uploaded.begin(), in.uploaded.end(), step) != in.uploaded.end();
+  };
+  auto newer_than_committed = [&](int64_t step) {
+    return !in.committed_step || step > *in.committed_step;
+  };
+  std::optional<int64_t> follow;
+  for (const PartRecord& p : in.parts) {
+    if (p.rank == in.rank || !newer_than_committed(p.step) || done(p.step) || !have(p.step)) {
+      continue;
+    }
+    if (!follow || p.step > *follow) follow = p.step;
+  }
+  if (follow) return UploadChoice{*follow, UploadReason::kFollow};
+  std::optional<int64_t> newest;
+  for (int64_t s : in.local_steps) {
+    if (!newest || s > *newest) newest = s;
+  }
+  if (!newest || done(*newest) || !newer_than_committed(*newest)) return std::nullopt;
+  if (in.asked && (!in.asked_after || *newest > *in.asked_after)) {
+    return UploadChoice{*newest, UploadReason::kAnswer};
+  }
+  if (in.trainer_done) return UploadChoice{*newest, UploadReason::kLast};
+  if (in.periodic_due && !in.asked) return UploadChoice{*newest, UploadReason::kPeriodic};
+  return std::nullopt;
 }
 
 std::string PartJob(const std::string& job, int rank) {

@@ -172,11 +172,40 @@ std::optional<GroupCommit> ResumePoint(const std::vector<GroupCommit>& oldest_fi
 std::chrono::milliseconds CrashBackoff(int crash_rounds, std::chrono::milliseconds backoff,
                                        std::chrono::milliseconds max_backoff);
 
-// Whether a member that was asked for a checkpoint (its newest step then
-// being `asked_after`) is answered: its part `part_step` is newer, and a
-// group snapshot of at least that step is committed.
-bool AnswerCommitted(std::optional<int64_t> part_step, std::optional<int64_t> asked_after,
-                     std::optional<int64_t> newest_group_step);
+// Whether the group snapshot of step `group_step` answers a round's request
+// for a checkpoint: every one of the `nodes` ranks has said at which step it
+// was asked (`asked`: rank -> its newest local step then, nullopt for none),
+// and the group snapshot is newer than each of them. Ranks answer at
+// different steps (they see the request at different times), so only a step
+// newer than all of them is fresh for all.
+bool AnswersRequest(const std::map<int, std::optional<int64_t>>& asked, int nodes,
+                    std::optional<int64_t> group_step);
+
+// Which of this node's complete local checkpoints to upload as its part
+// next. Parts of different ranks only make a group snapshot when they are of
+// one step, so a step another rank announced comes first (kFollow: the
+// highest such step, newer than the newest group snapshot, that this node has
+// on disk and has not uploaded). Then this node's own reasons, each for its
+// newest step: the answer to a request for a checkpoint (once per request,
+// newer than `asked_after`), the last checkpoint of a trainer that finished,
+// and the periodic upload when `periodic_due`.
+struct UploadInput {
+  int rank = 0;
+  std::vector<int64_t> local_steps;  // of the complete local checkpoints
+  std::vector<int64_t> uploaded;     // steps this node uploaded (or tried) in the round
+  std::vector<PartRecord> parts;     // announced in the round, by every rank
+  std::optional<int64_t> committed_step;  // of the newest group snapshot
+  bool asked = false;                     // a checkpoint was asked for, and not answered yet
+  std::optional<int64_t> asked_after;     // the newest local step when it was asked
+  bool trainer_done = false;
+  bool periodic_due = false;
+};
+enum class UploadReason { kFollow, kAnswer, kLast, kPeriodic };
+struct UploadChoice {
+  int64_t step = 0;
+  UploadReason reason = UploadReason::kPeriodic;
+};
+std::optional<UploadChoice> ChooseUpload(const UploadInput& in);
 
 // The job each rank's parts are stored as: "<job>/nodes/<rank>" keys, i.e.
 // snapshots under "<job>/nodes/<rank>/snapshots/...".

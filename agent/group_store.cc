@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "agent/store_layout.h"
 #include "common/log.h"
@@ -28,7 +29,31 @@ std::string NameOf(const std::string& key, const std::string& prefix) {
   return name.find('/') == std::string::npos ? name : "";
 }
 
+// Forgets what `cache` holds under `prefix` that `listed` no longer has.
+template <typename T>
+void Forget(std::map<std::string, T>& cache, const std::string& prefix,
+            const std::vector<ObjectInfo>& listed) {
+  std::set<std::string> keep;
+  for (const ObjectInfo& o : listed) keep.insert(o.key);
+  for (auto it = cache.lower_bound(prefix); it != cache.end() && it->first.starts_with(prefix);) {
+    it = keep.count(it->first) ? std::next(it) : cache.erase(it);
+  }
+}
+
 }  // namespace
+
+template <typename T, typename Parse>
+StatusOr<std::optional<T>> GroupStore::ReadOnce(std::map<std::string, T>& cache,
+                                                const std::string& key, Parse parse) {
+  if (auto it = cache.find(key); it != cache.end()) return std::optional<T>(it->second);
+  auto body = store_.Get(key);
+  if (body.status().Is(StatusCode::kNotFound)) return std::optional<T>();  // gone meanwhile
+  SG_RETURN_IF_ERROR(body.status());
+  StatusOr<T> parsed = parse(*body, key);
+  if (!parsed.ok()) return parsed.status();
+  cache[key] = *parsed;
+  return std::optional<T>(std::move(*parsed));
+}
 
 std::string GroupStore::MemberKey(const std::string& agent) const {
   return JobPrefix(job_) + "group/members/" + agent + std::string(kJson);
@@ -52,20 +77,21 @@ StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> GroupStore
   const std::string prefix = JobPrefix(job_) + "group/members/";
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
   std::map<std::string, std::pair<std::string, MemberRecord>> out;
+  std::map<std::string, MemberRecord> still;
   for (const ObjectInfo& o : listed) {
     if (NameOf(o.key, prefix).empty()) continue;
-    ObjectInfo info;
-    auto body = store_.Get(o.key, std::nullopt, &info);
-    if (body.status().Is(StatusCode::kNotFound)) continue;  // it left meanwhile
-    SG_RETURN_IF_ERROR(body.status());
-    auto m = ParseMember(*body, o.key);
+    auto m = ReadOnce(members_, o.key, ParseMember);
     if (!m.ok()) {
+      if (!m.status().Is(StatusCode::kCorruption)) return m.status();
       LogWarn("skipping a member record: {}", m.status().message());
       continue;
     }
-    std::string agent = m->agent;  // not out[m->agent] = {.., std::move(*m)}: moved first
-    out[agent] = {info.etag, std::move(*m)};
+    if (!*m) continue;
+    still[o.key] = **m;
+    std::string agent = (*m)->agent;
+    out[agent] = {o.etag, std::move(**m)};
   }
+  members_ = std::move(still);  // records that are gone are forgotten
   return out;
 }
 
@@ -147,13 +173,17 @@ Status GroupStore::EndRound(uint64_t round, const RoundEnd& end) {
 StatusOr<std::vector<RoundEnd>> GroupStore::Ends(uint64_t round) {
   const std::string prefix = RoundPrefix(round) + "end/";
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  Forget(ends_, "", listed);
   std::vector<RoundEnd> out;
   for (const ObjectInfo& o : listed) {
-    auto body = store_.Get(o.key);
-    SG_RETURN_IF_ERROR(body.status());
-    auto e = ParseRoundEnd(*body, o.key);
+    auto e = ReadOnce(ends_, o.key, ParseRoundEnd);
+    if (!e.ok() && !e.status().Is(StatusCode::kCorruption)) return e.status();
     // An end that cannot be read still ends the round.
-    out.push_back(e.ok() ? std::move(*e) : RoundEnd{"unreadable", o.key, e.status().message()});
+    if (!e.ok()) {
+      out.push_back(RoundEnd{"unreadable", o.key, e.status().message()});
+    } else if (*e) {
+      out.push_back(**e);
+    }
   }
   return out;
 }
@@ -167,41 +197,45 @@ Status GroupStore::AnnouncePart(uint64_t round, const PartRecord& part) {
 StatusOr<std::vector<PartRecord>> GroupStore::Parts(uint64_t round) {
   const std::string prefix = RoundPrefix(round) + "parts/";
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  // Only the round looked at is kept: parts of earlier rounds are not read again.
+  Forget(parts_, "", listed);
   std::vector<PartRecord> out;
   for (const ObjectInfo& o : listed) {
-    auto body = store_.Get(o.key);
-    SG_RETURN_IF_ERROR(body.status());
-    auto p = ParsePart(*body, o.key);
+    auto p = ReadOnce(parts_, o.key, ParsePart);
     if (!p.ok()) {
+      if (!p.status().Is(StatusCode::kCorruption)) return p.status();
       LogWarn("skipping a part record: {}", p.status().message());
       continue;
     }
-    out.push_back(std::move(*p));
+    if (*p) out.push_back(**p);
   }
   return out;
 }
 
-Status GroupStore::MarkDone(uint64_t round, int rank, std::optional<int64_t> step) {
+namespace {
+
+// {"rank", "step"} records, one per rank, under `prefix` (create-only).
+Status PutRankStep(ObjectStore& store, const std::string& prefix, int rank,
+                   std::optional<int64_t> step) {
   nlohmann::json j;
   j["rank"] = rank;
   j["step"] = step ? nlohmann::json(*step) : nlohmann::json(nullptr);
-  Status st = store_
-                  .Put(RoundPrefix(round) + "done/" + std::to_string(rank) + std::string(kJson),
-                       j.dump(), PutCondition::CreateOnly())
+  Status st = store.Put(prefix + std::to_string(rank) + std::string(kJson), j.dump(),
+                        PutCondition::CreateOnly())
                   .status();
   return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
 }
 
-StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Done(uint64_t round) {
-  const std::string prefix = RoundPrefix(round) + "done/";
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+StatusOr<std::map<int, std::optional<int64_t>>> RankSteps(ObjectStore& store,
+                                                          const std::string& prefix) {
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store, prefix));
   std::map<int, std::optional<int64_t>> out;
   for (const ObjectInfo& o : listed) {
-    auto body = store_.Get(o.key);
+    auto body = store.Get(o.key);
     SG_RETURN_IF_ERROR(body.status());
     nlohmann::json j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("rank") || !j["rank"].is_number_unsigned()) {
-      LogWarn("skipping a done record {}: not {{\"rank\", \"step\"}}", o.key);
+      LogWarn("skipping {}: not {{\"rank\", \"step\"}}", o.key);
       continue;
     }
     std::optional<int64_t> step;
@@ -211,6 +245,42 @@ StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Done(uint64_t round)
   return out;
 }
 
+}  // namespace
+
+Status GroupStore::MarkDone(uint64_t round, int rank, std::optional<int64_t> step) {
+  return PutRankStep(store_, RoundPrefix(round) + "done/", rank, step);
+}
+
+StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Done(uint64_t round) {
+  return RankSteps(store_, RoundPrefix(round) + "done/");
+}
+
+Status GroupStore::MarkAsked(uint64_t round, int rank, std::optional<int64_t> after) {
+  return PutRankStep(store_, RoundPrefix(round) + "asked/", rank, after);
+}
+
+StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Asked(uint64_t round) {
+  return RankSteps(store_, RoundPrefix(round) + "asked/");
+}
+
+Status GroupStore::WriteFinal(uint64_t round, uint64_t seq, int64_t step) {
+  nlohmann::json j = {{"seq", seq}, {"step", step}};
+  Status st = store_.Put(RoundPrefix(round) + "final.json", j.dump(), PutCondition::CreateOnly())
+                  .status();
+  return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
+}
+
+StatusOr<std::optional<uint64_t>> GroupStore::Final(uint64_t round) {
+  auto body = store_.Get(RoundPrefix(round) + "final.json");
+  if (body.status().Is(StatusCode::kNotFound)) return std::optional<uint64_t>();
+  SG_RETURN_IF_ERROR(body.status());
+  nlohmann::json j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("seq") || !j["seq"].is_number_unsigned()) {
+    return Status::Corruption(RoundPrefix(round) + "final.json: no \"seq\"");
+  }
+  return std::optional<uint64_t>(j["seq"].get<uint64_t>());
+}
+
 Status GroupStore::CommitGroup(const GroupCommit& g) {
   return store_.Put(GroupKey(g.seq), GroupCommitToJson(g), PutCondition::CreateOnly()).status();
 }
@@ -218,20 +288,20 @@ Status GroupStore::CommitGroup(const GroupCommit& g) {
 StatusOr<std::vector<GroupCommit>> GroupStore::Groups() {
   const std::string prefix = JobPrefix(job_) + "groups/";
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  Forget(groups_, prefix, listed);
   std::vector<GroupCommit> out;
   for (const ObjectInfo& o : listed) {
     const std::string name = NameOf(o.key, prefix);
     auto seq = ParseSeqName(name);
     if (!seq) continue;
-    auto body = store_.Get(o.key);
-    SG_RETURN_IF_ERROR(body.status());
-    auto g = ParseGroupCommit(*body, o.key);
-    if (!g.ok() || g->seq != *seq) {
+    auto g = ReadOnce(groups_, o.key, ParseGroupCommit);
+    if (!g.ok() && !g.status().Is(StatusCode::kCorruption)) return g.status();
+    if (!g.ok() || (*g && (*g)->seq != *seq)) {
       LogWarn("skipping group snapshot {}: {}", name,
               g.ok() ? "it names another seq" : g.status().message());
       continue;
     }
-    out.push_back(std::move(*g));
+    if (*g) out.push_back(std::move(**g));
   }
   std::sort(out.begin(), out.end(),
             [](const GroupCommit& a, const GroupCommit& b) { return a.seq < b.seq; });

@@ -8,6 +8,8 @@
 //   <job>/group/rounds/<round>/end/<instance>.json   the round is over (create-only, anyone)
 //   <job>/group/rounds/<round>/parts/<step>-<rank>-<seq>.json  a node's part is committed
 //   <job>/group/rounds/<round>/done/<rank>.json  the rank's trainer exited 0
+//   <job>/group/rounds/<round>/asked/<rank>.json the rank was asked for a checkpoint
+//   <job>/group/rounds/<round>/final.json        the group snapshot that answers it
 //   <job>/groups/<seq>.json                     a group snapshot (create-only: the commit)
 //   <job>/nodes/<rank>/snapshots/...            each rank's parts, as snapshots of their own
 //
@@ -62,6 +64,15 @@ class GroupStore {
   Status AnnouncePart(uint64_t round, const PartRecord& part);
   StatusOr<std::vector<PartRecord>> Parts(uint64_t round);
 
+  // A rank was asked for a checkpoint when its newest local step was
+  // `after` (create-only); and every rank's, by rank.
+  Status MarkAsked(uint64_t round, int rank, std::optional<int64_t> after);
+  StatusOr<std::map<int, std::optional<int64_t>>> Asked(uint64_t round);
+  // The group snapshot that answers a round's request for a checkpoint: the
+  // first one newer than every rank's step when it was asked (create-only).
+  Status WriteFinal(uint64_t round, uint64_t seq, int64_t step);
+  StatusOr<std::optional<uint64_t>> Final(uint64_t round);
+
   // A rank's trainer exited 0 in `round`, its last part being of `step`.
   Status MarkDone(uint64_t round, int rank, std::optional<int64_t> step);
   // rank -> the step of its last part, for the ranks done in `round`.
@@ -79,8 +90,20 @@ class GroupStore {
   std::string GroupKey(uint64_t seq) const;
 
  private:
+  // Reads each object once: plans, ends, parts and group snapshots never
+  // change once written (create-only), and of a member record only its etag
+  // (from the listing) changes. So a look at the round costs LISTs, plus a
+  // GET for what is new.
+  template <typename T, typename Parse>
+  StatusOr<std::optional<T>> ReadOnce(std::map<std::string, T>& cache, const std::string& key,
+                                      Parse parse);
+
   ObjectStore& store_;
   const std::string job_;
+  std::map<std::string, MemberRecord> members_;
+  std::map<std::string, RoundEnd> ends_;
+  std::map<std::string, PartRecord> parts_;
+  std::map<std::string, GroupCommit> groups_;
 };
 
 }  // namespace sg

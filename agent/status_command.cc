@@ -345,7 +345,16 @@ int RunStatusCommand(const Config& config, const std::map<std::string, std::stri
     std::cerr << "spotguard status: " << store.status().message() << "\n";
     return kExitFailure;
   }
-  if (config.nodes > 1 && RunGroupStatus(config, **store, json) != kExitOk) return kExitFailure;
+  std::optional<nlohmann::ordered_json> group;
+  if (config.nodes > 1) {
+    auto g = GroupStatusJson(config, **store);
+    if (!g.ok()) {
+      std::cerr << "spotguard status: reading the group of job " << config.job << ": "
+                << g.status().message() << "\n";
+      return kExitFailure;
+    }
+    group = std::move(*g);
+  }
   auto status = ReadJobStatus(**store, config.job);
   if (!status.ok()) {
     std::cerr << "spotguard status: reading job " << config.job << " from " << (*store)->Describe()
@@ -360,8 +369,10 @@ int RunStatusCommand(const Config& config, const std::map<std::string, std::stri
     nlohmann::ordered_json j = JobStatusToJson(*status, now, config.lease.timeout);
     j["newest_log_segment"] =
         log_key.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(log_key);
+    if (group) j["group"] = std::move(*group);  // nodes > 1 (docs/multi-node.md)
     std::cout << j.dump(2) << "\n";
   } else {
+    if (group) std::cout << GroupStatusText(*group);
     std::cout << JobStatusToText(*status, now, config.lease.timeout);
     if (!log_key.empty()) std::cout << "logs: newest segment " << log_key << " (spotguard logs)\n";
   }

@@ -19,6 +19,8 @@ ap.add_argument("--fail-at", type=int, default=-1, help="exit 3 at this step (ra
 ap.add_argument("--fail-rank", type=int, default=0)
 ap.add_argument("--fail-once-file", default="",
                 help="fail only if this file is absent, and create it (one crash in all)")
+ap.add_argument("--pad-mib", type=int, default=0,
+                help="each checkpoint also holds this many MiB of incompressible bytes")
 args = ap.parse_args()
 
 rank = int(os.environ["SPOTGUARD_NODE_RANK"])
@@ -36,8 +38,8 @@ signal.signal(signal.SIGUSR1, on_usr1)
 
 step, total = 0, 0
 if resume:
-    with open(resume) as f:
-        r, step, total = (int(x) for x in f.read().split())
+    with open(resume, "rb") as f:
+        r, step, total = (int(x) for x in f.readline().split())
     if r != rank:
         print(f"rank {rank} was given rank {r}'s checkpoint", file=sys.stderr)
         sys.exit(4)
@@ -48,6 +50,11 @@ def save(at):
     tmp = os.path.join(ckpt, f".tmp_{at}")
     with open(tmp, "w") as f:
         f.write(f"{rank} {at} {total}\n")
+    if args.pad_mib:
+        # Padding after the first line: the resume reads that line only.
+        with open(tmp, "ab") as f:
+            for i in range(args.pad_mib):
+                f.write(os.urandom(1 << 20))
     os.rename(tmp, os.path.join(ckpt, f"step_{at}.pt"))
     print(f"rank {rank} saved step {at}", flush=True)
 

@@ -316,12 +316,58 @@ TEST(GroupProtocolTest, CrashRestartsBackOffLikeASingleNodes) {
   EXPECT_EQ(CrashBackoff(60, milliseconds(10'000), milliseconds(300'000)).count(), 300'000);
 }
 
-TEST(GroupProtocolTest, ANoticeIsAnsweredOnlyByANewerPartInACommittedGroupSnapshot) {
-  EXPECT_FALSE(AnswerCommitted(std::nullopt, 10, 20)) << "no part uploaded";
-  EXPECT_FALSE(AnswerCommitted(10, 10, 20)) << "the part is not newer than the request";
-  EXPECT_FALSE(AnswerCommitted(15, 10, 10)) << "its group snapshot is not committed";
-  EXPECT_TRUE(AnswerCommitted(15, 10, 15));
-  EXPECT_TRUE(AnswerCommitted(15, std::nullopt, 20)) << "nothing on disk when asked";
+TEST(GroupProtocolTest, ARequestIsAnsweredByAGroupSnapshotNewerThanEveryRanksAsk) {
+  const std::map<int, std::optional<int64_t>> asked = {{0, 20}, {1, 10}, {2, std::nullopt}};
+  EXPECT_FALSE(AnswersRequest(asked, 3, std::nullopt)) << "no group snapshot";
+  EXPECT_FALSE(AnswersRequest(asked, 3, 15)) << "rank 0 had step 20 when asked";
+  EXPECT_FALSE(AnswersRequest(asked, 3, 20));
+  EXPECT_TRUE(AnswersRequest(asked, 3, 25));
+  EXPECT_FALSE(AnswersRequest({{0, 20}, {1, 10}}, 3, 25)) << "rank 2 was not asked yet";
+}
+
+TEST(GroupProtocolTest, ANodeUploadsTheStepOthersAnnouncedBeforeItsOwn) {
+  UploadInput in;
+  in.rank = 1;
+  in.local_steps = {100, 120, 140};
+  in.parts = {Part(0, 120, 1), Part(2, 120, 1), Part(0, 160, 2)};
+  in.periodic_due = true;
+  auto c = ChooseUpload(in);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->step, 120) << "160 is not on this node's disk (yet)";
+  EXPECT_EQ(c->reason, UploadReason::kFollow);
+  in.uploaded = {120};
+  c = ChooseUpload(in);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->step, 140);
+  EXPECT_EQ(c->reason, UploadReason::kPeriodic);
+  // What a group snapshot already holds is not uploaded again.
+  in.committed_step = 140;
+  EXPECT_EQ(ChooseUpload(in), std::nullopt);
+}
+
+TEST(GroupProtocolTest, AnAnswerToARequestIsUploadedOnceAndOnlyWhenNewer) {
+  UploadInput in;
+  in.local_steps = {100};
+  in.asked = true;
+  in.asked_after = 100;
+  EXPECT_EQ(ChooseUpload(in), std::nullopt) << "the trainer has not answered yet";
+  in.periodic_due = true;
+  EXPECT_EQ(ChooseUpload(in), std::nullopt) << "no periodic upload while an answer is awaited";
+  in.local_steps = {100, 105};
+  auto c = ChooseUpload(in);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->step, 105);
+  EXPECT_EQ(c->reason, UploadReason::kAnswer);
+  in.uploaded = {105};
+  EXPECT_EQ(ChooseUpload(in), std::nullopt);
+  // A finished trainer's last checkpoint goes up without a timer.
+  UploadInput last;
+  last.local_steps = {200};
+  last.trainer_done = true;
+  ASSERT_TRUE(ChooseUpload(last));
+  EXPECT_EQ(ChooseUpload(last)->reason, UploadReason::kLast);
+  last.trainer_done = false;
+  EXPECT_EQ(ChooseUpload(last), std::nullopt) << "not due";
 }
 
 TEST(GroupConfigTest, PartsOfEachRankAreAJobOfTheirOwn) {
