@@ -42,7 +42,7 @@ PAUSE = 30
 SAVE_EVERY = 25
 NPROC = 2
 NNODES = 2
-DEADLINE = 240  # a safety net against a hang, never a verdict
+DEADLINE = 120  # a safety net against a hang, never a verdict
 
 
 def free_port():
