@@ -41,6 +41,10 @@ Checkpoint layout (one directory per saved step, on every node):
         written last (temporary name ".metadata.tmp", fsync, rename) after a
         second barrier that follows every node's node_<R>.json.
 
+A save into an existing step_<N> (a run that went back to an older snapshot
+passes step N again) first removes that directory's markers, then a barrier,
+so a marker never describes the shards of another save.
+
 "Complete": on any node, step_<N> is complete when node_<node_rank>.json is
 there (its shards are all renamed in, and so is every other node's shard of
 step N); on global rank 0's node, step_<N> is complete when .metadata is there
@@ -215,6 +219,15 @@ def save(args, topo, shard, step):
     rank, node_rank, local_rank = topo["rank"], topo["node_rank"], topo["local_rank"]
     step_dir = os.path.join(args.ckpt_dir, f"step_{step}")
     os.makedirs(step_dir, exist_ok=True)
+    # A run that went back to an older snapshot passes this step again: the
+    # markers of the earlier save go before any shard of this one lands.
+    if local_rank == 0:
+        for stale in (f"node_{node_rank}.json", ".metadata"):
+            try:
+                os.remove(os.path.join(step_dir, stale))
+            except FileNotFoundError:
+                pass
+    dist.barrier()  # no marker describes the shards about to be replaced
     state = {"step": step, "rank": rank, "world_size": topo["world"], "nnodes": topo["nnodes"],
              "seed": args.seed, "numel": shard.numel, "params": shard.mine,
              "exp_avg": shard.exp_avg, "exp_avg_sq": shard.exp_avg_sq}
@@ -253,7 +266,14 @@ def load(args, topo, shard):
     elif not os.path.isfile(path):
         problem = f"{args.resume} holds no shard of rank {rank}: {path} is missing"
     else:
-        state = torch.load(path)
+        try:
+            state = torch.load(path)
+        except Exception as e:  # a damaged file: refused below, on every rank
+            state, problem = None, f"{path} cannot be read: {e}"
+    keys = {"step", "rank", "world_size", "seed", "numel", "params", "exp_avg", "exp_avg_sq"}
+    if not problem and not (isinstance(state, dict) and keys <= state.keys()):
+        problem = f"{path} is not a shard of this trainer (no {sorted(keys)})"
+    if not problem:
         if state["world_size"] != topo["world"] or state["rank"] != rank:
             problem = (f"{path} was saved by rank {state['rank']} of {state['world_size']}, "
                        f"this is rank {rank} of {topo['world']}")
