@@ -77,8 +77,14 @@ import signal
 import sys
 import time
 
-import torch
-import torch.distributed as dist
+# SIGUSR1 is caught before torch is imported (a second or more): a request
+# that arrives while the worker starts is kept, instead of Python's default
+# action for SIGUSR1, which ends the process.
+_usr1 = [False]
+signal.signal(signal.SIGUSR1, lambda signum, frame: _usr1.__setitem__(0, True))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
 IN_FEATURES = 64
 OUT_FEATURES = 8
@@ -93,22 +99,17 @@ class Requests:
 
     def __init__(self, notice_file):
         self.notice_file = notice_file
-        self.signalled = False
         self.notice_answered = False
-        signal.signal(signal.SIGUSR1, self.on_usr1)
-
-    def on_usr1(self, signum, frame):
-        self.signalled = True
 
     def pending(self):
         notice = bool(self.notice_file) and os.path.exists(self.notice_file)
         if not notice:
             self.notice_answered = False
-        return self.signalled or (notice and not self.notice_answered)
+        return _usr1[0] or (notice and not self.notice_answered)
 
     def taken(self):
         """Called just before a save: what was asked so far is answered."""
-        self.signalled = False
+        _usr1[0] = False
         if self.notice_file and os.path.exists(self.notice_file):
             self.notice_answered = True
 
