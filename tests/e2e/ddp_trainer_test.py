@@ -63,7 +63,10 @@ class Node:
                "--master_port", str(port), "--nproc_per_node", str(NPROC),
                "--redirects", "1", "--tee", "1",
                "--log_dir", os.path.join(root, f"logs-{run}-{node_rank}"),
-               TRAINER, "--steps", str(STEPS), "--save-every", str(SAVE_EVERY)] + extra
+               TRAINER, "--steps", str(STEPS), "--save-every", str(SAVE_EVERY),
+               # A loaded machine may take long to import torch in four
+               # workers at once; the peers' wait must not end the run.
+               "--timeout", "120"] + extra
         full_env = dict(os.environ, **(env or {}))
         full_env.pop("SPOTGUARD_RESUME_FROM", None)
         full_env.pop("SPOTGUARD_CHECKPOINT_DIR", None)
