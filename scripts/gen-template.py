@@ -49,6 +49,8 @@ UPLOAD_INTERVAL=${UploadInterval}
 ON_COMPLETE=${OnComplete}
 LIFECYCLE_HOOK=spotguard-drain
 PACKAGE_URL=${PackageUrl}
+NODES=${NodeCount}
+GROUP_PORT=${TrainingPort}
 BOOTSTRAP_ENV
 """
 
@@ -101,6 +103,7 @@ EXAMPLE = {
     "ResumeArgs": '["--resume","{resume}"]', "CheckpointSignal": "SIGUSR1",
     "UploadInterval": "5m", "OnComplete": "scale-to-zero",
     "PackageUrl": "s3://my-bucket/spotguard-packages/0.1.0/",
+    "NodeCount": "2", "TrainingPort": "29500",
 }
 
 

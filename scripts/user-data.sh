@@ -9,7 +9,10 @@
 #   JOB, STORE, CHECKPOINT_DIR, TRAINING_COMMAND (JSON array), PACKAGE_URL
 #   optional: REGION, ENDPOINT, PRESET, RESUME_ARGS (JSON array),
 #   CHECKPOINT_SIGNAL, UPLOAD_INTERVAL, ON_COMPLETE, LIFECYCLE_HOOK,
-#   IMDS_ENDPOINT, SETTLE_TIME
+#   IMDS_ENDPOINT, SETTLE_TIME, NODES (the job's node count, default 1),
+#   GROUP_PORT (the rendezvous port of a multi-node job, default 29500)
+# "nodes" and "group" go into the config only when NODES is more than 1, so a
+# one-node job's config is exactly what it was before multi-node jobs.
 # PACKAGE_URL (s3://, https:// or file://) is either one package (a .deb or
 # an .rpm) or a directory ending in "/" that holds both, spotguard.deb and
 # spotguard.rpm (what scripts/publish.sh uploads). /etc/os-release says
@@ -96,7 +99,11 @@ json_string() {
 }
 
 write_config() {
-  local config=$root/etc/spotguard/$JOB.json tmp
+  local config=$root/etc/spotguard/$JOB.json tmp nodes=${NODES:-1} port=${GROUP_PORT:-29500}
+  [[ $nodes =~ ^[1-9][0-9]*$ ]] || die "NODES must be a whole number of at least 1, not '$nodes'"
+  if ! [[ $port =~ ^[1-9][0-9]{0,4}$ ]] || [ "$port" -gt 65535 ]; then
+    die "GROUP_PORT must be a TCP port (1-65535), not '$port'"
+  fi
   mkdir -p "$(dirname "$config")" "$CHECKPOINT_DIR"
   tmp=$(mktemp "$config.XXXXXX")
   {
@@ -114,6 +121,9 @@ write_config() {
     [ -n "${ENDPOINT:-}" ] && printf ',\n  "endpoint": %s' "$(json_string "$ENDPOINT")"
     [ -n "${LIFECYCLE_HOOK:-}" ] && printf ',\n  "lifecycle_hook": %s' "$(json_string "$LIFECYCLE_HOOK")"
     [ -n "${SETTLE_TIME:-}" ] && printf ',\n  "settle_time": %s' "$(json_string "$SETTLE_TIME")"
+    if [ "$nodes" != 1 ]; then
+      printf ',\n  "nodes": %s,\n  "group": {"port": %s}' "$nodes" "$port"
+    fi
     [ -n "${IMDS_ENDPOINT:-}" ] && printf ',\n  "imds": {"endpoint": %s}' "$(json_string "$IMDS_ENDPOINT")"
     printf '\n}\n'
   } > "$tmp"

@@ -16,17 +16,10 @@
 //   node batch_contract.js TEMPLATE.yaml SHELL_OUT
 'use strict';
 const fs = require('fs');
-const YAML = require('yaml');
+const {loadTemplate} = require('./cfn_yaml');
 
-const tags = [{tag: '!Ref', resolve: (v) => ({Ref: v})},
-              {tag: '!GetAtt', resolve: (v) => ({'Fn::GetAtt': String(v).split('.')})}];
-for (const fn of ['Sub', 'If', 'Equals', 'Not', 'Base64', 'Join', 'Select']) {
-  for (const collection of [undefined, 'seq', 'map']) {
-    tags.push({tag: '!' + fn, collection, resolve: (v) => ({['Fn::' + fn]: v && v.toJSON ? v.toJSON() : v})});
-  }
-}
 const [file, shellOut] = process.argv.slice(2);
-const doc = YAML.parse(fs.readFileSync(file, 'utf8'), {customTags: tags});
+const doc = loadTemplate(file);
 const problems = [];
 const expect = (ok, what) => { if (!ok) problems.push(what); };
 const R = doc.Resources || {};

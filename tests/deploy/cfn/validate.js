@@ -7,25 +7,8 @@
 // problem listed.
 //   node validate.js TEMPLATE.yaml
 'use strict';
-const fs = require('fs');
-const YAML = require('yaml');
 const spec = require('@aws-cdk/cfnspec').specification();
-
-// The short forms (!Ref, !Sub, ...) as the long forms they stand for.
-const FNS = ['Base64', 'Cidr', 'FindInMap', 'GetAZs', 'ImportValue', 'Join', 'Select', 'Split',
-             'Sub', 'If', 'Equals', 'Not', 'And', 'Or', 'Transform'];
-const tags = [
-  {tag: '!Ref', resolve: (v) => ({Ref: v})},
-  {tag: '!Condition', resolve: (v) => ({Condition: v})},
-  {tag: '!GetAtt', resolve: (v) => ({'Fn::GetAtt': typeof v === 'string' ? v.split(/\.(.*)/s).slice(0, 2) : v})},
-  {tag: '!GetAtt', collection: 'seq', resolve: (v) => ({'Fn::GetAtt': v.toJSON()})},
-];
-for (const fn of FNS) {
-  for (const collection of [undefined, 'seq', 'map']) {
-    tags.push({tag: '!' + fn, collection,
-               resolve: (v) => ({['Fn::' + fn]: v && v.toJSON ? v.toJSON() : v})});
-  }
-}
+const {loadTemplate} = require('./cfn_yaml');
 
 function closest(word, candidates) {
   const dist = (a, b) => {
@@ -49,7 +32,7 @@ function closest(word, candidates) {
 
 const problems = [];
 const file = process.argv[2];
-const doc = YAML.parse(fs.readFileSync(file, 'utf8'), {customTags: tags});
+const doc = loadTemplate(file);
 const params = doc.Parameters || {};
 const resources = doc.Resources || {};
 const conditions = doc.Conditions || {};
