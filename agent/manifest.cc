@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
+#include <utility>
 #include <stdexcept>
 
 #include "agent/store_layout.h"
@@ -34,11 +35,14 @@ uint64_t Manifest::TotalStored() const {
 }
 
 uint64_t Manifest::NewStored() const {
+  // Each stored frame of this snapshot's objects once, however many files
+  // reference it.
   const std::string own = "snapshots/" + SeqName(seq) + "/";
+  std::set<std::pair<std::string_view, uint64_t>> seen;
   uint64_t n = 0;
   for (const ManifestFile& f : files) {
     for (const FrameRef& r : f.frames) {
-      if (r.key.starts_with(own)) n += r.stored;
+      if (r.key.starts_with(own) && seen.emplace(r.key, r.offset).second) n += r.stored;
     }
   }
   return n;

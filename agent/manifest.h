@@ -71,9 +71,9 @@ struct Manifest {
 
   uint64_t TotalSize() const;
   uint64_t TotalStored() const;
-  // Stored bytes of the frames that live in this snapshot's own objects, and
-  // of those it references in earlier snapshots' objects; they add up to
-  // TotalStored().
+  // Stored bytes that this snapshot uploaded (each frame of its own objects
+  // once), and the rest of TotalStored(): frames it references in earlier
+  // snapshots' objects, or a second time.
   uint64_t NewStored() const;
   uint64_t ReusedStored() const;
   // Every object the snapshot needs (relative to "<job>/"), sorted.
