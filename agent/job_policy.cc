@@ -205,8 +205,8 @@ void JobPolicy::Committed(const UploadOutcome& r, const Checkpoint& checkpoint, 
       Format("snapshot {} committed: checkpoint {} (step {}), {} bytes stored ({} new, {} "
              "reused) in {:.1f}s",
              SeqName(r.seq), checkpoint.id,
-             checkpoint.step ? std::to_string(*checkpoint.step) : "-", r.stored_bytes,
-             new_bytes, r.reused_bytes, r.seconds));
+             checkpoint.step ? std::to_string(*checkpoint.step) : "-", r.stored_bytes, new_bytes,
+             r.reused_bytes, r.seconds));
   Event("snapshot",
         {{"seq", r.seq},
          {"checkpoint", checkpoint.id},

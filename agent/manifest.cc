@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
-#include <utility>
 #include <stdexcept>
+#include <utility>
 
 #include "agent/store_layout.h"
 #include "common/strings.h"

@@ -234,10 +234,11 @@ int RunSnapshotCommand(const Config& config, const Environment& env,
   if (!result.ok()) return Fail("snapshot", result.status());
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  LogInfo("snapshot {} of job {} committed: {} files, {} stored as {} ({} new, {} reused) in {:.1f}s",
-          SeqName(result->seq), config.job, result->manifest.files.size(),
-          HumanBytes(result->bytes), HumanBytes(result->stored_bytes),
-          HumanBytes(result->new_bytes), HumanBytes(result->reused_bytes), secs);
+  LogInfo(
+      "snapshot {} of job {} committed: {} files, {} stored as {} ({} new, {} reused) in {:.1f}s",
+      SeqName(result->seq), config.job, result->manifest.files.size(), HumanBytes(result->bytes),
+      HumanBytes(result->stored_bytes), HumanBytes(result->new_bytes),
+      HumanBytes(result->reused_bytes), secs);
   auto gc = CollectGarbage(**store, SystemClock(), config.job, GcOptions{.keep = config.keep});
   if (!gc.ok())
     LogWarn("retention after snapshot {} failed: {}", SeqName(result->seq), gc.status().message());

@@ -101,7 +101,7 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   // of encoded and uploaded (docs/design.md §4, "Frame reuse").
   struct Encoded {
     std::string bytes;
-    std::string sha256;  // hex, of the raw bytes
+    std::string sha256;              // hex, of the raw bytes
     std::optional<FrameRef> stored;  // set: reuse this frame
   };
   FrameIndex* const index = index_;
@@ -131,8 +131,8 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
     if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
     sha.Update(raw);
     if (progress) progress(raw.size());
-    SG_RETURN_IF_ERROR(pipeline.Submit(
-        [codec, level, index, raw = std::move(raw)]() -> StatusOr<Encoded> {
+    SG_RETURN_IF_ERROR(
+        pipeline.Submit([codec, level, index, raw = std::move(raw)]() -> StatusOr<Encoded> {
           Encoded e;
           e.sha256 = Sha256Hex(raw);
           if (index) e.stored = index->Find(codec, e.sha256);

@@ -47,13 +47,14 @@ class FrameReuseTest : public FileStoreTest {
     Restorer restorer(*store_, RestoreOptions{});
     return restorer.Restore("job", dir_.Join(to), seq);
   }
-  bool Exists(const std::string& key) { return std::filesystem::exists(dir_.Join("store/job/" + key)); }
+  bool Exists(const std::string& key) {
+    return std::filesystem::exists(dir_.Join("store/job/" + key));
+  }
 
   // A LoRA-style checkpoint: a frozen base of three frames, a small adapter.
   const std::string base_ = RandomBytes(3 * kF - 1000, 11);
   Tree Lora(int step) {
-    return {{"base.bin", {base_, 0644}},
-            {"adapter.bin", {RandomBytes(100000, 100 + step), 0644}}};
+    return {{"base.bin", {base_, 0644}}, {"adapter.bin", {RandomBytes(100000, 100 + step), 0644}}};
   }
 };
 
@@ -164,7 +165,8 @@ TEST_F(FrameReuseTest, GcDuringAWriteDeletesNoObjectTheWriterMayReference) {
   FaultyStore faulty(*store_);
   Status gc_status;
   faulty.OnFirstAppend("adapter.bin", [&] {
-    gc_status = CollectGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)}).status();
+    gc_status =
+        CollectGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)}).status();
   });
   auto third = Commit(Lora(3), &faulty);
   ASSERT_TRUE(third.ok()) << third.status().ToString();
@@ -201,8 +203,8 @@ TEST_F(FrameReuseTest, AWriterBetweenGcsStepsIsSeenByItsSecondListing) {
 // object named, restore falls back to one that does not need it, and
 // `verify` checks every referenced frame.
 TEST_F(FrameReuseTest, ADamagedSharedObjectIsNamedAndEverySnapshotNeedingItFallsBack) {
-  const std::string other_base = std::string(2 * kF, 'b');  // zstd: damage is seen at decode
-  ASSERT_TRUE(Commit({{"base.bin", {other_base, 0644}}}).ok());       // 1: needs nothing shared
+  const std::string other_base = std::string(2 * kF, 'b');       // zstd: damage is seen at decode
+  ASSERT_TRUE(Commit({{"base.bin", {other_base, 0644}}}).ok());  // 1: needs nothing shared
   const std::string zbase = std::string(3 * kF, 'q');
   ASSERT_TRUE(Commit({{"base.bin", {zbase, 0644}}, {"a", {"1", 0644}}}).ok());  // 2: stores it
   ASSERT_TRUE(Commit({{"base.bin", {zbase, 0644}}, {"a", {"2", 0644}}}).ok());  // 3: references
