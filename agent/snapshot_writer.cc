@@ -154,10 +154,27 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
 }
 
 Status SnapshotWriter::BuildIndex(const std::string& job, FrameIndex& index) {
+  // The manifests are read in parallel: this is on the way to the commit.
   SnapshotCatalog catalog(store_, job);
-  SG_ASSIGN_OR_RETURN(SnapshotHistory history, catalog.History());
-  for (const SnapshotHistory::Entry& e : history.entries) {
-    if (e.manifest.ok()) index.AddManifest(*e.manifest);
+  SG_ASSIGN_OR_RETURN(const std::vector<uint64_t> committed, catalog.Committed());
+  std::vector<std::optional<Manifest>> manifests(committed.size());
+  {
+    constexpr int kReaders = 8;
+    BoundedExecutor readers(kReaders, kReaders);
+    for (size_t i = 0; i < committed.size(); ++i) {
+      SG_RETURN_IF_ERROR(readers.Submit([&, i]() -> Status {
+        // One that cannot be read or parsed offers nothing to reuse.
+        auto text = store_.Get(ManifestKey(job, committed[i]));
+        if (!text.ok()) return Status::Ok();
+        auto m = ParseManifest(*text, job, committed[i]);
+        if (m.ok()) manifests[i] = std::move(*m);
+        return Status::Ok();
+      }));
+    }
+    SG_RETURN_IF_ERROR(readers.Wait());
+  }
+  for (const std::optional<Manifest>& m : manifests) {
+    if (m) index.AddManifest(*m);  // newest first: the first copy of a frame stays
   }
   return Status::Ok();
 }

@@ -58,6 +58,13 @@ snapshot_one() {  # set tool step: one snapshot of the step by the tool, a row o
       bench_timed "$SG" snapshot --job "$set" --store "s3://$BUCKET/$prefix" --dir "$dir"
       up=$("$SG" ls --json --job "$set" --store "s3://$BUCKET/$prefix" | jq '.[0].new_stored_size')
       ;;
+    spotguard-baseline)
+      # BENCH_INC_BASELINE=path: a spotguard built before frame reuse (format 1, no
+      # per-frame digests), the "today" of the full fine-tune's 3% bound.
+      bench_timed "$BENCH_INC_BASELINE" snapshot --job "$set" --store "s3://$BUCKET/$prefix" --dir "$dir"
+      up=$("$BENCH_INC_BASELINE" ls --json --job "$set" --store "s3://$BUCKET/$prefix" |
+        jq '.[0].stored_size')
+      ;;
     aws)
       bench_timed bash -c '"$0" --endpoint-url "$1" s3 sync --no-progress "$2" "$3" > "$4"' \
         "$AWS_BIN" "$SPOTGUARD_TEST_S3_ENDPOINT" "$dir" "s3://$BUCKET/$prefix/" "$WORK/sync.log"
@@ -77,7 +84,10 @@ snapshot_one() {  # set tool step: one snapshot of the step by the tool, a row o
 # the others), so a change in the machine's load falls on all of them.
 for set in $sets; do
   tools=""
-  for tool in spotguard spotguard-noreuse aws rclone; do
+  for tool in spotguard spotguard-noreuse spotguard-baseline aws rclone; do
+    if [ "$tool" = spotguard-baseline ] && { [ "$set" != full ] || [ -z "${BENCH_INC_BASELINE:-}" ]; }; then
+      continue
+    fi
     if bench_tool_on "${tool%%-*}" && { [ "$set" != lora-onefile ] || [ "$tool" = spotguard ]; }; then
       tools="$tools $tool"
     fi
@@ -99,6 +109,7 @@ rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 stored = {(r["set"], r["tool"]): int(r["stored_bytes"]) for r in csv.DictReader(open(sys.argv[2]), delimiter="\t")}
 steps, scale = int(sys.argv[3]), sys.argv[4]
 label = {"spotguard": "spotguard (reuse on)", "spotguard-noreuse": "spotguard (reuse off)",
+         "spotguard-baseline": "spotguard before reuse (format 1)",
          "aws": "aws s3 sync", "rclone": "rclone copy --checksum"}
 MB = 1e6
 print("## 11. Incremental snapshots: frame reuse vs aws s3 sync and rclone\n")
@@ -114,7 +125,7 @@ print("| set | checkpoint | tool | first snapshot uploaded | uploaded per snapsh
 print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 summary = {}
 for s in ["lora", "frozen-emb", "full", "lora-onefile"]:
-    for t in ["spotguard", "spotguard-noreuse", "aws", "rclone"]:
+    for t in ["spotguard", "spotguard-noreuse", "spotguard-baseline", "aws", "rclone"]:
         rs = [r for r in rows if r["set"] == s and r["tool"] == t]
         if not rs:
             continue
@@ -138,6 +149,12 @@ if ("full", "spotguard") in summary and ("full", "spotguard-noreuse") in summary
     print(f"- Full fine-tune, spotguard reuse on vs off: time {w_on:.2f} s vs {w_off:.2f} s "
           f"({100 * (w_on / w_off - 1):+.1f}%), stored {s_on / 1e9:.3f} GB vs {s_off / 1e9:.3f} GB "
           f"({100 * (s_on / s_off - 1):+.1f}%); bound: within 3%.")
+if ("full", "spotguard") in summary and ("full", "spotguard-baseline") in summary:
+    _, _, w_on, s_on = summary[("full", "spotguard")]
+    _, _, w_b, s_b = summary[("full", "spotguard-baseline")]
+    print(f"- Full fine-tune, spotguard reuse on vs spotguard before reuse: time {w_on:.2f} s vs {w_b:.2f} s "
+          f"({100 * (w_on / w_b - 1):+.1f}%), stored {s_on / 1e9:.3f} GB vs {s_b / 1e9:.3f} GB "
+          f"({100 * (s_on / s_b - 1):+.1f}%).")
 print("\nEvery restore of these snapshots is byte-identical (checked by the restore tests and the section's own")
 print("restore of the last LoRA snapshot, below).")
 PY
