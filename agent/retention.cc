@@ -40,19 +40,20 @@ StatusOr<Dirs> ListDirs(ObjectStore& store, const std::string& job,
 
 // The objects (full keys) that the manifests in `dirs` reference. A manifest
 // that is gone or damaged references nothing that a restore would read; any
-// other failure to read one stops gc before it deletes data.
-StatusOr<std::set<std::string>> Referenced(ObjectStore& store, const std::string& job,
+// other failure to read one stops gc before it deletes data. The catalog
+// reads each manifest once (a seq's manifest never changes: it is written
+// create-only under a claimed seq).
+StatusOr<std::set<std::string>> Referenced(SnapshotCatalog& catalog, const std::string& job,
                                            const Dirs& dirs) {
   std::set<std::string> keys;
   for (const auto& [seq, d] : dirs) {
     if (!d.committed) continue;
-    auto text = store.Get(ManifestKey(job, seq));
-    if (!text.ok()) {
-      if (text.status().Is(StatusCode::kNotFound)) continue;
-      return text.status().WithContext("read the manifest of snapshot " + SeqName(seq));
+    auto m = catalog.ReadManifest(seq);
+    if (!m.ok()) {
+      // Gone, or damaged: never restored, so it needs nothing.
+      if (m.status().Is(StatusCode::kNotFound) || m.status().Is(StatusCode::kCorruption)) continue;
+      return m.status().WithContext("read the manifest of snapshot " + SeqName(seq));
     }
-    auto m = ParseManifest(*text, job, seq);
-    if (!m.ok()) continue;  // damaged: never restored, so it needs nothing
     for (const std::string& key : m->ReferencedKeys()) keys.insert(JobPrefix(job) + key);
   }
   return keys;
@@ -137,7 +138,7 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   } else {
     // 3. Every object of a dir without claim or manifest, unless a manifest
     // of this listing references it.
-    SG_ASSIGN_OR_RETURN(const std::set<std::string> referenced, Referenced(store, job, now));
+    SG_ASSIGN_OR_RETURN(const std::set<std::string> referenced, Referenced(catalog, job, now));
     for (const auto& [seq, d] : now) {
       if (d.committed || d.claimed) continue;
       for (const std::string& key : d.keys) {

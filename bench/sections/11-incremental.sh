@@ -18,7 +18,7 @@ export SPOTGUARD_LOG_LEVEL=warn SPOTGUARD_KEEP=100
 steps=${BENCH_INC_STEPS:-10}
 scale=0.75  # a LoRA base of 192 MiB; the gateway holds 10 snapshots per tool in RAM
 [ "$BENCH_QUICK" = 1 ] && scale=0.25
-sets="lora frozen-emb full lora-onefile"
+sets=${BENCH_INC_SETS:-lora frozen-emb full lora-onefile}
 data="$DATA/incremental-$scale"
 gen_hash=$(sha256sum bench/incremental_data.py | cut -c1-16)
 for set in $sets; do
@@ -80,8 +80,8 @@ snapshot_one() {  # set tool step: one snapshot of the step by the tool, a row o
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$tool" "$step" "$raw" "$up" "$TIMED_WALL" >> "$tsv"
 }
 
-# The tools take turns at every step (spotguard with reuse on, then off, then
-# the others), so a change in the machine's load falls on all of them.
+# The tools take turns at every step, each step starting with the next one,
+# so a change in the machine's load falls on all of them alike.
 for set in $sets; do
   tools=""
   for tool in spotguard spotguard-noreuse spotguard-baseline aws rclone; do
@@ -93,7 +93,11 @@ for set in $sets; do
     fi
   done
   for step in $(seq 1 "$steps"); do
-    for tool in $tools; do snapshot_one "$set" "$tool" "$step"; done
+    # Each step starts with the next tool: no tool always goes first.
+    read -r -a order <<<"$tools"
+    for i in "${!order[@]}"; do
+      snapshot_one "$set" "${order[$(((i + step) % ${#order[@]}))]}" "$step"
+    done
   done
   for tool in $tools; do
     prefix="$RUN_ID/inc-$set-$tool"
