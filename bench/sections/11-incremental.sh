@@ -147,18 +147,15 @@ if ("lora", "spotguard") in summary:
     f, u, _, _ = summary[("lora", "spotguard")]
     print(f"- LoRA-style set, spotguard: a snapshot after the first uploads {100 * u / f:.2f}% of the first "
           f"(bound: 5%): **{'met' if u <= 0.05 * f else 'NOT met'}**.")
-if ("full", "spotguard") in summary and ("full", "spotguard-noreuse") in summary:
+for other, what in [("spotguard-noreuse", "reuse on vs off"),
+                    ("spotguard-baseline", "reuse on vs spotguard before reuse")]:
+    if ("full", "spotguard") not in summary or ("full", other) not in summary:
+        continue
     _, _, w_on, s_on = summary[("full", "spotguard")]
-    _, _, w_off, s_off = summary[("full", "spotguard-noreuse")]
-    print(f"- Full fine-tune, spotguard reuse on vs off: time {w_on:.2f} s vs {w_off:.2f} s "
-          f"({100 * (w_on / w_off - 1):+.1f}%), stored {s_on / 1e9:.3f} GB vs {s_off / 1e9:.3f} GB "
-          f"({100 * (s_on / s_off - 1):+.1f}%); bound: within 3%.")
-if ("full", "spotguard") in summary and ("full", "spotguard-baseline") in summary:
-    _, _, w_on, s_on = summary[("full", "spotguard")]
-    _, _, w_b, s_b = summary[("full", "spotguard-baseline")]
-    print(f"- Full fine-tune, spotguard reuse on vs spotguard before reuse: time {w_on:.2f} s vs {w_b:.2f} s "
-          f"({100 * (w_on / w_b - 1):+.1f}%), stored {s_on / 1e9:.3f} GB vs {s_b / 1e9:.3f} GB "
-          f"({100 * (s_on / s_b - 1):+.1f}%).")
+    _, _, w_o, s_o = summary[("full", other)]
+    print(f"- Full fine-tune, spotguard {what}: time {w_on:.2f} s vs {w_o:.2f} s "
+          f"({100 * (w_on / w_o - 1):+.1f}%), stored {s_on / 1e9:.3f} GB vs {s_o / 1e9:.3f} GB "
+          f"({100 * (s_on / s_o - 1):+.1f}%); bound: within 3%.")
 print("\nEvery restore of these snapshots is byte-identical (checked by the restore tests and the section's own")
 print("restore of the last LoRA snapshot, below).")
 PY
