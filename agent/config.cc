@@ -25,6 +25,7 @@ using config_detail::GatherValues;
 using config_detail::kOnComplete;
 using config_detail::kOnRebalance;
 using config_detail::kPresets;
+using config_detail::kReuse;
 using config_detail::kShuffleNames;
 using config_detail::Problems;
 using config_detail::ReadChoice;
@@ -296,6 +297,7 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     c.imds.endpoint = *v;
     while (c.imds.endpoint.size() > 1 && c.imds.endpoint.back() == '/') c.imds.endpoint.pop_back();
   }
+  if (auto v = ReadChoice("reuse", at("reuse"), kReuse, problems)) c.reuse = *v;
   if (auto v = ReadChoice("on_rebalance", at("on_rebalance"), kOnRebalance, problems))
     c.on_rebalance = *v;
   if (auto v = ReadChoice("on_complete", at("on_complete"), kOnComplete, problems))

@@ -49,6 +49,9 @@ struct Config {
     int threads = 0;  // 0: all cores
     Shuffle shuffle = Shuffle::kAuto;
   } compression;
+  // Reference frames already stored for the job instead of uploading them
+  // again (`reuse`: "on" | "off"; docs/design.md §4).
+  bool reuse = true;
   struct {
     std::string endpoint;
     Duration poll_interval{};

@@ -51,6 +51,7 @@ inline constexpr KeySpec kKeys[] = {
     {"compression.level", Kind::kInt, "1"},  // chosen by measurement: bench/RESULTS.md
     {"compression.threads", Kind::kInt, "0"},
     {"compression.shuffle", Kind::kShuffle, R"("auto")"},
+    {"reuse", Kind::kString, R"("on")"},  // frame reuse (docs/design.md §4)
     {"imds.endpoint", Kind::kString, R"("http://169.254.169.254")"},
     {"imds.poll_interval", Kind::kDuration, R"("2s")"},
     {"on_rebalance", Kind::kString, R"("snapshot")"},
@@ -88,6 +89,7 @@ inline constexpr std::pair<std::string_view, OnComplete> kOnComplete[] = {
     {"mark", OnComplete::kMark},
     {"scale-to-zero", OnComplete::kScaleToZero},
     {"shutdown", OnComplete::kShutdown}};
+inline constexpr std::pair<std::string_view, bool> kReuse[] = {{"on", true}, {"off", false}};
 inline constexpr std::pair<std::string_view, Shuffle> kShuffleNames[] = {
     {"auto", Shuffle::kAuto}, {"off", Shuffle::kOff}, {"2", Shuffle::kTwo}, {"4", Shuffle::kFour}};
 

@@ -11,6 +11,7 @@ namespace sg {
 
 using config_detail::kOnComplete;
 using config_detail::kOnRebalance;
+using config_detail::kReuse;
 using config_detail::kShuffleNames;
 
 namespace {
@@ -94,6 +95,7 @@ json ConfigToJson(const Config& c, bool redact) {
       {"level", c.compression.level},
       {"threads", c.compression.threads},
       {"shuffle", shuffle == "2" || shuffle == "4" ? json(std::stoi(shuffle)) : json(shuffle)}};
+  j["reuse"] = choice(c.reuse, kReuse);
   j["imds"] = {{"endpoint", url(c.imds.endpoint)},
                {"poll_interval", FormatDuration(c.imds.poll_interval)}};
   j["on_rebalance"] = choice(c.on_rebalance, kOnRebalance);

@@ -195,19 +195,26 @@ void JobPolicy::Committed(const UploadOutcome& r, const Checkpoint& checkpoint, 
   committed_step_ = checkpoint.step;
   committed_this_run_ = checkpoint.step;
   last_seq_ = r.seq;
-  if (r.seconds > 0.05 && r.stored_bytes > 0) {
-    upload_rate_ = static_cast<double>(r.stored_bytes) / r.seconds;
+  // The rate of what went over the wire: reused frames cost no upload time,
+  // and counting them would make the next estimate optimistic.
+  const uint64_t new_bytes = r.stored_bytes - std::min(r.reused_bytes, r.stored_bytes);
+  if (r.seconds > 0.05 && new_bytes > 0) {
+    upload_rate_ = static_cast<double>(new_bytes) / r.seconds;
   }
   Say(out, Level::kInfo,
-      Format("snapshot {} committed: checkpoint {} (step {}), {} bytes stored in {:.1f}s",
+      Format("snapshot {} committed: checkpoint {} (step {}), {} bytes stored ({} new, {} "
+             "reused) in {:.1f}s",
              SeqName(r.seq), checkpoint.id,
-             checkpoint.step ? std::to_string(*checkpoint.step) : "-", r.stored_bytes, r.seconds));
+             checkpoint.step ? std::to_string(*checkpoint.step) : "-", r.stored_bytes, new_bytes,
+             r.reused_bytes, r.seconds));
   Event("snapshot",
         {{"seq", r.seq},
          {"checkpoint", checkpoint.id},
          {"step", OrNull(checkpoint.step)},
          {"bytes", r.bytes},
          {"stored_bytes", r.stored_bytes},
+         {"new_bytes", new_bytes},
+         {"reused_bytes", r.reused_bytes},
          {"seconds", r.seconds}},
         out);
   out.push_back(job_action::Notify{"STATUS=snapshot " + SeqName(r.seq) + " committed"});

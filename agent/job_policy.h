@@ -87,6 +87,8 @@ struct UploadOutcome {
   uint64_t stored_bytes = 0;
   double seconds = 0;
   std::string message;  // why, when not committed
+  // Of stored_bytes, those referenced in earlier objects (not uploaded).
+  uint64_t reused_bytes = 0;
 };
 
 namespace job_action {

@@ -47,6 +47,7 @@ UploadOutcome OutcomeOf(const SnapshotUploader::Result& r) {
     o.seq = r.result->seq;
     o.bytes = r.result->bytes;
     o.stored_bytes = r.result->stored_bytes;
+    o.reused_bytes = r.result->reused_bytes;
     return o;
   }
   const Status& st = r.result.status();

@@ -2,32 +2,74 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
+#include "agent/manifest.h"
 #include "agent/snapshot_catalog.h"
 #include "agent/store_layout.h"
 #include "common/log.h"
 
 namespace sg {
+namespace {
 
-StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::string& job,
-                                  const GcOptions& options) {
-  if (options.keep < 1) return Status::InvalidArgument("keep must be at least 1");
-  struct Dir {
-    bool committed = false;
-    bool fenced = false;
-    std::chrono::system_clock::time_point newest{};
-    std::vector<std::string> keys;
-  };
-  std::map<uint64_t, Dir, std::greater<>> dirs;  // newest seq first
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store, SnapshotsPrefix(job)));
-  for (const ObjectInfo& o : objects) {
+// One snapshot dir as a listing found it.
+struct Dir {
+  bool committed = false;
+  bool claimed = false;
+  bool fenced = false;
+  std::chrono::system_clock::time_point newest{};
+  std::vector<std::string> keys;
+};
+using Dirs = std::map<uint64_t, Dir, std::greater<>>;  // newest seq first
+
+StatusOr<Dirs> ListDirs(ObjectStore& store, const std::string& job,
+                        std::vector<ObjectInfo>* objects) {
+  SG_ASSIGN_OR_RETURN(*objects, ListAll(store, SnapshotsPrefix(job)));
+  Dirs dirs;
+  for (const ObjectInfo& o : *objects) {
     auto seq = SnapshotSeqOfKey(job, o.key);
     if (!seq) continue;  // not ours; leave it alone
     Dir& d = dirs[*seq];
     d.keys.push_back(o.key);
     d.newest = std::max(d.newest, o.modified);
     if (o.key == ManifestKey(job, *seq)) d.committed = true;
+    if (o.key == ClaimKey(job, *seq)) d.claimed = true;
   }
+  return dirs;
+}
+
+// The objects (full keys) that the manifests in `dirs` reference. A manifest
+// that is gone or damaged references nothing that a restore would read; any
+// other failure to read one stops gc before it deletes data. The catalog
+// reads each manifest once (a seq's manifest never changes: it is written
+// create-only under a claimed seq).
+StatusOr<std::set<std::string>> Referenced(SnapshotCatalog& catalog, const std::string& job,
+                                           const Dirs& dirs) {
+  std::set<std::string> keys;
+  for (const auto& [seq, d] : dirs) {
+    if (!d.committed) continue;
+    auto m = catalog.ReadManifest(seq);
+    if (!m.ok()) {
+      // Gone, or damaged: never restored, so it needs nothing.
+      if (m.status().Is(StatusCode::kNotFound) || m.status().Is(StatusCode::kCorruption)) continue;
+      return m.status().WithContext("read the manifest of snapshot " + SeqName(seq));
+    }
+    for (const std::string& key : m->ReferencedKeys()) keys.insert(JobPrefix(job) + key);
+  }
+  return keys;
+}
+
+}  // namespace
+
+// The order of the steps is what makes frame reuse safe against a writer
+// running at the same time (docs/design.md §4, "Retention with shared
+// objects"): uncommit first, list again, then delete data only when no
+// writer is live and no manifest of the second listing needs it.
+StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::string& job,
+                                  const GcOptions& options) {
+  if (options.keep < 1) return Status::InvalidArgument("keep must be at least 1");
+  std::vector<ObjectInfo> objects;
+  SG_ASSIGN_OR_RETURN(Dirs dirs, ListDirs(store, job, &objects));
 
   // A fenced writer's late manifest commits nothing (agent/fencing.h): its
   // dir is removed like an abandoned one, and it never counts as kept. The
@@ -39,28 +81,26 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   }
 
   GcResult result;
-  auto remove_dir = [&](uint64_t seq, Dir& d) -> Status {
-    // Uncommit first: with the manifest gone, what remains is never restored.
-    const std::string manifest = ManifestKey(job, seq);
-    if (d.committed) {
-      SG_RETURN_IF_ERROR(store.Delete(manifest));
+  // 1. Uncommit: the claim, then the manifest. With the manifest gone, what
+  // remains is never restored, and no writer that lists afterwards indexes it.
+  auto uncommit = [&](uint64_t seq, const Dir& d) -> Status {
+    if (d.claimed) {
+      SG_RETURN_IF_ERROR(store.Delete(ClaimKey(job, seq)));
       ++result.objects_deleted;
     }
-    for (const std::string& key : d.keys) {
-      if (key == manifest) continue;
-      SG_RETURN_IF_ERROR(store.Delete(key));
+    if (d.committed) {
+      SG_RETURN_IF_ERROR(store.Delete(ManifestKey(job, seq)));
       ++result.objects_deleted;
     }
     return Status::Ok();
   };
-
   // Retention never deletes the last snapshot with a readable manifest: if
   // every kept one is damaged, the older ones stay.
   int kept = 0, kept_readable = 0;
   const auto cutoff = clock.Now() - options.abandoned_after;
   for (auto& [seq, d] : dirs) {
     if (d.fenced) {
-      SG_RETURN_IF_ERROR(remove_dir(seq, d));
+      SG_RETURN_IF_ERROR(uncommit(seq, d));
       result.abandoned.push_back(seq);
       continue;
     }
@@ -77,11 +117,35 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
             job, options.keep, SeqName(seq));
         continue;
       }
-      SG_RETURN_IF_ERROR(remove_dir(seq, d));
+      SG_RETURN_IF_ERROR(uncommit(seq, d));
       result.deleted.push_back(seq);
-    } else if (d.newest < cutoff) {
-      SG_RETURN_IF_ERROR(remove_dir(seq, d));
+    } else if (d.claimed && d.newest < cutoff) {
+      SG_RETURN_IF_ERROR(uncommit(seq, d));
       result.abandoned.push_back(seq);
+    }
+  }
+
+  // 2. List again. A writer whose claim is in this listing may have indexed
+  // what step 1 uncommitted: while one is live, no data object goes.
+  SG_ASSIGN_OR_RETURN(Dirs now, ListDirs(store, job, &objects));
+  std::vector<uint64_t> live;
+  for (const auto& [seq, d] : now) {
+    if (d.claimed && !d.committed && d.newest >= cutoff) live.push_back(seq);
+  }
+  if (!live.empty()) {
+    LogInfo("gc of job {}: snapshot {} is being written; old objects stay until the next gc", job,
+            SeqName(live.front()));
+  } else {
+    // 3. Every object of a dir without claim or manifest, unless a manifest
+    // of this listing references it.
+    SG_ASSIGN_OR_RETURN(const std::set<std::string> referenced, Referenced(catalog, job, now));
+    for (const auto& [seq, d] : now) {
+      if (d.committed || d.claimed) continue;
+      for (const std::string& key : d.keys) {
+        if (referenced.contains(key)) continue;
+        SG_RETURN_IF_ERROR(store.Delete(key));
+        ++result.objects_deleted;
+      }
     }
   }
   SG_ASSIGN_OR_RETURN(result.stale_writes,

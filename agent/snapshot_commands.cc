@@ -148,6 +148,7 @@ SnapshotOptions SnapshotOptionsOf(const Config& config) {
   options.level = config.compression.level;
   options.threads = config.compression.threads;
   options.shuffle = PolicyOf(config.compression.shuffle);
+  options.reuse = config.reuse;
   return options;
 }
 
@@ -234,9 +235,11 @@ int RunSnapshotCommand(const Config& config, const Environment& env,
   if (!result.ok()) return Fail("snapshot", result.status());
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  LogInfo("snapshot {} of job {} committed: {} files, {} stored as {} in {:.1f}s",
-          SeqName(result->seq), config.job, result->manifest.files.size(),
-          HumanBytes(result->bytes), HumanBytes(result->stored_bytes), secs);
+  LogInfo(
+      "snapshot {} of job {} committed: {} files, {} stored as {} ({} new, {} reused) in {:.1f}s",
+      SeqName(result->seq), config.job, result->manifest.files.size(), HumanBytes(result->bytes),
+      HumanBytes(result->stored_bytes), HumanBytes(result->new_bytes),
+      HumanBytes(result->reused_bytes), secs);
   auto gc = CollectGarbage(**store, SystemClock(), config.job, GcOptions{.keep = config.keep});
   if (!gc.ok())
     LogWarn("retention after snapshot {} failed: {}", SeqName(result->seq), gc.status().message());
@@ -301,9 +304,11 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
   if (!json) {
     // INDEX and ATTEMPT: the engine's child and attempt that wrote it
     // (docs/agent.md), "-" outside an engine. Added last, so the columns
-    // before them keep their places.
-    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %s\n", "SEQ", "CREATED", "FILES",
-                "SIZE", "STORED", "STEP", "INDEX", "ATTEMPT");
+    // before them keep their places. NEW and REUSED split STORED: the bytes
+    // the snapshot uploaded, and those it references in earlier snapshots'
+    // objects (docs/design.md §4, "Frame reuse").
+    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %7s  %10s  %10s\n", "SEQ", "CREATED",
+                "FILES", "SIZE", "STORED", "STEP", "INDEX", "ATTEMPT", "NEW", "REUSED");
   }
   for (const SnapshotHistory::Entry& entry : history->entries) {
     const uint64_t seq = entry.seq;
@@ -318,6 +323,8 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
                       {"files", m->files.size()},
                       {"size", m->TotalSize()},
                       {"stored_size", m->TotalStored()},
+                      {"new_stored_size", m->NewStored()},
+                      {"reused_stored_size", m->ReusedStored()},
                       {"step", m->step ? nlohmann::ordered_json(*m->step) : nullptr},
                       {"resume", m->resume},
                       {"instance", m->instance},
@@ -328,10 +335,11 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
       auto or_dash = [](const std::optional<int64_t>& v) {
         return v ? std::to_string(*v) : std::string("-");
       };
-      std::printf("%-10s  %-24s  %5zu  %10s  %10s  %-10s  %5s  %s\n", SeqName(seq).c_str(),
-                  m->created.c_str(), m->files.size(), HumanBytes(m->TotalSize()).c_str(),
-                  HumanBytes(m->TotalStored()).c_str(), or_dash(m->step).c_str(),
-                  or_dash(m->index).c_str(), or_dash(m->attempt).c_str());
+      std::printf("%-10s  %-24s  %5zu  %10s  %10s  %-10s  %5s  %7s  %10s  %10s\n",
+                  SeqName(seq).c_str(), m->created.c_str(), m->files.size(),
+                  HumanBytes(m->TotalSize()).c_str(), HumanBytes(m->TotalStored()).c_str(),
+                  or_dash(m->step).c_str(), or_dash(m->index).c_str(), or_dash(m->attempt).c_str(),
+                  HumanBytes(m->NewStored()).c_str(), HumanBytes(m->ReusedStored()).c_str());
     }
   }
   if (json) std::cout << rows.dump(2) << "\n";

@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "agent/snapshot_catalog.h"
 #include "agent/store_layout.h"
 #include "common/bounded_executor.h"
 #include "common/crypto.h"
@@ -95,11 +96,30 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   const int threads = size > kFrameSize ? threads_ : 1;
   BoundedExecutor compressors(threads, 2 * threads);
   Sha256Stream sha;
-  OrderedPipeline<std::string> pipeline(compressors, static_cast<size_t>(2 * threads),
-                                        [&](std::string encoded) -> Status {
-                                          file.AppendOwnFrame(encoded.size());
-                                          return writer->Append(std::move(encoded));
-                                        });
+  // A frame's digest is taken by the compressor task, off the serial path;
+  // a frame already stored (same codec, same digest) is referenced instead
+  // of encoded and uploaded (docs/design.md §4, "Frame reuse").
+  struct Encoded {
+    std::string bytes;
+    std::string sha256;              // hex, of the raw bytes
+    std::optional<FrameRef> stored;  // set: reuse this frame
+  };
+  FrameIndex* const index = index_;
+  uint64_t own_offset = 0;
+  OrderedPipeline<Encoded> pipeline(
+      compressors, static_cast<size_t>(2 * threads), [&](Encoded encoded) -> Status {
+        if (encoded.stored) {
+          file.stored_size += encoded.stored->stored;
+          file.frames.push_back(std::move(*encoded.stored));
+          return Status::Ok();
+        }
+        FrameRef ref{file.key, own_offset, encoded.bytes.size(), std::move(encoded.sha256)};
+        own_offset += ref.stored;
+        file.stored_size += ref.stored;
+        if (index) index->Add(file.codec, ref);
+        file.frames.push_back(std::move(ref));
+        return writer->Append(std::move(encoded.bytes));
+      });
   const Codec codec = file.codec;
   const int level = options_.level;
   for (uint64_t offset = 0; offset < size; offset += kFrameSize) {
@@ -111,14 +131,52 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
     if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
     sha.Update(raw);
     if (progress) progress(raw.size());
-    SG_RETURN_IF_ERROR(pipeline.Submit(
-        [codec, level, raw = std::move(raw)]() { return EncodeFrame(codec, raw, level); }));
+    SG_RETURN_IF_ERROR(
+        pipeline.Submit([codec, level, index, raw = std::move(raw)]() -> StatusOr<Encoded> {
+          Encoded e;
+          e.sha256 = Sha256Hex(raw);
+          if (index) e.stored = index->Find(codec, e.sha256);
+          if (!e.stored) {
+            SG_ASSIGN_OR_RETURN(e.bytes, EncodeFrame(codec, raw, level));
+          }
+          return e;
+        }));
   }
   SG_RETURN_IF_ERROR(pipeline.Finish());
   SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed while it was read"));
   file.sha256 = sha.FinishHex();
-  SG_RETURN_IF_ERROR(writer->Commit().status());
+  if (size > 0 && own_offset == 0) {
+    writer->Abort();  // every frame is a reference: the file has no object of its own
+  } else {
+    SG_RETURN_IF_ERROR(writer->Commit().status());
+  }
   return file;
+}
+
+Status SnapshotWriter::BuildIndex(const std::string& job, FrameIndex& index) {
+  // The manifests are read in parallel: this is on the way to the commit.
+  SnapshotCatalog catalog(store_, job);
+  SG_ASSIGN_OR_RETURN(const std::vector<uint64_t> committed, catalog.Committed());
+  std::vector<std::optional<Manifest>> manifests(committed.size());
+  {
+    constexpr int kReaders = 8;
+    BoundedExecutor readers(kReaders, kReaders);
+    for (size_t i = 0; i < committed.size(); ++i) {
+      SG_RETURN_IF_ERROR(readers.Submit([&, i]() -> Status {
+        // One that cannot be read or parsed offers nothing to reuse.
+        auto text = store_.Get(ManifestKey(job, committed[i]));
+        if (!text.ok()) return Status::Ok();
+        auto m = ParseManifest(*text, job, committed[i]);
+        if (m.ok()) manifests[i] = std::move(*m);
+        return Status::Ok();
+      }));
+    }
+    SG_RETURN_IF_ERROR(readers.Wait());
+  }
+  for (const std::optional<Manifest>& m : manifests) {
+    if (m) index.AddManifest(*m);  // newest first: the first copy of a frame stays
+  }
+  return Status::Ok();
 }
 
 StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture,
@@ -145,9 +203,21 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
                                         {"created", manifest.created}};
   SG_ASSIGN_OR_RETURN(manifest.seq, ClaimSeq(request.job, claim.dump()));
   const uint64_t seq = manifest.seq;
+  // The index is read only now, after the claim: the order gc's rule
+  // relies on (docs/design.md §4, "Retention with shared objects").
+  FrameIndex index;
+  if (options_.reuse) {
+    if (Status st = BuildIndex(request.job, index); !st.ok()) {
+      LogWarn("snapshot {}: not reusing stored frames, reading the history failed: {}",
+              SeqName(seq), st.message());
+    } else {
+      index_ = &index;
+    }
+  }
   cancel_ = request.cancel;
   auto result = UploadAndCommit(capture, request, std::move(manifest), progress);
   cancel_ = nullptr;
+  index_ = nullptr;
   if (!result.ok()) {
     // Take back what this attempt uploaded (best effort; what a crash leaves
     // behind, gc removes once it is an hour old). The manifest was never
@@ -231,6 +301,8 @@ StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const CapturedCheckpoin
   result.seq = manifest.seq;
   result.bytes = manifest.TotalSize();
   result.stored_bytes = manifest.TotalStored();
+  result.new_bytes = manifest.NewStored();
+  result.reused_bytes = manifest.ReusedStored();
   result.manifest = std::move(manifest);
   return result;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent/capture.h"
+#include "agent/frame_index.h"
 #include "agent/manifest.h"
 #include "common/clock.h"
 #include "common/object_store.h"
@@ -41,12 +42,17 @@ struct SnapshotOptions {
   int threads = 0;  // compression threads; 0 = all cores
   ShufflePolicy shuffle = ShufflePolicy::kAuto;
   int files_in_flight = 4;  // small files uploaded at once
+  // Reference frames already stored for the job instead of uploading them
+  // again (config key `reuse`; docs/design.md §4, "Frame reuse").
+  bool reuse = true;
 };
 
 struct SnapshotResult {
   uint64_t seq = 0;
   uint64_t bytes = 0;
-  uint64_t stored_bytes = 0;
+  uint64_t stored_bytes = 0;  // of all its frames
+  uint64_t new_bytes = 0;     // of the frames this snapshot uploaded
+  uint64_t reused_bytes = 0;  // of the frames it references in earlier objects
   Manifest manifest;
 };
 
@@ -74,11 +80,15 @@ class SnapshotWriter {
   StatusOr<ManifestFile> UploadFile(const std::string& job, uint64_t seq,
                                     const CapturedFile& source, const ProgressFn& progress);
 
+  // Reads every manifest of the job's history into `index`.
+  Status BuildIndex(const std::string& job, FrameIndex& index);
+
   ObjectStore& store_;
   Clock& clock_;
   const SnapshotOptions options_;
   const int threads_;
   const std::atomic<bool>* cancel_ = nullptr;  // of the Write in progress
+  FrameIndex* index_ = nullptr;                // of the Write in progress; null: no reuse
 };
 
 }  // namespace sg

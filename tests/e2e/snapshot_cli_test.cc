@@ -34,7 +34,11 @@ TEST_F(SnapshotCli, SnapshotListRestoreVerifyAndGc) {
   auto snap = Run({"snapshot", "--dir", dir_.Join("ckpt")});
   ASSERT_EQ(snap.exit_code, 0) << snap.err;
   EXPECT_EQ(snap.out, "0000000001\n");
-  ASSERT_EQ(Run({"snapshot", "--dir", dir_.Join("ckpt")}).exit_code, 0);
+  // The same checkpoint again: every frame is a reference (frame reuse,
+  // docs/design.md §4), and the commit line says so.
+  auto again = Run({"snapshot", "--dir", dir_.Join("ckpt")});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("(0 B new, "), std::string::npos) << again.err;
 
   auto ls = Run({"ls", "--json"});
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
@@ -44,8 +48,15 @@ TEST_F(SnapshotCli, SnapshotListRestoreVerifyAndGc) {
   EXPECT_EQ(rows[0]["files"], 2);
   EXPECT_EQ(rows[0]["size"], 301000);
   EXPECT_LT(rows[0]["stored_size"].get<int>(), 301000);
+  EXPECT_EQ(rows[0]["new_stored_size"], 0);
+  EXPECT_EQ(rows[0]["reused_stored_size"], rows[0]["stored_size"]);
+  EXPECT_EQ(rows[1]["new_stored_size"], rows[1]["stored_size"]);
+  EXPECT_EQ(rows[1]["reused_stored_size"], 0);
   auto text = Run({"ls"});
   EXPECT_NE(text.out.find("0000000002"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("NEW      REUSED"), std::string::npos) << text.out;
+  auto verify_refs = Run({"verify", "--snapshot", "2"});
+  EXPECT_EQ(verify_refs.exit_code, 0) << verify_refs.err;
 
   auto restore = Run({"restore", "--to", dir_.Join("back")});
   ASSERT_EQ(restore.exit_code, 0) << restore.err;

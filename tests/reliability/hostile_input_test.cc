@@ -130,6 +130,17 @@ class HostileSnapshot : public ::testing::Test {
   int refused_ = 0;
 };
 
+// Format 2 frames (docs/format.md) back to back in the file's own object.
+json OwnFrames(const std::vector<uint64_t>& sizes, const std::string& sha256) {
+  json frames = json::array();
+  uint64_t offset = 0;
+  for (uint64_t stored : sizes) {
+    frames.push_back({{"offset", offset}, {"stored", stored}, {"sha256", sha256}});
+    offset += stored;
+  }
+  return frames;
+}
+
 // Each mutation of snapshot 1, with what the error must name.
 struct Mutation {
   std::string name;
@@ -215,7 +226,7 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
          json& f = Entry(j, "small.txt");
          f["frame_size"] = uint64_t{1} << 30;
          f["size"] = uint64_t{1} << 40;
-         f["frames"] = std::vector<uint64_t>(1024, 1);
+         f["frames"] = OwnFrames(std::vector<uint64_t>(1024, 1), std::string(64, '0'));
          f["stored_size"] = 1024;
          t.WriteManifest(j);
        },
@@ -255,7 +266,7 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
          t.WriteRaw(t.ObjectPath("small.txt.zst"), *frame);
          json j = t.ReadManifest();
          json& f = Entry(j, "small.txt");
-         f["frames"] = {frame->size()};
+         f["frames"] = OwnFrames({frame->size()}, Sha256Hex(std::string(5000, 's')));
          f["stored_size"] = frame->size();
          t.WriteManifest(j);
        }},
@@ -270,7 +281,7 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
          const std::string bytes = *ReadFileToString(t.ObjectPath("small.txt.zst"));
          json j = t.ReadManifest();
          json& f = Entry(j, "small.txt");
-         f["frames"] = {bytes.size()};
+         f["frames"] = OwnFrames({bytes.size()}, Sha256Hex(std::string(5000, 's')));
          f["stored_size"] = bytes.size();
          t.WriteManifest(j);
        }},

@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include "agent/placeholders.h"
+#include "agent/snapshot_commands.h"
 #include "agent/supervisor.h"
 #include "tests/support/temp_dir.h"
 
@@ -137,6 +138,29 @@ TEST_F(ConfigTest, NestedKeysHaveEnvironmentVariablesToo) {
   EXPECT_EQ(r.config.patterns, (std::vector<std::string>{"*.pt", "*.bin"}));
   EXPECT_EQ(r.config.command, (std::vector<std::string>{"python3", "train.py"}));
   EXPECT_EQ(EnvVarForKey("compression.level"), "SPOTGUARD_COMPRESSION_LEVEL");
+}
+
+// Frame reuse (docs/design.md §4): on unless the file or SPOTGUARD_REUSE
+// says off; any other value is named.
+TEST_F(ConfigTest, ReuseIsOnByDefaultAndCanBeTurnedOff) {
+  auto r = Load("");
+  ASSERT_TRUE(r.ok()) << AllProblems(r);
+  EXPECT_TRUE(r.config.reuse);
+  EXPECT_TRUE(SnapshotOptionsOf(r.config).reuse);
+  r = Load(R"({"reuse": "off"})");
+  ASSERT_TRUE(r.ok()) << AllProblems(r);
+  EXPECT_FALSE(r.config.reuse);
+  EXPECT_FALSE(SnapshotOptionsOf(r.config).reuse);
+  r = Load(R"({"reuse": "off"})", {{"SPOTGUARD_REUSE", "on"}});
+  ASSERT_TRUE(r.ok()) << AllProblems(r);
+  EXPECT_TRUE(r.config.reuse);
+  r = Load("", {{"SPOTGUARD_REUSE", "no"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Mentions(r, "reuse", "unknown value \"no\" (choose one of on, off)"))
+      << AllProblems(r);
+  r = Load(R"({"reuse": false})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Mentions(r, "reuse", "")) << AllProblems(r);
 }
 
 TEST_F(ConfigTest, UnrelatedSpotguardVariablesAreIgnored) {

@@ -26,18 +26,6 @@
 namespace sg::testing {
 namespace {
 
-// Float32 weights, as a trained layer holds them: small values around zero.
-std::string Float32Weights(size_t count, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 0.02f);
-  std::string s(count * 4, '\0');
-  for (size_t i = 0; i < count; ++i) {
-    const float v = dist(rng);
-    std::memcpy(&s[i * 4], &v, 4);
-  }
-  return s;
-}
-
 class SnapshotTest : public FileStoreTest {
  protected:
   // Writes with `writer` every file below `root`, read where it is.

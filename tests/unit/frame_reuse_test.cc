@@ -1,0 +1,240 @@
+// Frame reuse (docs/design.md §4, "Frame reuse" and "Retention with shared
+// objects"): a frame already stored for the job is referenced, not uploaded;
+// snapshots made of references restore, verify and fall back like any other;
+// retention keeps every object a kept snapshot references, also against a
+// writer running between gc's steps.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "agent/restorer.h"
+#include "agent/retention.h"
+#include "agent/snapshot_catalog.h"
+#include "agent/snapshot_file_reader.h"
+#include "agent/store_layout.h"
+#include "common/files.h"
+#include "tests/support/faulty_store.h"
+#include "tests/support/file_store_fixture.h"
+#include "tests/support/random_bytes.h"
+#include "tests/support/reuse_support.h"
+
+namespace sg::testing {
+namespace {
+
+constexpr uint64_t kF = kFrameSize;
+
+class FrameReuseTest : public FileStoreTest {
+ protected:
+  StatusOr<SnapshotResult> Commit(const Tree& tree, ObjectStore* store = nullptr,
+                                  bool reuse = true) {
+    const std::string src = dir_.Join("src-" + std::to_string(++sources_));
+    WriteTree(src, tree);
+    SnapshotRequest req;
+    req.job = "job";
+    req.instance = "i-test";
+    SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture, CaptureTree(src, std::nullopt));
+    SnapshotOptions options;
+    options.reuse = reuse;
+    SnapshotWriter writer(store ? *store : *store_, clock_, options);
+    return writer.Write(capture, req);
+  }
+  Manifest Read(uint64_t seq) {
+    auto m = SnapshotCatalog(*store_, "job").ReadManifest(seq);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return m.ok() ? *m : Manifest{};
+  }
+  StatusOr<RestoreResult> Restore(const std::string& to, std::optional<uint64_t> seq = {}) {
+    Restorer restorer(*store_, RestoreOptions{});
+    return restorer.Restore("job", dir_.Join(to), seq);
+  }
+  bool Exists(const std::string& key) {
+    return std::filesystem::exists(dir_.Join("store/job/" + key));
+  }
+
+  // A LoRA-style checkpoint: a frozen base of three frames, a small adapter.
+  const std::string base_ = RandomBytes(3 * kF - 1000, 11);
+  Tree Lora(int step) {
+    return {{"base.bin", {base_, 0644}}, {"adapter.bin", {RandomBytes(100000, 100 + step), 0644}}};
+  }
+};
+
+TEST_F(FrameReuseTest, AnUnchangedFileIsReferencedNotUploaded) {
+  auto first = Commit(Lora(1));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->reused_bytes, 0u);
+  auto second = Commit(Lora(2));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  const Manifest m = Read(second->seq);
+  const ManifestFile& base = m.files[1];
+  ASSERT_EQ(base.path, "base.bin");
+  ASSERT_EQ(base.frames.size(), 3u);
+  for (const FrameRef& r : base.frames) {
+    EXPECT_EQ(r.key, "snapshots/0000000001/files/base.bin") << "codec none: random bytes";
+  }
+  EXPECT_FALSE(Exists(base.key)) << "a file of references only has no object of its own";
+  EXPECT_EQ(second->reused_bytes, base.stored_size);
+  EXPECT_EQ(second->new_bytes, m.files[0].stored_size);
+  EXPECT_LE(second->new_bytes * 20, second->stored_bytes) << "the adapter only: under 5%";
+  EXPECT_EQ(m.NewStored(), second->new_bytes);
+
+  auto restored = Restore("out");
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->seq, 2u);
+  EXPECT_TRUE(restored->rejected.empty());
+  EXPECT_EQ(ReadTree(dir_.Join("out")), Lora(2));
+  EXPECT_TRUE(SnapshotFileReader(*store_, "job").Verify(m).ok());
+}
+
+TEST_F(FrameReuseTest, ReuseWorksAcrossFilesAndWithinAFile) {
+  const std::string frame = std::string(kF / 2, 'z') + RandomBytes(kF / 2, 12);
+  const Tree tree = {{"a", {frame + frame + frame, 0644}},  // one frame, three times
+                     {"copy/a", {frame + frame + frame, 0644}}};
+  auto r = Commit(tree);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Manifest m = Read(r->seq);
+  const ManifestFile& a = m.files[0];
+  const ManifestFile& copy = m.files[1];
+  ASSERT_EQ(a.path, "a");
+  // Each of the two files is hashed and compressed in parallel, so a later
+  // frame may be encoded before the first is indexed: the guarantee is that
+  // everything after the first file is referenced.
+  EXPECT_LE(r->new_bytes, a.stored_size);
+  EXPECT_EQ(r->new_bytes + r->reused_bytes, r->stored_bytes);
+  for (const FrameRef& ref : copy.frames) EXPECT_EQ(ref.key, a.key);
+  EXPECT_TRUE(Restore("out").ok());
+  EXPECT_EQ(ReadTree(dir_.Join("out")), tree);
+}
+
+TEST_F(FrameReuseTest, ReuseOffUploadsEveryFrame) {
+  ASSERT_TRUE(Commit(Lora(1)).ok());
+  auto off = Commit(Lora(2), nullptr, /*reuse=*/false);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->reused_bytes, 0u);
+  const Manifest m = Read(off->seq);
+  for (const ManifestFile& f : m.files) {
+    for (const FrameRef& r : f.frames) EXPECT_EQ(r.key, f.key);
+  }
+}
+
+TEST_F(FrameReuseTest, OnlyFramesOfTheSameCodecAreShared) {
+  const std::string random = RandomBytes(kF, 13);
+  ASSERT_TRUE(Commit({{"raw", {random, 0644}}}).ok());  // codec none
+  // The same first frame, then zeros: sampled as compressible, so zstd.
+  auto r = Commit({{"mixed", {random + std::string(2 * kF, '\0'), 0644}}});
+  ASSERT_TRUE(r.ok());
+  const Manifest m = Read(r->seq);
+  ASSERT_NE(m.files[0].codec, Codec::kNone);
+  EXPECT_EQ(m.files[0].frames[0].key, m.files[0].key) << "a codec-none frame is not reused";
+  EXPECT_TRUE(Restore("out").ok());
+}
+
+TEST_F(FrameReuseTest, RetentionKeepsReferencedObjectsAndDropsTheRest) {
+  for (int step = 1; step <= 3; ++step) ASSERT_TRUE(Commit(Lora(step)).ok());
+  auto gc = CollectGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)});
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->deleted, (std::vector<uint64_t>{2, 1}));
+  EXPECT_EQ(*SnapshotCatalog(*store_, "job").Committed(), std::vector<uint64_t>{3});
+  EXPECT_TRUE(Exists("snapshots/0000000001/files/base.bin")) << "snapshot 3 references it";
+  EXPECT_FALSE(Exists("snapshots/0000000001/manifest.json"));
+  EXPECT_FALSE(Exists("snapshots/0000000001/claim"));
+  EXPECT_FALSE(Exists("snapshots/0000000001/files/adapter.bin"));
+  EXPECT_FALSE(Exists("snapshots/0000000002"));
+  EXPECT_EQ(CountMissingReferences(*store_, "job"), 0);
+
+  // A snapshot taken now still finds the base through snapshot 3's manifest.
+  auto fourth = Commit(Lora(4));
+  ASSERT_TRUE(fourth.ok());
+  EXPECT_EQ(Read(4).files[1].frames[0].key, "snapshots/0000000001/files/base.bin");
+  ASSERT_TRUE(CollectGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)}).ok());
+  EXPECT_TRUE(Exists("snapshots/0000000001/files/base.bin"));
+  auto restored = Restore("out");
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(ReadTree(dir_.Join("out")), Lora(4));
+
+  // A new base: nothing references the old one any more, and it goes.
+  ASSERT_TRUE(Commit({{"base.bin", {RandomBytes(kF, 14), 0644}}}).ok());
+  ASSERT_TRUE(CollectGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)}).ok());
+  EXPECT_FALSE(Exists("snapshots/0000000001"));
+  EXPECT_EQ(CountMissingReferences(*store_, "job"), 0);
+}
+
+// gc runs while a writer is between its index and its commit (the writer's
+// first upload runs gc to the end): the live claim holds back every deletion.
+TEST_F(FrameReuseTest, GcDuringAWriteDeletesNoObjectTheWriterMayReference) {
+  for (int step = 1; step <= 2; ++step) ASSERT_TRUE(Commit(Lora(step)).ok());
+  FaultyStore faulty(*store_);
+  Status gc_status;
+  faulty.OnFirstAppend("adapter.bin", [&] {
+    gc_status =
+        CollectGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)}).status();
+  });
+  auto third = Commit(Lora(3), &faulty);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  ASSERT_TRUE(gc_status.ok()) << gc_status.ToString();
+  EXPECT_EQ(CountMissingReferences(*store_, "job"), 0);
+  EXPECT_TRUE(Restore("out").ok());
+  EXPECT_EQ(ReadTree(dir_.Join("out")), Lora(3));
+}
+
+// gc is stopped after it uncommitted snapshot 1 (the first List after its
+// deletes); a writer claims, indexes, uploads and commits in that gap. The
+// writer cannot have seen snapshot 1, and gc's second listing sees its manifest.
+TEST_F(FrameReuseTest, AWriterBetweenGcsStepsIsSeenByItsSecondListing) {
+  for (int step = 1; step <= 2; ++step) ASSERT_TRUE(Commit(Lora(step)).ok());
+  StepStore gc_store(*store_);
+  gc_store.BeforeStep([&](const StepStore::Op& op) {
+    if (op.kind == StepStore::Kind::kList && gc_store.deletes() > 0 && !gc_store.hooked()) {
+      gc_store.set_hooked();
+      auto w = Commit(Lora(3));
+      EXPECT_TRUE(w.ok()) << w.status().ToString();
+    }
+  });
+  auto gc = CollectGarbage(gc_store, clock_, "job", GcOptions{1, std::chrono::hours(1)});
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  ASSERT_TRUE(gc_store.hooked());
+  EXPECT_EQ(CountMissingReferences(*store_, "job"), 0);
+  auto restored = Restore("out");
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->seq, 3u);
+  EXPECT_EQ(ReadTree(dir_.Join("out")), Lora(3));
+}
+
+// A damaged shared object: every snapshot that needs it is refused with the
+// object named, restore falls back to one that does not need it, and
+// `verify` checks every referenced frame.
+TEST_F(FrameReuseTest, ADamagedSharedObjectIsNamedAndEverySnapshotNeedingItFallsBack) {
+  const std::string other_base = std::string(2 * kF, 'b');       // zstd: damage is seen at decode
+  ASSERT_TRUE(Commit({{"base.bin", {other_base, 0644}}}).ok());  // 1: needs nothing shared
+  const std::string zbase = std::string(3 * kF, 'q');
+  ASSERT_TRUE(Commit({{"base.bin", {zbase, 0644}}, {"a", {"1", 0644}}}).ok());  // 2: stores it
+  ASSERT_TRUE(Commit({{"base.bin", {zbase, 0644}}, {"a", {"2", 0644}}}).ok());  // 3: references
+  ASSERT_TRUE(Commit({{"base.bin", {zbase, 0644}}, {"a", {"3", 0644}}}).ok());  // 4: references
+  const std::string shared = "snapshots/0000000002/files/base.bin.zst";
+  EXPECT_EQ(Read(4).files[1].frames[0].key, shared);
+  const std::string path = dir_.Join("store/job/" + shared);
+  std::string bytes = *ReadFileToString(path);
+  // Inside the first frame (the one snapshots 3 and 4 reference: within a
+  // file, later copies may or may not have been stored again).
+  const FrameRef first = Read(2).files[1].frames[0];
+  ASSERT_EQ(first.key, shared);
+  bytes[first.offset + first.stored - 5] ^= 0x40;
+  ASSERT_TRUE(WriteFileAtomic(path, bytes).ok());
+
+  for (uint64_t seq : {2, 3, 4}) {
+    Status st = SnapshotFileReader(*store_, "job").Verify(Read(seq));
+    EXPECT_FALSE(st.ok()) << seq;
+    EXPECT_NE(st.message().find(shared), std::string::npos) << st.message();
+  }
+  EXPECT_TRUE(SnapshotFileReader(*store_, "job").Verify(Read(1)).ok());
+  auto r = Restore("out");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, 1u);
+  ASSERT_EQ(r->rejected.size(), 3u);
+  for (const std::string& why : r->rejected) {
+    EXPECT_NE(why.find(shared), std::string::npos) << why;
+  }
+  EXPECT_EQ(ReadTree(dir_.Join("out")), (Tree{{"base.bin", {other_base, 0644}}}));
+}
+
+}  // namespace
+}  // namespace sg::testing
