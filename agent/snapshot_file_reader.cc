@@ -4,6 +4,7 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "agent/store_layout.h"
@@ -88,33 +89,27 @@ class ReadRun {
   // digests when there are; `inline_sha` (verify of format 1, in order)
   // hashes what is decoded.
   Status ReadRange(FileRead& fr, size_t r, Sha256Stream* inline_sha) {
-    const ManifestFile& file = *fr.file;
     const sg::ReadRange& range = fr.ranges[r];
     SG_RETURN_IF_ERROR(Open(fr));
-    auto stored = store_.Get(JobPrefix(job_) + range.key, ByteRange{range.offset, range.stored});
-    if (!stored.ok()) return FileError(file, stored.status().code(), stored.status().message());
-    if (stored->size() != range.stored) {
-      return FileError(file, StatusCode::kCorruption,
-                       "object " + range.key + " is shorter than the manifest says");
-    }
-    WorkerBuffers& buf = Buffers();
-    uint64_t at = 0;
-    for (size_t i = range.first_frame; i < range.end_frame; ++i) {
-      const FrameRef& ref = file.frames[i];
-      const uint64_t raw_size = file.FrameRawSize(i);
-      Status st = DecodeFrameInto(file.codec, std::string_view(*stored).substr(at, ref.stored),
-                                  raw_size, &buf.raw, &buf.planes);
-      if (st.ok() && fr.frame_digests && Sha256Hex(buf.raw) != ref.sha256) {
-        st = Status::Corruption("SHA-256 does not match");
-      }
-      if (!st.ok()) {
-        return FileError(file, StatusCode::kCorruption,
-                         "frame " + std::to_string(i) + " of " + range.key + ": " + st.message());
-      }
-      if (inline_sha) inline_sha->Update(buf.raw);
-      if (fr.sink) SG_RETURN_IF_ERROR(fr.sink->WriteAt(i * file.frame_size, buf.raw));
-      Report(raw_size);
-      at += ref.stored;
+    SG_ASSIGN_OR_RETURN(std::string stored, Fetch(*fr.file, range.key, range.offset, range.stored));
+    return WriteFrames(fr, r, stored, inline_sha);
+  }
+
+  // Files of one range each that lie back to back in one object (a pack):
+  // one ranged read for all of them, then each file decoded, checked and
+  // finished by itself, so a damaged one is named alone.
+  Status ReadBatch(const std::vector<FileRead*>& batch) {
+    const sg::ReadRange& first = batch.front()->ranges.front();
+    const sg::ReadRange& last = batch.back()->ranges.front();
+    const uint64_t length = last.offset + last.stored - first.offset;
+    auto stored = Fetch(*batch.front()->file, first.key, first.offset, length);
+    for (FileRead* fr : batch) {
+      SG_RETURN_IF_ERROR(Guard(*fr, [&]() -> Status {
+        if (!stored.ok()) return FileError(*fr->file, stored.status().code(), stored.status().message());
+        const sg::ReadRange& range = fr->ranges.front();
+        return ReadInOrder(*fr, std::string_view(*stored).substr(range.offset - first.offset,
+                                                                 range.stored));
+      }));
     }
     return Status::Ok();
   }
@@ -149,15 +144,21 @@ class ReadRun {
     return Complete(fr, fr.sha.get());
   }
 
-  // A file read by one task, range after range: verify of a format 1 file
-  // (nothing written to hash back) and files without frames.
-  Status ReadInOrder(FileRead& fr) {
+  // A file read by one task, range after range: files of one range, verify
+  // of a format 1 file (nothing written to hash back), files without frames.
+  // `fetched`, when given, is the stored bytes of its only range.
+  Status ReadInOrder(FileRead& fr, std::optional<std::string_view> fetched = std::nullopt) {
     SG_RETURN_IF_ERROR(Open(fr));
     Sha256Stream sha;
-    for (size_t r = 0; r < fr.ranges.size(); ++r) {
-      SG_RETURN_IF_ERROR(ReadRange(fr, r, fr.frame_digests ? nullptr : &sha));
+    Sha256Stream* inline_sha = fr.frame_digests ? nullptr : &sha;
+    if (fetched) {
+      SG_RETURN_IF_ERROR(WriteFrames(fr, 0, *fetched, inline_sha));
+    } else {
+      for (size_t r = 0; r < fr.ranges.size(); ++r) {
+        SG_RETURN_IF_ERROR(ReadRange(fr, r, inline_sha));
+      }
     }
-    return Complete(fr, fr.frame_digests ? nullptr : &sha);
+    return Complete(fr, inline_sha);
   }
 
   static void Plan(FileRead& fr) {
@@ -185,6 +186,44 @@ class ReadRun {
       }
     }
     return fr.open_status;
+  }
+
+  StatusOr<std::string> Fetch(const ManifestFile& file, const std::string& key, uint64_t offset,
+                              uint64_t length) {
+    auto stored = store_.Get(JobPrefix(job_) + key, ByteRange{offset, length});
+    if (!stored.ok()) return FileError(file, stored.status().code(), stored.status().message());
+    if (stored->size() != length) {
+      return FileError(file, StatusCode::kCorruption,
+                       "object " + key + " is shorter than the manifest says");
+    }
+    return stored;
+  }
+
+  // Decodes the frames of range `r` from `stored`, checks them and writes
+  // each at its place.
+  Status WriteFrames(FileRead& fr, size_t r, std::string_view stored, Sha256Stream* inline_sha) {
+    const ManifestFile& file = *fr.file;
+    const sg::ReadRange& range = fr.ranges[r];
+    WorkerBuffers& buf = Buffers();
+    uint64_t at = 0;
+    for (size_t i = range.first_frame; i < range.end_frame; ++i) {
+      const FrameRef& ref = file.frames[i];
+      const uint64_t raw_size = file.FrameRawSize(i);
+      Status st =
+          DecodeFrameInto(file.codec, stored.substr(at, ref.stored), raw_size, &buf.raw, &buf.planes);
+      if (st.ok() && fr.frame_digests && Sha256Hex(buf.raw) != ref.sha256) {
+        st = Status::Corruption("SHA-256 does not match");
+      }
+      if (!st.ok()) {
+        return FileError(file, StatusCode::kCorruption,
+                         "frame " + std::to_string(i) + " of " + range.key + ": " + st.message());
+      }
+      if (inline_sha) inline_sha->Update(buf.raw);
+      if (fr.sink) SG_RETURN_IF_ERROR(fr.sink->WriteAt(i * file.frame_size, buf.raw));
+      Report(raw_size);
+      at += ref.stored;
+    }
+    return Status::Ok();
   }
 
   Status HashBack(FileRead& fr, const sg::ReadRange& range) {
@@ -302,6 +341,16 @@ Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink&
     // out in turn; a file of one range (or read in order) is one task.
     std::deque<std::pair<FileRead*, size_t>> turn;  // file, next range
     size_t next = 0;
+    // Files of one range back to back in one object, read together.
+    std::vector<FileRead*> batch;
+    std::string batch_key;
+    uint64_t batch_start = 0, batch_end = 0;
+    auto flush = [&]() -> Status {
+      if (batch.empty()) return Status::Ok();
+      Status submitted = workers.Submit([&run, b = std::move(batch)] { return run.ReadBatch(b); });
+      batch.clear();
+      return submitted;
+    };
     while (st.ok()) {
       while (st.ok() && turn.size() < kFilesAtOnce && next < count) {
         FileRead& fr = files[next];
@@ -309,7 +358,16 @@ Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink&
         fr.index = next++;
         ReadRun::Plan(fr);
         const bool in_order = !open && !fr.frame_digests;
-        if (fr.ranges.size() <= 1 || in_order) {
+        if (fr.ranges.size() == 1) {
+          // Joins the batch when it lies right after it in the same object.
+          const sg::ReadRange& r = fr.ranges.front();
+          const bool joins = !batch.empty() && r.key == batch_key && r.offset == batch_end &&
+                             batch_end - batch_start + r.stored <= kReadRange;
+          if (!joins) st = flush();
+          if (batch.empty()) batch_key = r.key, batch_start = r.offset;
+          batch.push_back(&fr);
+          batch_end = r.offset + r.stored;
+        } else if (fr.ranges.empty() || in_order) {
           FileRead* f = &fr;
           st = workers.Submit(
               [&run, f] { return run.Guard(*f, [&run, f] { return run.ReadInOrder(*f); }); });
@@ -317,7 +375,10 @@ Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink&
           turn.emplace_back(&fr, 0);
         }
       }
-      if (turn.empty()) break;
+      if (turn.empty()) {
+        if (st.ok()) st = flush();
+        break;
+      }
       auto [f, r] = turn.front();
       turn.pop_front();
       st = workers.Submit([&run, f, r] {
