@@ -33,6 +33,27 @@ uint64_t Manifest::TotalStored() const {
   return n;
 }
 
+uint64_t Manifest::NewStored() const {
+  const std::string own = "snapshots/" + SeqName(seq) + "/";
+  uint64_t n = 0;
+  for (const ManifestFile& f : files) {
+    for (const FrameRef& r : f.frames) {
+      if (r.key.starts_with(own)) n += r.stored;
+    }
+  }
+  return n;
+}
+
+uint64_t Manifest::ReusedStored() const { return TotalStored() - NewStored(); }
+
+std::vector<std::string> Manifest::ReferencedKeys() const {
+  std::set<std::string> keys;
+  for (const ManifestFile& f : files) {
+    for (const FrameRef& r : f.frames) keys.insert(r.key);
+  }
+  return {keys.begin(), keys.end()};
+}
+
 Status CheckRelativePath(std::string_view path) {
   auto bad = [&](std::string_view why) {
     return Status::InvalidArgument("path \"" + std::string(path) + "\" " + std::string(why));
@@ -50,7 +71,7 @@ Status CheckRelativePath(std::string_view path) {
 
 nlohmann::ordered_json ManifestToJson(const Manifest& m) {
   nlohmann::ordered_json j;
-  j["format"] = kManifestFormat;
+  j["format"] = m.format == 1 ? kManifestFormat1 : kManifestFormat2;
   j["job"] = m.job;
   j["seq"] = m.seq;
   j["generation"] = m.generation;
@@ -72,9 +93,22 @@ nlohmann::ordered_json ManifestToJson(const Manifest& m) {
     jf["stored_size"] = f.stored_size;
     jf["codec"] = CodecName(f.codec);
     jf["frame_size"] = f.frame_size;
-    nlohmann::ordered_json sizes = nlohmann::ordered_json::array();
-    for (const FrameRef& r : f.frames) sizes.push_back(r.stored);
-    jf["frames"] = std::move(sizes);
+    nlohmann::ordered_json frames = nlohmann::ordered_json::array();
+    for (const FrameRef& r : f.frames) {
+      if (m.format == 1) {
+        frames.push_back(r.stored);
+        continue;
+      }
+      // {"key"?, "offset", "stored", "sha256"}; "key" only when the frame
+      // lives outside the file's own object.
+      nlohmann::ordered_json jr;
+      if (r.key != f.key) jr["key"] = r.key;
+      jr["offset"] = r.offset;
+      jr["stored"] = r.stored;
+      jr["sha256"] = r.sha256;
+      frames.push_back(std::move(jr));
+    }
+    jf["frames"] = std::move(frames);
     j["files"].push_back(std::move(jf));
   }
   return j;
@@ -94,6 +128,10 @@ uint64_t WholeNumber(const nlohmann::json& v, const char* name) {
   return v.get<uint64_t>();
 }
 
+bool IsHexSha256(const std::string& s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 }  // namespace
 
 StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, uint64_t seq) {
@@ -103,10 +141,17 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
   if (!j.is_object()) return corrupt("not a JSON object");
   // Not j.value("format", ""): that throws when "format" is not a string.
   const auto format = j.find("format");
-  if (format == j.end() || !format->is_string() || format->get<std::string>() != kManifestFormat) {
-    return corrupt("format is not \"" + std::string(kManifestFormat) + "\"");
-  }
+  const std::string format_name =
+      format != j.end() && format->is_string() ? format->get<std::string>() : "";
   Manifest m;
+  if (format_name == kManifestFormat1) {
+    m.format = 1;
+  } else if (format_name == kManifestFormat2) {
+    m.format = 2;
+  } else {
+    return corrupt("format is not \"" + std::string(kManifestFormat1) + "\" or \"" +
+                   std::string(kManifestFormat2) + "\"");
+  }
   try {
     m.job = j.at("job").get<std::string>();
     m.seq = WholeNumber(j.at("seq"), "seq");
@@ -148,10 +193,20 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
       if (!frames.is_array()) throw BadNumber("\"frames\" is not a list");
       uint64_t offset = 0;
       for (const nlohmann::json& s : frames) {
-        const uint64_t stored = WholeNumber(s, "frames");
-        f.frames.push_back(FrameRef{f.key, offset, stored, {}});
-        offset += stored;  // checked against stored_size below
-        if (offset < stored) throw BadNumber("\"frames\" do not add up");
+        if (m.format == 1) {
+          const uint64_t stored = WholeNumber(s, "frames");
+          f.frames.push_back(FrameRef{f.key, offset, stored, {}});
+          offset += stored;  // checked against stored_size below
+          if (offset < stored) throw BadNumber("\"frames\" do not add up");
+          continue;
+        }
+        if (!s.is_object()) throw BadNumber("a frame is not an object");
+        FrameRef r;
+        r.key = s.contains("key") ? s.at("key").get<std::string>() : f.key;
+        r.offset = WholeNumber(s.at("offset"), "offset");
+        r.stored = WholeNumber(s.at("stored"), "stored");
+        r.sha256 = s.at("sha256").get<std::string>();
+        f.frames.push_back(std::move(r));
       }
       m.files.push_back(std::move(f));
     }
@@ -178,8 +233,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
     }
     if (f.mode > 07777)
       return corrupt("file \"" + f.path + "\" has mode " + std::to_string(f.mode));
-    if (f.sha256.size() != 64 ||
-        f.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    if (!IsHexSha256(f.sha256)) {
       return corrupt("file \"" + f.path + "\" has a malformed sha256");
     }
     if (f.frame_size == 0 || f.frame_size > (1ull << 30)) {
@@ -192,10 +246,24 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
                      " frames for " + std::to_string(f.size) + " bytes");
     }
     uint64_t stored = 0;
-    for (const FrameRef& r : f.frames) {
+    for (size_t i = 0; i < f.frames.size(); ++i) {
+      const FrameRef& r = f.frames[i];
+      const std::string frame = "file \"" + f.path + "\" frame " + std::to_string(i);
       if (r.stored > f.stored_size - stored)
         return corrupt("file \"" + f.path + "\" frames do not add up");
       stored += r.stored;
+      if (m.format == 1) continue;
+      // A frame lives in a data object of this snapshot or an earlier one of
+      // the same job (docs/format.md, "References").
+      const auto key_seq = SeqOfDataKey(r.key);
+      if (!key_seq || *key_seq > seq || !CheckRelativePath(r.key).ok()) {
+        return corrupt(frame + " points outside the job's snapshots: " + r.key);
+      }
+      if (r.stored == 0 || r.offset > UINT64_MAX - r.stored) {
+        return corrupt(frame + " has offset " + std::to_string(r.offset) + " and size " +
+                       std::to_string(r.stored));
+      }
+      if (!IsHexSha256(r.sha256)) return corrupt(frame + " has a malformed sha256");
     }
     if (stored != f.stored_size) return corrupt("file \"" + f.path + "\" frames do not add up");
   }

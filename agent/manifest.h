@@ -1,5 +1,7 @@
-// The snapshot manifest (format "spotguard-snapshot/1"), which
-// docs/format.md describes. Its keys are agent/store_layout.h's.
+// The snapshot manifest, which docs/format.md describes: format
+// "spotguard-snapshot/2" (every frame a reference with its raw SHA-256) is
+// written; "spotguard-snapshot/1" (a file's frames back to back in its own
+// object) is still read. Its keys are agent/store_layout.h's.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +16,8 @@
 
 namespace sg {
 
-inline constexpr std::string_view kManifestFormat = "spotguard-snapshot/1";
+inline constexpr std::string_view kManifestFormat1 = "spotguard-snapshot/1";
+inline constexpr std::string_view kManifestFormat2 = "spotguard-snapshot/2";
 // Raw bytes per frame. Frames are compressed and decompressed independently,
 // so restore decodes them in parallel; 8 MiB also matches S3's part size.
 inline constexpr uint64_t kFrameSize = 8ull << 20;
@@ -51,6 +54,7 @@ struct ManifestFile {
 };
 
 struct Manifest {
+  int format = 2;  // 1 or 2: the format it was read in; written as is
   std::string job;
   uint64_t seq = 0;
   uint64_t generation = 0;
@@ -67,16 +71,27 @@ struct Manifest {
 
   uint64_t TotalSize() const;
   uint64_t TotalStored() const;
+  // Stored bytes of the frames that live in this snapshot's own objects, and
+  // of those it references in earlier snapshots' objects; they add up to
+  // TotalStored().
+  uint64_t NewStored() const;
+  uint64_t ReusedStored() const;
+  // Every object the snapshot needs (relative to "<job>/"), sorted.
+  std::vector<std::string> ReferencedKeys() const;
 };
 
 // A path a manifest may name: relative, no empty, "." or ".." segment, no
 // NUL, not longer than 4096 bytes. Says what is wrong otherwise.
 Status CheckRelativePath(std::string_view path);
 
+// In format m.format (format 1 can only say frames that lie back to back in
+// the file's own object; the writer always writes format 2).
 nlohmann::ordered_json ManifestToJson(const Manifest& m);
-// Parses and checks a manifest: the format, that it is the snapshot `seq` of
-// `job`, every path (see CheckRelativePath; no duplicates, no file inside
-// another), keys inside the snapshot, frame counts and sizes that add up.
+// Parses and checks a manifest: the format (1 or 2), that it is the snapshot
+// `seq` of `job`, every path (see CheckRelativePath; no duplicates, no file
+// inside another), the file keys inside the snapshot, every frame key inside
+// the job's snapshots no later than `seq`, frame counts, offsets and sizes
+// that add up, and (format 2) every frame's SHA-256.
 StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, uint64_t seq);
 
 }  // namespace sg

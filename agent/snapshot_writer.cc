@@ -95,11 +95,17 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   const int threads = size > kFrameSize ? threads_ : 1;
   BoundedExecutor compressors(threads, 2 * threads);
   Sha256Stream sha;
-  OrderedPipeline<std::string> pipeline(compressors, static_cast<size_t>(2 * threads),
-                                        [&](std::string encoded) -> Status {
-                                          file.AppendOwnFrame(encoded.size());
-                                          return writer->Append(std::move(encoded));
-                                        });
+  // A frame's digest is taken by the compressor task, off the serial path.
+  struct Encoded {
+    std::string bytes;
+    std::string sha256;  // hex, of the raw bytes
+  };
+  OrderedPipeline<Encoded> pipeline(compressors, static_cast<size_t>(2 * threads),
+                                    [&](Encoded encoded) -> Status {
+                                      file.AppendOwnFrame(encoded.bytes.size(),
+                                                          std::move(encoded.sha256));
+                                      return writer->Append(std::move(encoded.bytes));
+                                    });
   const Codec codec = file.codec;
   const int level = options_.level;
   for (uint64_t offset = 0; offset < size; offset += kFrameSize) {
@@ -112,7 +118,12 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
     sha.Update(raw);
     if (progress) progress(raw.size());
     SG_RETURN_IF_ERROR(pipeline.Submit(
-        [codec, level, raw = std::move(raw)]() { return EncodeFrame(codec, raw, level); }));
+        [codec, level, raw = std::move(raw)]() -> StatusOr<Encoded> {
+          Encoded e;
+          e.sha256 = Sha256Hex(raw);
+          SG_ASSIGN_OR_RETURN(e.bytes, EncodeFrame(codec, raw, level));
+          return e;
+        }));
   }
   SG_RETURN_IF_ERROR(pipeline.Finish());
   SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed while it was read"));

@@ -44,6 +44,17 @@ std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec) {
   return FileObjectsPrefix(seq) + path + (codec == Codec::kNone ? "" : ".zst");
 }
 
+std::optional<uint64_t> SeqOfDataKey(std::string_view key) {
+  constexpr std::string_view kTop = "snapshots/";
+  if (!key.starts_with(kTop)) return std::nullopt;
+  const std::string_view rest = key.substr(kTop.size());
+  // "<seq>/files/x" or "<seq>/packs/x": ten digits, '/', six bytes, a name.
+  if (rest.size() <= 17 || rest[10] != '/') return std::nullopt;
+  const std::string_view kind = rest.substr(11, 6);
+  if (kind != "files/" && kind != "packs/") return std::nullopt;
+  return ParseSeqName(rest.substr(0, 10));
+}
+
 std::optional<uint64_t> SnapshotSeqOfKey(const std::string& job, std::string_view key) {
   const std::string prefix = SnapshotsPrefix(job);
   if (!key.starts_with(prefix)) return std::nullopt;

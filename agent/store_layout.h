@@ -40,6 +40,10 @@ std::string LatestKey(const std::string& job);
 std::string FileObjectsPrefix(uint64_t seq);
 // Key of a file's object, relative to the job prefix.
 std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec);
+// The seq of the snapshot that wrote a frame-holding object, relative to the
+// job prefix: "snapshots/<seq>/files/<...>" or "snapshots/<seq>/packs/<...>";
+// nullopt for any other key.
+std::optional<uint64_t> SeqOfDataKey(std::string_view key);
 // The seq of a key below SnapshotsPrefix(job) ("<job>/snapshots/<seq>/..."),
 // if it is one.
 std::optional<uint64_t> SnapshotSeqOfKey(const std::string& job, std::string_view key);

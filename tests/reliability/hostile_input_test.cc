@@ -183,6 +183,7 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
          json& f = Entry(j, "small.txt");
          f["size"] = ~uint64_t{0};
          f["frame_size"] = 2;
+         j["format"] = "spotguard-snapshot/1";  // frames as stored sizes
          f["frames"] = json::array();
          f["stored_size"] = 0;
          t.WriteManifest(j);
@@ -215,6 +216,7 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
          json& f = Entry(j, "small.txt");
          f["frame_size"] = uint64_t{1} << 30;
          f["size"] = uint64_t{1} << 40;
+         j["format"] = "spotguard-snapshot/1";  // frames as stored sizes
          f["frames"] = std::vector<uint64_t>(1024, 1);
          f["stored_size"] = 1024;
          t.WriteManifest(j);
@@ -255,6 +257,7 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
          t.WriteRaw(t.ObjectPath("small.txt.zst"), *frame);
          json j = t.ReadManifest();
          json& f = Entry(j, "small.txt");
+         j["format"] = "spotguard-snapshot/1";  // frames as stored sizes
          f["frames"] = {frame->size()};
          f["stored_size"] = frame->size();
          t.WriteManifest(j);
@@ -270,6 +273,7 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
          const std::string bytes = *ReadFileToString(t.ObjectPath("small.txt.zst"));
          json j = t.ReadManifest();
          json& f = Entry(j, "small.txt");
+         j["format"] = "spotguard-snapshot/1";  // frames as stored sizes
          f["frames"] = {bytes.size()};
          f["stored_size"] = bytes.size();
          t.WriteManifest(j);
