@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "common/log.h"
@@ -28,7 +29,19 @@ struct Transfer {
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   t->answered = true;
-  t->response.body.append(data, size * n);
+  std::string& body = t->response.body;
+  if (body.empty()) {
+    // The whole body at once, at its announced size: no regrowing (a copy
+    // of everything received so far each time) and no capacity beyond it.
+    const std::string length = t->response.Header("content-length");
+    uint64_t announced = 0;
+    if (!length.empty() && length.size() <= 12 &&
+        length.find_first_not_of("0123456789") == std::string::npos) {
+      announced = std::stoull(length);
+    }
+    if (announced > body.capacity()) body.reserve(std::min<uint64_t>(announced, 1ull << 30));
+  }
+  body.append(data, size * n);
   return size * n;
 }
 
