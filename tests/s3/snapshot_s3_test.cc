@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "agent/manifest.h"
@@ -49,6 +50,16 @@ class S3Snapshots : public ::testing::Test {
     SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture, CaptureTree(root));
     SnapshotWriter writer(*store_, clock_, SnapshotOptions{});
     return writer.Write(capture, req);
+  }
+
+  // The environment of an `aws` command against the test gateway ($EP), plus `extra`.
+  std::map<std::string, std::string> AwsCliEnv(std::map<std::string, std::string> extra) const {
+    extra.insert({{"EP", env_.endpoint},
+                  {"AWS_ACCESS_KEY_ID", env_.access_key},
+                  {"AWS_SECRET_ACCESS_KEY", env_.secret_key},
+                  {"AWS_DEFAULT_REGION", env_.region},
+                  {"AWS_EC2_METADATA_DISABLED", "true"}});
+    return extra;
   }
 
   S3TestEnv env_;
@@ -109,13 +120,7 @@ TEST_F(S3Snapshots, AZstdObjectRestoresWithAwsCliAndZstd) {
   auto cmd = RunCommand(
       {"bash", "-c",
        "set -o pipefail; aws --endpoint-url \"$EP\" s3 cp \"$URL\" - | zstd -d -q -o \"$OUT\""},
-      {{"EP", env_.endpoint},
-       {"URL", url},
-       {"OUT", out},
-       {"AWS_ACCESS_KEY_ID", env_.access_key},
-       {"AWS_SECRET_ACCESS_KEY", env_.secret_key},
-       {"AWS_DEFAULT_REGION", env_.region},
-       {"AWS_EC2_METADATA_DISABLED", "true"}},
+      AwsCliEnv({{"URL", url}, {"OUT", out}}),
       std::chrono::seconds(120));
   ASSERT_EQ(cmd.exit_code, 0) << cmd.err;
   auto plain = ReadFileToString(out);
@@ -150,16 +155,11 @@ TEST_F(S3Snapshots, APackedFileExtractsWithARangedGetAndZstd) {
       {"bash", "-c",
        "set -e; aws --endpoint-url \"$EP\" s3api get-object --bucket \"$BUCKET\" --key \"$KEY\" "
        "--range \"bytes=$FIRST-$LAST\" \"$OUT.zst\" > /dev/null && zstd -d -q \"$OUT.zst\" -o \"$OUT\""},
-      {{"EP", env_.endpoint},
-       {"BUCKET", env_.bucket},
-       {"KEY", prefix_ + "/job/" + frame.key},
-       {"FIRST", std::to_string(frame.offset)},
-       {"LAST", std::to_string(frame.offset + frame.stored - 1)},
-       {"OUT", out},
-       {"AWS_ACCESS_KEY_ID", env_.access_key},
-       {"AWS_SECRET_ACCESS_KEY", env_.secret_key},
-       {"AWS_DEFAULT_REGION", env_.region},
-       {"AWS_EC2_METADATA_DISABLED", "true"}},
+      AwsCliEnv({{"BUCKET", env_.bucket},
+                 {"KEY", prefix_ + "/job/" + frame.key},
+                 {"FIRST", std::to_string(frame.offset)},
+                 {"LAST", std::to_string(frame.offset + frame.stored - 1)},
+                 {"OUT", out}}),
       std::chrono::seconds(120));
   ASSERT_EQ(cmd.exit_code, 0) << cmd.err;
   auto plain = ReadFileToString(out);
