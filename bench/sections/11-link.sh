@@ -60,13 +60,16 @@ shape() {  # [netns-exec...] dev match: htb with the S3 port's traffic in a clas
 shape "$ns_if" dport ip netns exec "$ns"  # uploads: client -> gateway
 shape "$host_if" sport                     # downloads: gateway -> client
 
+# The clients in the namespace use the veth address; the helpers of
+# bench/lib.sh (stored bytes, deletes) stay on loopback, unshaped.
 endpoint="http://$host_ip:$port"
-export SPOTGUARD_TEST_S3_ENDPOINT=$endpoint
 bench_rclone_env
+export RCLONE_CONFIG_SG_ENDPOINT=$endpoint
 export SPOTGUARD_ENDPOINT=$endpoint SPOTGUARD_REGION=${SPOTGUARD_TEST_S3_REGION:-us-east-1}
 export SPOTGUARD_LOG_LEVEL=warn
-in_ns() { ip netns exec "$ns" "$@"; }
-aws_s3=(in_ns "$AWS_BIN" --endpoint-url "$endpoint" s3)
+# An array, not a function: bench_timed runs it through /usr/bin/time.
+in_ns=(ip netns exec "$ns")
+aws_s3=("${in_ns[@]}" "$AWS_BIN" --endpoint-url "$endpoint" s3)
 
 printf 'set\ttool\top\traw_bytes\tstored_bytes\twall\tcpu\n' > "$tsv"
 dest="$WORK/link-restore"
@@ -89,11 +92,11 @@ for set in $(bench_sets); do
   p="$RUN_ID/link-$set"
   bench_warm "$DATA/$set"
   bench_log "link upload $set: spotguard"
-  bench_timed in_ns "$SG" snapshot --job "$set" --store "s3://$BUCKET/$p-sg" --dir "$DATA/$set"
+  bench_timed "${in_ns[@]}" "$SG" snapshot --job "$set" --store "s3://$BUCKET/$p-sg" --dir "$DATA/$set"
   stored=$(bench_stored_bytes "$p-sg")
   row "$set" spotguard upload "$raw" "$stored"
   restore_row "$set" spotguard "$raw" "$stored" \
-    in_ns "$SG" restore --job "$set" --store "s3://$BUCKET/$p-sg" --to "$dest"
+    "${in_ns[@]}" "$SG" restore --job "$set" --store "s3://$BUCKET/$p-sg" --to "$dest"
   bench_s3_rm "$p-sg" "$stored"
 
   bench_warm "$DATA/$set"
@@ -106,10 +109,10 @@ for set in $(bench_sets); do
 
   bench_warm "$DATA/$set"
   bench_log "link upload $set: rclone"
-  bench_timed in_ns env -u AWS_CA_BUNDLE rclone copy -q "$DATA/$set" "sg:$BUCKET/$p-rc/"
+  bench_timed "${in_ns[@]}" env -u AWS_CA_BUNDLE rclone copy -q "$DATA/$set" "sg:$BUCKET/$p-rc/"
   row "$set" "rclone copy" upload "$raw" "$raw"
   restore_row "$set" "rclone copy" "$raw" "$raw" \
-    in_ns env -u AWS_CA_BUNDLE rclone copy -q "sg:$BUCKET/$p-rc/" "$dest/"
+    "${in_ns[@]}" env -u AWS_CA_BUNDLE rclone copy -q "sg:$BUCKET/$p-rc/" "$dest/"
   bench_s3_rm "$p-rc" "$raw"
 done
 
