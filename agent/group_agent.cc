@@ -596,7 +596,11 @@ StatusOr<SnapshotResult> GroupAgent::WritePart(const Checkpoint& checkpoint,
   request.preset = std::string(PresetName(cfg_.preset));
   request.instance = c_.instance;
   request.cancel = cancel;
-  SnapshotWriter writer(c_.store, c_.clock, SnapshotOptionsOf(cfg_));
+  SnapshotOptions options = SnapshotOptionsOf(cfg_);
+  // Parts reference no frame of another part: group retention deletes a
+  // part without looking for references into it (docs/design.md §14).
+  options.reuse = false;
+  SnapshotWriter writer(c_.store, c_.clock, options);
   return writer.Write(capture, request);
 }
 

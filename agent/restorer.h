@@ -21,7 +21,7 @@
 namespace sg {
 
 struct RestoreOptions {
-  int parallel_reads = 8;  // ranged reads (each decoded by its own task) in flight
+  int parallel_reads = 8;  // workers, each with one ranged read in flight, over all files
   // Whether a file of the target that restore did not put there may be
   // replaced by the snapshot's file of the same path (it is then kept in a
   // backup dir beside the target). Without, such a restore fails before

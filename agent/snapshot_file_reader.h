@@ -1,6 +1,7 @@
 // Reading a snapshot's files back (docs/design.md §7, docs/format.md "Checks
-// on restore"): each file's frames are fetched with parallel ranged reads,
-// decoded in parallel, and its size and SHA-256 checked. Restore
+// on restore"): the ranged reads of all files share one pool of workers; each
+// worker fetches a range, decodes its frames one at a time into a buffer it
+// reuses, checks them and writes each at its place in the file. Restore
 // (agent/restorer.h) writes what it reads; `verify` reads the same way and
 // writes nothing.
 #pragma once
@@ -18,12 +19,17 @@
 
 namespace sg {
 
-// Where one file's bytes go, in order, as they are read and decoded.
+// Where one file's bytes go. Frames arrive in any order, from several
+// threads at once.
 class FileSink {
  public:
   virtual ~FileSink() = default;
-  virtual Status Append(std::string_view raw) = 0;
-  // After the last Append, once the file's size and SHA-256 are checked.
+  // Writes `raw` at `offset` of the file (pwrite: safe from several threads).
+  virtual Status WriteAt(uint64_t offset, std::string_view raw) = 0;
+  // Reads back `length` bytes at `offset` into `out`: a file whose manifest
+  // has no frame digests (format 1) is hashed from what was written.
+  virtual Status ReadAt(uint64_t offset, uint64_t length, std::string* out) = 0;
+  // After the last write, once the file's bytes are checked.
   virtual Status Finish() = 0;
 };
 
@@ -47,20 +53,33 @@ struct ReadRange {
 };
 
 // The ranges `file` is read in: consecutive frames that lie back to back in
-// the same object go together while both their stored and their raw bytes
-// stay within `max_bytes` (a range holds at least one frame). Bounding the raw bytes too keeps memory bounded for data that
-// compresses well: 8 MiB of stored zeros would otherwise decode into
-// gigabytes held by one read (docs/format.md, "Memory").
-std::vector<ReadRange> PlanReadRanges(const ManifestFile& file, uint64_t max_bytes);
+// the same object go together while their stored bytes stay within
+// `max_bytes` and their raw bytes within `max_raw` (a range holds at least
+// one frame; `max_raw` 0 means `max_bytes`). Bounding the raw bytes keeps
+// the requests of data that compresses very well reasonable: 8 MiB of stored
+// zeros is a thousand frames (docs/format.md, "Memory").
+std::vector<ReadRange> PlanReadRanges(const ManifestFile& file, uint64_t max_bytes,
+                                      uint64_t max_raw = 0);
+
+// Stored bytes per ranged read of `file`: larger for large files (fewer
+// requests), 8 MiB for the rest.
+uint64_t ReadRangeBytes(const ManifestFile& file);
+
+// Whether every frame of `file` carries the SHA-256 of its raw bytes
+// (format 2): its frames are then checked one by one, in parallel, and the
+// whole-file SHA-256 is not needed.
+bool HasFrameDigests(const ManifestFile& file);
 
 class SnapshotFileReader {
  public:
-  // `parallel_reads`: ranged reads (each decoded by its own task) in flight.
+  // `parallel_reads`: workers, each with one ranged read in flight (over all
+  // files: this is the one bound on requests and on memory).
   SnapshotFileReader(ObjectStore& store, std::string job, int parallel_reads = 8);
 
-  // Reads every file of `manifest` into the sink `open` gives it, reporting
-  // the raw bytes done so far to `progress` (from several threads, one at a
-  // time). Stops at the first error.
+  // Reads every file of `manifest` into the sink `open` gives it (called
+  // when the file's first range starts; a few files are open at once),
+  // reporting the raw bytes done so far to `progress` (from several
+  // threads, one at a time). Stops at the first error.
   Status Read(const Manifest& manifest, const OpenFileSink& open, const ProgressFn& progress = {});
 
   // Read without writing: every file is read and checked, and the error
@@ -70,9 +89,6 @@ class SnapshotFileReader {
  private:
   Status ReadAll(const Manifest& manifest, const OpenFileSink& open, bool name_every_damaged_file,
                  const ProgressFn& progress);
-  // Streams one file's raw bytes, in order, to `sink`, and checks them.
-  Status ReadFile(const ManifestFile& file, FileSink* sink,
-                  const std::function<void(uint64_t)>& progress);
 
   ObjectStore& store_;
   const std::string job_;

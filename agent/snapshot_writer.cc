@@ -35,6 +35,13 @@ Status CheckUnchanged(int fd, const CapturedFile& source, std::string_view when)
                                          "); this capture is not committed");
 }
 
+// "snapshots/<seq>/packs/pack-000001.zst", relative to the job prefix.
+std::string PackObjectKey(uint64_t seq, int number) {
+  std::string n = std::to_string(number);
+  return "snapshots/" + SeqName(seq) + "/packs/pack-" + std::string(n.size() < 6 ? 6 - n.size() : 0, '0') +
+         n + ".zst";
+}
+
 }  // namespace
 
 SnapshotWriter::SnapshotWriter(ObjectStore& store, Clock& clock, SnapshotOptions options)
@@ -179,6 +186,46 @@ Status SnapshotWriter::BuildIndex(const std::string& job, FrameIndex& index) {
   return Status::Ok();
 }
 
+Status SnapshotWriter::UploadPack(const std::string& job, uint64_t seq, int number,
+                                  const std::vector<const CapturedFile*>& sources,
+                                  std::vector<ManifestFile*> out, const ProgressFn& progress) {
+  const std::string key = PackObjectKey(seq, number);
+  std::string object;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const CapturedFile& source = *sources[i];
+    auto fd = OpenFile(source.staged_path, O_RDONLY);
+    if (!fd.ok()) {
+      if (fd.status().Is(StatusCode::kNotFound)) return FileChanged(source.relpath, "vanished");
+      return fd.status();
+    }
+    SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed since it was captured"));
+    SG_ASSIGN_OR_RETURN(std::string raw,
+                        PreadUpTo(fd->get(), 0, source.size, source.staged_path));
+    if (raw.size() != source.size) {
+      return FileChanged(source.relpath, "shrank while it was read; this capture is not committed");
+    }
+    SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed while it was read"));
+    if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
+    // Always plain zstd: a file of a pack is one frame that `zstd -d`
+    // decodes by itself (docs/format.md, "Packs").
+    SG_ASSIGN_OR_RETURN(std::string encoded, EncodeFrame(Codec::kZstd, raw, options_.level));
+    ManifestFile& file = *out[i];
+    file.path = source.relpath;
+    file.size = source.size;
+    file.mode = source.mode;
+    file.frame_size = kFrameSize;
+    file.codec = Codec::kZstd;
+    // The file's own key names no object: its frame lives in the pack.
+    file.key = FileObjectKey(seq, file.path, file.codec);
+    file.sha256 = Sha256Hex(raw);
+    file.frames.push_back(FrameRef{key, object.size(), encoded.size(), file.sha256});
+    file.stored_size = encoded.size();
+    object += encoded;
+    if (progress) progress(raw.size());
+  }
+  return store_.Put(JobPrefix(job) + key, object, PutCondition::None()).status();
+}
+
 StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture,
                                                const SnapshotRequest& request,
                                                const ProgressFn& progress) {
@@ -254,7 +301,40 @@ StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const CapturedCheckpoin
   };
   {
     BoundedExecutor small_files(options_.files_in_flight, options_.files_in_flight);
+    // Small files in packs of up to pack_bytes, in path order (files of one
+    // directory end up side by side).
+    std::vector<size_t> packed;
     for (size_t i = 0; i < sources.size(); ++i) {
+      if (sources[i].size > 0 && sources[i].size <= options_.pack_file_max) packed.push_back(i);
+    }
+    if (packed.size() < options_.pack_min_files) packed.clear();
+    std::vector<char> in_pack(sources.size(), 0);
+    for (size_t i : packed) in_pack[i] = 1;
+    std::sort(packed.begin(), packed.end(),
+              [&](size_t a, size_t b) { return sources[a].relpath < sources[b].relpath; });
+    int packs = 0;
+    for (size_t at = 0; at < packed.size();) {
+      std::vector<const CapturedFile*> group;
+      std::vector<ManifestFile*> out;
+      uint64_t bytes = 0;
+      while (at < packed.size() &&
+             (group.empty() || bytes + sources[packed[at]].size <= options_.pack_bytes)) {
+        bytes += sources[packed[at]].size;
+        group.push_back(&sources[packed[at]]);
+        out.push_back(&files[packed[at]]);
+        ++at;
+      }
+      const int number = ++packs;
+      Status st_pack = small_files.Submit([&, number, group, out]() {
+        return UploadPack(request.job, manifest.seq, number, group, out, report);
+      });
+      if (!st_pack.ok()) {
+        (void)small_files.Wait();
+        return st_pack;
+      }
+    }
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (in_pack[i]) continue;
       const bool small = sources[i].size < kFrameSize;
       auto upload = [&, i]() -> Status {
         SG_ASSIGN_OR_RETURN(files[i], UploadFile(request.job, manifest.seq, sources[i], report));

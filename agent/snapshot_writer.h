@@ -41,7 +41,14 @@ struct SnapshotOptions {
   int level = 1;
   int threads = 0;  // compression threads; 0 = all cores
   ShufflePolicy shuffle = ShufflePolicy::kAuto;
-  int files_in_flight = 4;  // small files uploaded at once
+  int files_in_flight = 4;  // small files (or packs of them) uploaded at once
+  // When a snapshot has at least pack_min_files files of at most
+  // pack_file_max bytes (not empty), they go into shared pack objects of up
+  // to pack_bytes raw bytes each (docs/format.md, "Packs"); a few small
+  // files keep objects of their own.
+  uint64_t pack_file_max = 1ull << 20;
+  uint64_t pack_bytes = 8ull << 20;
+  size_t pack_min_files = 16;
   // Reference frames already stored for the job instead of uploading them
   // again (config key `reuse`; docs/design.md §4, "Frame reuse").
   bool reuse = true;
@@ -79,6 +86,11 @@ class SnapshotWriter {
                                            const ProgressFn& progress);
   StatusOr<ManifestFile> UploadFile(const std::string& job, uint64_t seq,
                                     const CapturedFile& source, const ProgressFn& progress);
+  // Uploads `sources` as pack number `number` of snapshot `seq`: one object,
+  // each file one zstd frame in it, into `out` (one entry per source).
+  Status UploadPack(const std::string& job, uint64_t seq, int number,
+                    const std::vector<const CapturedFile*>& sources,
+                    std::vector<ManifestFile*> out, const ProgressFn& progress);
 
   // Reads every manifest of the job's history into `index`.
   Status BuildIndex(const std::string& job, FrameIndex& index);

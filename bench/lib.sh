@@ -78,7 +78,11 @@ bench_rclone_env() {
 
 # Writes "name  sha256" lines of every file under DIR (relative names, sorted)
 # to FILE; bench_same_tree FILE DIR checks DIR against them, file for file.
-bench_tree_sums() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$2"; }
+# spotguard restore's own marker (.spotguard-restored.json, docs/design.md §7)
+# is not part of the checkpoint.
+bench_tree_sums() {
+  (cd "$1" && find . -type f ! -name .spotguard-restored.json -print0 | sort -z | xargs -0 sha256sum) > "$2"
+}
 bench_same_tree() {
   local got
   got=$(mktemp "$WORK/sums.XXXXXX")

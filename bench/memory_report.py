@@ -24,11 +24,11 @@ MALLOC_TEXT = {"default": "as shipped", "arena2": "`MALLOC_ARENA_MAX=2`",
 # Buffers, MiB: writing, 2 x threads frames of 8 MiB raw plus their compressed
 # form (up to 8 MiB more), plus the S3 writer's 8 parts of 8 MiB and the part
 # being filled (docs/format.md: "with 2 cores ... about 136 MiB"); reading,
-# "about 200 MiB at the very most".
+# 8 workers x 33 MiB, "about 264 MiB at the very most".
 def bound_mib(op, cores):
     if op == "snapshot":
         return 2 * cores * 16 + 64 + 8
-    return 200
+    return 264
 
 
 def mib(kib):
@@ -86,8 +86,9 @@ def main():
         "raw plus their compressed form, up to 8 MiB more) plus the S3 writer's parts in flight "
         "(docs/s3.md \"Transfers\": 8 x 8 MiB) and the part being filled, \"with 2 cores "
         "about 136 MiB\": %d MiB; the same "
-        "figure is used for `file://` (the documents give none of its own). Restore: \"about "
-        "200 MiB at the very most, whatever the compression ratio\"." % (base, bound_mib("snapshot", args.cores)))
+        "figure is used for `file://` (the documents give none of its own). Restore: 8 workers "
+        "x 33 MiB, \"about 264 MiB at the very most, whatever the compression ratio or the number of "
+        "files\"." % (base, bound_mib("snapshot", args.cores)))
     out.append("")
     out.append("### spotguard (peak RSS, MiB; highest of the runs, lowest in brackets)")
     out.append("")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Section 11 of bench/run.sh: a 3-node job's notice-to-group-commit and its
+"""Section 13 of bench/run.sh: a 3-node job's notice-to-group-commit and its
 time to resume after a replacement joins, broken into phases.
 
 Each trial runs three agents of the real binary (`nodes: 3`), each with its

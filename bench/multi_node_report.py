@@ -37,7 +37,7 @@ def main():
             out.append(f"| {what} | {statistics.median(v):.2f} | {min(v):.2f} | {max(v):.2f} |")
         return "\n".join(out)
 
-    text = f"""## 11. Multi-node: notice to group commit, and time to resume
+    text = f"""## 13. Multi-node: notice to group commit, and time to resume
 
 Three agents of one job (`nodes: 3`) on this machine, each with its own IMDS
 simulator and checkpoint dir, against the gateway; the trainer is

@@ -123,8 +123,16 @@ class S3Store::Writer final : public ObjectWriter {
 
   Status Append(std::string data) override {
     if (closed_) return Status::InvalidArgument("writer for " + key_ + " is closed");
-    buffer_ += data;
-    if (buffer_.size() < store_.parts_->transfer.min_part_size) return Status::Ok();
+    const uint64_t part_size = store_.parts_->transfer.min_part_size;
+    if (buffer_.empty() && data.size() >= part_size) {
+      buffer_ = std::move(data);  // a whole part already: no copy
+    } else {
+      // Room for a full part plus the append that completes it: the part is
+      // filled with one copy of each append and never regrown.
+      if (buffer_.capacity() < part_size) buffer_.reserve(part_size + data.size());
+      buffer_ += data;
+    }
+    if (buffer_.size() < part_size) return Status::Ok();
     if (!upload_) {
       upload_ = std::make_unique<MultipartUpload>(*store_.client_, store_.bucket_, key_,
                                                   store_.parts_->transfer);
@@ -139,8 +147,9 @@ class S3Store::Writer final : public ObjectWriter {
     if (closed_) return Status::InvalidArgument("writer for " + key_ + " is closed");
     closed_ = true;
     if (!upload_) {
-      SG_ASSIGN_OR_RETURN(S3PutResult r, store_.client_->PutObject(store_.bucket_, key_, buffer_,
-                                                                   {}, Base64Encode(Md5(buffer_))));
+      const std::string md5 = Base64Encode(Md5(buffer_));
+      SG_ASSIGN_OR_RETURN(S3PutResult r, store_.client_->PutObject(store_.bucket_, key_,
+                                                                   std::move(buffer_), {}, md5));
       return r.etag;
     }
     if (!buffer_.empty()) SG_RETURN_IF_ERROR(upload_->AddPart(std::move(buffer_)));

@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <memory>
 
 namespace sg {
@@ -91,17 +92,25 @@ std::string ShuffleBytes(std::string_view in, int width) {
   return out;
 }
 
+namespace {
+
+// The inverse of ShuffleBytes: `n` bytes of planes at `src` to `dst`.
+void UnshuffleInto(const char* src, size_t n, int width, char* dst) {
+  const size_t w = static_cast<size_t>(width);
+  const size_t groups = n / w;
+  for (size_t plane = 0; plane < w; ++plane) {
+    const char* p = src + plane * groups;
+    for (size_t g = 0; g < groups; ++g) dst[g * w + plane] = p[g];
+  }
+  std::copy(src + groups * w, src + n, dst + groups * w);
+}
+
+}  // namespace
+
 std::string UnshuffleBytes(std::string_view in, int width) {
   if (width <= 1) return std::string(in);
-  const size_t w = static_cast<size_t>(width);
-  const size_t groups = in.size() / w;
   std::string out(in.size(), '\0');
-  for (size_t plane = 0; plane < w; ++plane) {
-    const char* src = in.data() + plane * groups;
-    for (size_t g = 0; g < groups; ++g) out[g * w + plane] = src[g];
-  }
-  std::copy(in.begin() + static_cast<ptrdiff_t>(groups * w), in.end(),
-            out.begin() + static_cast<ptrdiff_t>(groups * w));
+  UnshuffleInto(in.data(), in.size(), width, out.data());
   return out;
 }
 
@@ -125,12 +134,20 @@ StatusOr<std::string> DecodeSizedFrame(std::string_view stored, uint64_t max_siz
 }
 
 StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t raw_size) {
+  std::string out, scratch;
+  SG_RETURN_IF_ERROR(DecodeFrameInto(codec, stored, raw_size, &out, &scratch));
+  return out;
+}
+
+Status DecodeFrameInto(Codec codec, std::string_view stored, uint64_t raw_size, std::string* out,
+                       std::string* scratch) {
   if (codec == Codec::kNone) {
     if (stored.size() != raw_size) {
       return Status::Corruption("stored frame has " + std::to_string(stored.size()) +
                                 " bytes, expected " + std::to_string(raw_size));
     }
-    return std::string(stored);
+    out->assign(stored);
+    return Status::Ok();
   }
   const unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
   if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corruption("not a zstd frame");
@@ -141,14 +158,18 @@ StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t
   if (ZSTD_findFrameCompressedSize(stored.data(), stored.size()) != stored.size()) {
     return Status::Corruption("stored frame is truncated or has trailing bytes");
   }
-  std::string out(raw_size, '\0');
+  const int width = ShuffleWidth(codec);
+  std::string* planes = width == 1 ? out : scratch;
+  // resize() fills only bytes past the old size: a reused buffer costs no fill.
+  planes->resize(raw_size);
   const size_t n =
-      ZSTD_decompressDCtx(ThreadDCtx(), out.data(), out.size(), stored.data(), stored.size());
+      ZSTD_decompressDCtx(ThreadDCtx(), planes->data(), planes->size(), stored.data(), stored.size());
   if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != raw_size) return Status::Corruption("zstd frame decoded to the wrong size");
-  const int width = ShuffleWidth(codec);
-  if (width == 1) return out;  // moved, not copied
-  return UnshuffleBytes(out, width);
+  if (width == 1) return Status::Ok();
+  out->resize(raw_size);
+  UnshuffleInto(planes->data(), raw_size, width, out->data());
+  return Status::Ok();
 }
 
 Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy policy, int level) {

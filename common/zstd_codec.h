@@ -35,6 +35,11 @@ std::string UnshuffleBytes(std::string_view in, int width);
 StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level);
 // Decodes one stored frame that must yield exactly `raw_size` bytes.
 StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t raw_size);
+// The same into `out`, whose memory is reused when it is large enough
+// (restore keeps one per worker); `scratch` holds the byte planes of a
+// shuffled codec. `out` holds exactly `raw_size` bytes on success.
+Status DecodeFrameInto(Codec codec, std::string_view stored, uint64_t raw_size, std::string* out,
+                       std::string* scratch);
 
 // Decodes one zstd frame that declares its content size, refusing one that
 // declares more than `max_size` bytes (a stored log segment, say).

@@ -369,6 +369,47 @@ TEST_F(SnapshotTest, VerifyNamesEveryDamagedFile) {
   EXPECT_NE(st.message().find("\"b\""), std::string::npos) << st.message();
 }
 
+// Many small files go into a few pack objects (docs/format.md, "Packs"),
+// restore byte for byte, and a damaged pack names the file whose bytes are
+// bad and falls back to the previous snapshot.
+TEST_F(SnapshotTest, ManySmallFilesArePackedAndADamagedPackNamesTheFile) {
+  Tree tree;
+  for (int i = 0; i < 40; ++i) {
+    tree["tok/piece-" + std::to_string(i)] = {RandomBytes(200 + 97 * i, 50 + i), 0644};
+  }
+  tree["big.bin"] = {RandomBytes(3 << 20, 7), 0644};  // over the pack bound: its own object
+  Snapshot({{"tok/piece-0", {"older", 0644}}});
+  ASSERT_EQ(Snapshot(tree), 2u);
+  int packs = 0, others = 0;
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(dir_.Join("store/job/snapshots/0000000002"))) {
+    if (!e.is_regular_file()) continue;
+    (e.path().string().find("/packs/") != std::string::npos ? packs : others)++;
+  }
+  EXPECT_EQ(packs, 1);
+  EXPECT_EQ(others, 3) << "big.bin, the claim and the manifest";
+  auto r = Restore("out");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadTree(dir_.Join("out")), tree);
+
+  auto m = SnapshotCatalog(*store_, "job").ReadManifest(2);
+  ASSERT_TRUE(m.ok());
+  const FrameRef* victim = nullptr;
+  for (const ManifestFile& f : m->files) {
+    if (f.path == "tok/piece-17") victim = &f.frames.at(0);
+  }
+  ASSERT_NE(victim, nullptr);
+  const std::string pack = dir_.Join("store/job/" + victim->key);
+  std::string bytes = *ReadFileToString(pack);
+  bytes[victim->offset + victim->stored / 2] ^= 0x20;
+  ASSERT_TRUE(WriteFileAtomic(pack, bytes).ok());
+  auto again = Restore("again");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->seq, 1u);
+  ASSERT_EQ(again->rejected.size(), 1u);
+  EXPECT_NE(again->rejected[0].find("tok/piece-17"), std::string::npos) << again->rejected[0];
+}
+
 // docs/format.md, "Memory": a ranged read decodes into at most its bound of
 // raw bytes, however well the data compressed. Before, ranges were cut by
 // stored bytes only, and 8 MiB of stored zeros was gigabytes in one read.

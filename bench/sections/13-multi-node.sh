@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Section 11 of bench/run.sh: a 3-node job's notice to group commit and its
+# Section 13 of bench/run.sh: a 3-node job's notice to group commit and its
 # time to resume after a replacement joins, in phases
 # (bench/multi_node_bench.py). 3 trials of 64 MiB per node (1 trial of 16 MiB
-# with --quick; MULTI_NODE_TRIALS overrides). Writes $OUT/11-multi-node.md
-# and 11-multi-node.tsv.
+# with --quick; MULTI_NODE_TRIALS overrides). Writes $OUT/13-multi-node.md
+# and 13-multi-node.tsv.
 set -euo pipefail
 : "${SG:?}" "${WORK:?}" "${OUT:?}" "${BUCKET:?}" "${RUN_ID:?}"
 : "${SPOTGUARD_TEST_S3_ENDPOINT:?}"
@@ -16,8 +16,8 @@ load_before=$(cut -d' ' -f1 /proc/loadavg)
 
 python3 bench/multi_node_bench.py --sg "$SG" --work "$WORK/multi-node" \
   --store "s3://$BUCKET/$RUN_ID/multi-node" --endpoint "$SPOTGUARD_TEST_S3_ENDPOINT" \
-  --trials "$trials" --mib "$mib" --tsv "$OUT/11-multi-node.tsv"
+  --trials "$trials" --mib "$mib" --tsv "$OUT/13-multi-node.tsv"
 
-python3 bench/multi_node_report.py "$OUT/11-multi-node.tsv" --md "$OUT/11-multi-node.md" \
+python3 bench/multi_node_report.py "$OUT/13-multi-node.tsv" --md "$OUT/13-multi-node.md" \
   --load-before "$load_before" --load-after "$(cut -d' ' -f1 /proc/loadavg)"
-echo "11-multi-node: $trials trials; $OUT/11-multi-node.md" >&2
+echo "13-multi-node: $trials trials; $OUT/13-multi-node.md" >&2
