@@ -144,28 +144,13 @@ class Agent {
 
 Status Agent::BlockSignals() {
   if (c_.ports.stop_requested) return Status::Ok();
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  // Blocked before any thread starts, so every thread inherits the mask and
-  // the signals only arrive through the signalfd.
-  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Status::IOError("sigprocmask");
-  int fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (fd < 0) return Status::FromErrno(errno, "signalfd");
-  signal_fd_.reset(fd);
+  SG_ASSIGN_OR_RETURN(signal_fd_, BlockStopSignals());
   return Status::Ok();
 }
 
 bool Agent::SignalPending() {
   if (c_.ports.stop_requested) return c_.ports.stop_requested();
-  signalfd_siginfo info{};
-  bool any = false;
-  while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
-    LogInfo("received {}", SignalName(static_cast<int>(info.ssi_signo)));
-    any = true;
-  }
-  return any;
+  return StopSignalArrived(signal_fd_.get());
 }
 
 StatusOr<bool> Agent::AlreadyComplete() {

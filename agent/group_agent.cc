@@ -186,14 +186,7 @@ class GroupAgent {
 
 Status GroupAgent::Setup() {
   if (!c_.ports.stop_requested) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Status::IOError("sigprocmask");
-    int fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (fd < 0) return Status::FromErrno(errno, "signalfd");
-    signal_fd_.reset(fd);
+    SG_ASSIGN_OR_RETURN(signal_fd_, BlockStopSignals());
   }
   ClaimedDir claimed = ClaimCheckpointDir(cfg_);
   if (!claimed.status.ok()) {
@@ -225,13 +218,7 @@ Status GroupAgent::Setup() {
 
 bool GroupAgent::StopRequested() {
   if (c_.ports.stop_requested) return c_.ports.stop_requested();
-  signalfd_siginfo info{};
-  bool any = false;
-  while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
-    LogInfo("received {}", SignalName(static_cast<int>(info.ssi_signo)));
-    any = true;
-  }
-  return any;
+  return StopSignalArrived(signal_fd_.get());
 }
 
 void GroupAgent::Beat(Clock::MonoTime now) {

@@ -1,5 +1,9 @@
 #include "agent/job_start.h"
 
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -14,6 +18,7 @@
 #include "agent/trainer_record.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/signal_names.h"
 
 namespace sg {
 namespace {
@@ -92,6 +97,29 @@ StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config
       clock.SleepFor(kTick);
     }
   }
+}
+
+StatusOr<UniqueFd> BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  // Blocked before any thread starts, so every thread inherits the mask and
+  // the signals only arrive through the signalfd.
+  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Status::IOError("sigprocmask");
+  int fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd < 0) return Status::FromErrno(errno, "signalfd");
+  return UniqueFd(fd);
+}
+
+bool StopSignalArrived(int signal_fd) {
+  signalfd_siginfo info{};
+  bool any = false;
+  while (::read(signal_fd, &info, sizeof info) == sizeof info) {
+    LogInfo("received {}", SignalName(static_cast<int>(info.ssi_signo)));
+    any = true;
+  }
+  return any;
 }
 
 StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Config& config,

@@ -14,6 +14,7 @@
 #include "agent/job_policy.h"
 #include "agent/lease.h"
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/object_store.h"
 #include "common/sd_notify.h"
 
@@ -36,6 +37,12 @@ StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config
                           const std::string& instance, Clock& clock,
                           const SystemdNotifier& notifier,
                           const std::function<bool()>& stop_requested);
+
+// SIGTERM and SIGINT blocked in every thread (call before any thread
+// starts) and delivered through the returned signalfd instead.
+StatusOr<UniqueFd> BlockStopSignals();
+// Reads what `signal_fd` holds; true when a stop signal arrived (each logged).
+bool StopSignalArrived(int signal_fd);
 
 struct StartPoint {
   RestoredState state;                  // for the policy
