@@ -63,6 +63,7 @@ class S3Snapshots : public ::testing::Test {
         "s3://" + env_.bucket + "/" + prefix_, "job", out};
     if (!seq.empty()) argv.push_back(seq);
     return RunCommand(argv, env, std::chrono::seconds(240));
+  }
   // The environment of an `aws` command against the test gateway ($EP), plus `extra`.
   std::map<std::string, std::string> AwsCliEnv(std::map<std::string, std::string> extra) const {
     extra.insert({{"EP", env_.endpoint},
@@ -172,6 +173,8 @@ TEST_F(S3Snapshots, ASnapshotOfReferencesRestoresByHandWithAwsCliJqAndZstd) {
   auto older = ByHand(dir_.Join("out1"), "1");
   ASSERT_EQ(older.exit_code, 0) << older.err;
   EXPECT_EQ(ReadTree(dir_.Join("out1")), first);
+}
+
 // docs/format.md, "Packs": one file of a pack comes out with a ranged GET
 // of its frame and `zstd -d`, as the recipe there says.
 TEST_F(S3Snapshots, APackedFileExtractsWithARangedGetAndZstd) {
