@@ -112,6 +112,8 @@ def trial(args, t, store):
         row["parts_stored"] = max(parts) - t_notice
         commits = [first(logs[n], "committed group snapshot", t_notice) for n in (1, 2, 3)]
         row["group_commit"] = min(c for c in commits if c) - t_notice
+        answers = [first(logs[n], r"answers round \d+'s request", t_notice) for n in (1, 2, 3)]
+        row["answer_named"] = min(a for a in answers if a) - t_notice
         row["noticed_exit"] = t_exit - t_notice
 
         t_join = time.time()
@@ -147,7 +149,7 @@ def main():
     ap.add_argument("--tsv", required=True)
     args = ap.parse_args()
     cols = ["trial", "mib_per_node", "detect", "others_asked", "parts_stored", "group_commit",
-            "noticed_exit", "plan", "restored", "trainer_started", "first_step"]
+            "answer_named", "noticed_exit", "plan", "restored", "trainer_started", "first_step"]
     with open(args.tsv, "w") as out:
         out.write("\t".join(cols) + "\n")
         for t in range(1, args.trials + 1):

@@ -9,7 +9,8 @@ PHASES = [
     ("detect", "notice posted -> the noticed agent reads it and ends the round"),
     ("others_asked", "-> the last other node reads the round's end and asks its trainer"),
     ("parts_stored", "-> the last node's part of the answering step is stored"),
-    ("group_commit", "-> the coordinator commits the group snapshot"),
+    ("group_commit", "-> the coordinator commits the first group snapshot after the notice"),
+    ("answer_named", "-> a group snapshot newer than every node's step when asked is named the answer"),
     ("noticed_exit", "-> the noticed agent has stopped its trainer and exited 75"),
 ]
 RESUME = [
@@ -58,7 +59,7 @@ create-only commit):
 {table(RESUME)}
 
 S3 requests per node per minute while training, at the defaults
-(`group.heartbeat` 10 s, reads every 0.5 s): docs/multi-node.md, "Cost in S3 requests".
+(`group.heartbeat` 10 s, the round read every 2 s): docs/multi-node.md, "Cost in S3 requests".
 """
     with open(args.md, "w") as f:
         f.write(text)
