@@ -1,0 +1,136 @@
+// The class behind RunGroupAgent (agent/group_agent.h; docs/design.md §14),
+// shared by its three files: group_agent.cc (setup, the loop, the member
+// record, the lease, reading the round), group_coordinator.cc (planning
+// rounds, refusing members, committing group snapshots, completion) and
+// group_member.cc (joining a round, the trainer, part uploads, ending a
+// round). Internal to those files.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/daemon.h"
+#include "agent/events.h"
+#include "agent/group_protocol.h"
+#include "agent/group_store.h"
+#include "agent/host_lock.h"
+#include "agent/interruption_monitor.h"
+#include "agent/job_ports_real.h"
+#include "agent/lease.h"
+#include "agent/supervisor.h"
+#include "agent/trainer_record.h"
+#include "common/files.h"
+
+namespace sg::group_detail {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+constexpr auto kTick = milliseconds(100);
+// The store is read for the round's news every quarter heartbeat, between
+// these bounds (docs/multi-node.md, "Cost in S3 requests").
+constexpr auto kMinLook = milliseconds(250);
+constexpr auto kMaxLook = milliseconds(2'000);
+// What a node waits for the group's commit after a notice elsewhere, when
+// stop_timeout is longer: a spot notice gives two minutes.
+constexpr auto kGroupEndBudget = milliseconds(100'000);
+
+class GroupAgent {
+ public:
+  explicit GroupAgent(const AgentContext& c)
+      : c_(c),
+        cfg_(c.config),
+        group_(c.store, cfg_.job),
+        events_(c.store, c.clock, cfg_.job, c.instance),
+        lease_(c.lease_store ? *c.lease_store : c.store, c.clock, cfg_.job, c.instance,
+               LeaseOptions{cfg_.lease.heartbeat, cfg_.lease.timeout}),
+        freshness_(duration_cast<milliseconds>(cfg_.group.timeout)),
+        notice_file_(NoticeFilePath(cfg_)),
+        launcher_(cfg_, c.env, notice_file_, TrainerRecordPath(cfg_.checkpoint_dir)),
+        uploader_([this](const Checkpoint& ck,
+                         const std::atomic<bool>* cancel) { return WritePart(ck, cancel); },
+                  c.clock),
+        autoscaling_(c.aws, c.clock) {}
+
+  AgentResult Run();
+
+ private:
+  enum class State { kWaiting, kInRound, kEnding, kDone };
+
+  Status Setup();
+  bool StopRequested();
+  void Beat(Clock::MonoTime now);
+  void KeepLease(Clock::MonoTime now);
+  void Look(Clock::MonoTime now);
+  void Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan);
+  void Coordinate(Clock::MonoTime now);
+  // The coordinator refuses fresh members whose settings differ from its own.
+  void RefuseOdd(Clock::MonoTime now);
+  void Join(const RoundPlan& plan);
+  void InRound(Clock::MonoTime now);
+  void BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed);
+  void Ending(Clock::MonoTime now);
+  void LeaveRound(const std::string& why);
+  // Starts the upload of the part ChooseUpload picks, if any.
+  void UploadPart(Clock::MonoTime now);
+  void TakeUploadResult();
+  StatusOr<SnapshotResult> WritePart(const Checkpoint& checkpoint,
+                                      const std::atomic<bool>* cancel);
+  std::optional<GroupCommit> NewestGroup();
+  void Exit(int code);
+
+  const AgentContext& c_;
+  const Config& cfg_;
+  GroupStore group_;
+  EventLog events_;
+  LeaseKeeper lease_;
+  MemberFreshness freshness_;
+  const std::string notice_file_;
+  ProcessTrainerLauncher launcher_;
+  ThreadUploader uploader_;
+  LazyAutoScaling autoscaling_;
+  std::optional<HostLock> host_lock_;
+  UniqueFd signal_fd_;
+  std::unique_ptr<CheckpointSource> own_checkpoints_;
+  CheckpointSource* checkpoints_ = nullptr;
+  std::unique_ptr<InterruptionMonitor> monitor_;
+  std::string staging_root_;
+
+  MemberRecord self_;
+  State state_ = State::kWaiting;
+  std::optional<RoundPlan> plan_;  // the round this agent takes part in
+  int rank_ = 0;
+  std::unique_ptr<Trainer> trainer_;
+  int attempt_ = 0;
+  std::optional<int64_t> part_step_;       // of this node's newest stored part in the round
+  std::optional<int64_t> uploading_step_;  // of the part being uploaded
+  std::vector<int64_t> uploaded_;          // steps uploaded (or tried) in the round
+  std::vector<PartRecord> round_parts_;    // every rank's parts of the round, as last read
+  std::optional<int64_t> group_step_;      // of the newest group snapshot, as last read
+  Clock::MonoTime next_periodic_{};        // the next periodic upload (upload_interval)
+  bool asked_ = false;                     // a checkpoint was asked for and not answered
+  std::optional<int64_t> answer_step_;     // the part that answers it
+  bool final_ = false;                     // the round's request is answered (final.json)
+  std::string stepless_warned_;           // a checkpoint without a step, said once
+  bool trainer_done_ = false;            // exited 0; its last part is going up
+  bool done_marked_ = false;
+  // Ending a round on a notice
+  bool noticed_ = false;  // this node got the notice (or SIGTERM): it exits then
+  Clock::MonoTime ending_deadline_{};
+  std::optional<int64_t> asked_after_;  // a part newer than this answers the request
+  // The coordinator's view
+  std::optional<uint64_t> skip_from_;  // a group snapshot a member could not restore
+  std::set<std::string> refused_;      // members refused, by agent identity
+  uint64_t counted_round_ = 0;         // the last ended round counted in crash_rounds_
+  int crash_rounds_ = 0;               // rounds in a row ended by a crash
+  Clock::MonoTime next_plan_at_{};
+  Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{}, next_poll_{};
+  std::optional<int> exit_code_;
+  AgentResult result_;
+};
+
+}  // namespace sg::group_detail

@@ -1,0 +1,203 @@
+// The coordinator's side of the round protocol (docs/design.md §14):
+// planning rounds, refusing members whose settings differ, committing group
+// snapshots, naming the answer to a request, completion.
+#include "agent/group_agent_impl.h"
+
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "agent/capture.h"
+#include "agent/events.h"
+#include "agent/exit_codes.h"
+#include "agent/group_commands.h"
+#include "agent/group_protocol.h"
+#include "agent/group_store.h"
+#include "agent/job_end.h"
+#include "agent/job_ports_real.h"
+#include "agent/job_start.h"
+#include "agent/lease.h"
+#include "agent/presets.h"
+#include "agent/restorer.h"
+#include "agent/snapshot_commands.h"
+#include "agent/snapshot_writer.h"
+#include "agent/store_layout.h"
+#include "agent/supervisor.h"
+#include "agent/trainer_record.h"
+#include "common/autoscaling_client.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/signal_names.h"
+
+namespace sg::group_detail {
+
+std::optional<GroupCommit> GroupAgent::NewestGroup() {
+  auto groups = group_.Groups();
+  if (!groups.ok()) {
+    LogWarn("listing the group snapshots failed: {}", groups.status().message());
+    return std::nullopt;
+  }
+  if (groups->empty()) return std::nullopt;
+  return groups->back();
+}
+
+void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan) {
+  bool ended = false;
+  if (plan) {
+    auto ends = group_.Ends(plan->round);
+    if (!ends.ok()) return;
+    ended = !ends->empty();
+    for (const RoundEnd& e : *ends) {
+      if (e.reason == "complete") {
+        LogInfo("job {} is complete", cfg_.job);
+        Exit(kExitOk);
+        return;
+      }
+      if (e.reason == "restore" && plan->resume_seq) skip_from_ = plan->resume_seq;
+    }
+    // Rounds in a row that a crash ended (each counted once); any other end resets it.
+    if (ended && counted_round_ != plan->round) {
+      counted_round_ = plan->round;
+      const bool crash = std::any_of(ends->begin(), ends->end(),
+                                     [](const RoundEnd& e) { return e.reason == "crash"; });
+      crash_rounds_ = crash ? crash_rounds_ + 1 : 0;
+    }
+    if (!ended && plan->RankOf(self_.agent)) {
+      Join(*plan);
+      return;
+    }
+  }
+  if (!lease_.held() || (plan && !ended) || now < next_plan_at_) return;
+  if (crash_rounds_ > cfg_.restart.max) {
+    const std::string why = Format("a trainer crashed in {} rounds in a row (restart.max {})",
+                                   crash_rounds_, cfg_.restart.max);
+    LogError("job {} failed: {}", cfg_.job, why);
+    (void)group_.MarkFailed(why);
+    (void)events_.Record("failed", {{"why", why}});
+    Exit(kExitFailure);
+    return;
+  }
+  // The group snapshot to resume from: the newest one every member could restore.
+  auto groups = group_.Groups();
+  if (!groups.ok()) return;
+  const std::optional<GroupCommit> from = ResumePoint(*groups, skip_from_);
+  if (from && from->nodes != cfg_.nodes) {
+    LogError("group snapshot {} was made by {} nodes, and this job has nodes: {}; restore it "
+             "with nodes: {}, or start the job under another name",
+             SeqName(from->seq), from->nodes, cfg_.nodes, from->nodes);
+    Exit(kExitUsage);
+    return;
+  }
+  std::vector<MemberRecord> fresh = freshness_.FreshMembers(now);
+  auto next = PlanNextRound(self_, fresh, cfg_.nodes, plan, plan ? plan->round + 1 : 1,
+                            lease_.generation(), cfg_.group.port,
+                            from ? std::optional<uint64_t>(from->seq) : std::nullopt,
+                            from ? std::optional<int64_t>(from->step) : std::nullopt);
+  if (!next) return;  // not enough members yet
+  // Crash restarts wait as a single node's do (restart.backoff, max_backoff).
+  if (const auto wait = CrashBackoff(crash_rounds_, duration_cast<milliseconds>(cfg_.restart.backoff),
+                                     duration_cast<milliseconds>(cfg_.restart.max_backoff));
+      wait.count() > 0 && next_plan_at_ == Clock::MonoTime{}) {
+    next_plan_at_ = now + wait;
+    return;
+  }
+  next_plan_at_ = {};
+  Status st = group_.WritePlan(*next);
+  if (st.ok()) {
+    LogInfo("round {} planned: {} nodes, resuming {}", next->round, next->nodes,
+            next->resume_seq ? "group snapshot " + SeqName(*next->resume_seq) : "fresh");
+  } else if (!st.Is(StatusCode::kPreconditionFailed)) {
+    LogWarn("writing the plan of round {} failed: {}", next->round, st.message());
+  }
+}
+
+void GroupAgent::RefuseOdd(Clock::MonoTime now) {
+  for (const MemberRecord& m : freshness_.FreshMembers(now)) {
+    if (m.agent == self_.agent) continue;
+    if (auto diff = ConfigDifference(m, self_)) {
+      if (refused_.insert(m.agent).second) {
+        LogWarn("refusing member {} ({}): {}", m.agent, m.instance, *diff);
+        (void)group_.Refuse(m.agent, *diff);
+      }
+    }
+  }
+}
+
+void GroupAgent::Coordinate(Clock::MonoTime now) {
+  RefuseOdd(now);
+  // A member of the round that went quiet ends it.
+  if (state_ == State::kInRound) {
+    for (const PlanMember& m : plan_->members) {
+      if (m.agent == self_.agent || freshness_.Fresh(m.agent, now)) continue;
+      LogWarn("member {} ({}) of round {} is gone; ending the round", m.agent, m.instance,
+              plan_->round);
+      (void)group_.EndRound(plan_->round, RoundEnd{"stale", c_.instance, m.instance + " is gone"});
+      return;
+    }
+  }
+  // A group snapshot once every rank's part of one step is stored.
+  std::optional<GroupCommit> newest = NewestGroup();
+  auto parts = group_.Parts(plan_->round);
+  if (!parts.ok()) return;
+  std::optional<int64_t> committed_step;
+  if (newest) committed_step = newest->step;
+  if (auto complete = CompleteGroup(*parts, cfg_.nodes, committed_step)) {
+    GroupCommit g;
+    g.seq = newest ? newest->seq + 1 : 1;
+    g.round = plan_->round;
+    g.nodes = cfg_.nodes;
+    g.step = complete->front().step;
+    g.generation = lease_.generation();
+    g.created = FormatUtc(c_.clock.Now(), true);
+    g.parts = *complete;
+    // The lease is renewed first: a coordinator that lost it commits nothing.
+    if (Status st = lease_.Renew(); !st.ok()) {
+      LogWarn("not committing the group snapshot: {}", st.message());
+      return;
+    }
+    if (Status st = group_.CommitGroup(g); st.ok()) {
+      LogInfo("committed group snapshot {}: step {}, {} nodes, {} bytes ({} stored)",
+              SeqName(g.seq), g.step, g.nodes, g.Bytes(), g.Stored());
+      (void)events_.Record("snapshot", {{"seq", g.seq}, {"step", g.step}, {"nodes", g.nodes}});
+      newest = g;
+      // Retention: `keep` whole group snapshots (docs/multi-node.md).
+      auto gc = CollectGroupGarbage(c_.store, c_.clock, cfg_.job, cfg_.keep, std::chrono::hours(1));
+      if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
+    } else {
+      LogWarn("committing group snapshot {} failed: {}", SeqName(g.seq), st.message());
+    }
+  }
+  // A request for a checkpoint is answered by the first group snapshot newer
+  // than every rank's step when it was asked.
+  if (state_ == State::kEnding && newest) {
+    auto asked = group_.Asked(plan_->round);
+    if (asked.ok() && AnswersRequest(*asked, cfg_.nodes, newest->step)) {
+      if (group_.WriteFinal(plan_->round, newest->seq, newest->step).ok()) {
+        LogInfo("group snapshot {} (step {}) answers round {}'s request", SeqName(newest->seq),
+                newest->step, plan_->round);
+      }
+    }
+  }
+  // Completion: every rank's trainer exited 0 and its last part is in a group snapshot.
+  auto done = group_.Done(plan_->round);
+  if (!done.ok() || static_cast<int>(done->size()) < cfg_.nodes) return;
+  for (const auto& [rank, step] : *done) {
+    if (step && (!newest || newest->step < *step)) return;  // not yet committed
+  }
+  WriteCompleteMarker(c_.store, c_.clock, events_, cfg_.job, c_.instance,
+                      newest ? std::optional<uint64_t>(newest->seq) : std::nullopt,
+                      newest ? std::optional<int64_t>(newest->step) : std::nullopt);
+  (void)group_.EndRound(plan_->round, RoundEnd{"complete", c_.instance, ""});
+  PerformOnComplete({cfg_, c_.env, autoscaling_, events_, c_.instance});
+  LogInfo("job {} is complete", cfg_.job);
+  Exit(kExitOk);
+}
+
+}  // namespace sg::group_detail

@@ -1,0 +1,286 @@
+// A member's side of the round protocol (docs/design.md §14): joining a
+// round (restore and the trainer), part uploads, ending a round.
+#include "agent/group_agent_impl.h"
+
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "agent/capture.h"
+#include "agent/events.h"
+#include "agent/exit_codes.h"
+#include "agent/group_commands.h"
+#include "agent/group_protocol.h"
+#include "agent/group_store.h"
+#include "agent/job_end.h"
+#include "agent/job_ports_real.h"
+#include "agent/job_start.h"
+#include "agent/lease.h"
+#include "agent/presets.h"
+#include "agent/restorer.h"
+#include "agent/snapshot_commands.h"
+#include "agent/snapshot_writer.h"
+#include "agent/store_layout.h"
+#include "agent/supervisor.h"
+#include "agent/trainer_record.h"
+#include "common/autoscaling_client.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/signal_names.h"
+
+namespace sg::group_detail {
+
+void GroupAgent::Join(const RoundPlan& plan) {
+  rank_ = *plan.RankOf(self_.agent);
+  plan_ = plan;
+  part_step_.reset();
+  uploading_step_.reset();
+  uploaded_.clear();
+  round_parts_.clear();
+  asked_ = false;
+  answer_step_.reset();
+  next_periodic_ = c_.clock.Monotonic() + cfg_.upload_interval;
+  trainer_done_ = done_marked_ = false;
+  std::string resume;
+  if (plan.resume_seq) {
+    auto groups = group_.Groups();
+    std::optional<PartRecord> part;
+    if (groups.ok()) {
+      for (const GroupCommit& g : *groups) {
+        if (g.seq == *plan.resume_seq) part = g.parts.at(rank_);
+      }
+    }
+    Status st = part ? Status::Ok()
+                     : Status::NotFound("group snapshot " + SeqName(*plan.resume_seq) +
+                                        " cannot be read");
+    if (part) {
+      RestoreOptions options;
+      options.replace_foreign = true;  // the trainer's own files of a step the group did not commit
+      Restorer restorer(c_.store, options);
+      auto restored = restorer.Restore(PartJob(cfg_.job, rank_), cfg_.checkpoint_dir, part->seq);
+      if (restored.ok()) {
+        resume = restored->resume_path;
+        part_step_ = part->step;
+        LogInfo("restored rank {}'s part of group snapshot {} (step {})", rank_,
+                SeqName(*plan.resume_seq), part->step);
+      } else {
+        st = restored.status();
+      }
+    }
+    if (!st.ok()) {
+      LogError("restoring rank {}'s part failed: {}", rank_, st.message());
+      (void)group_.EndRound(plan.round, RoundEnd{"restore", c_.instance, st.message()});
+      LeaveRound("the restore failed");
+      return;
+    }
+  }
+  GroupPlacement placement;
+  placement.round = plan.round;
+  placement.rank = rank_;
+  placement.port = plan.port;
+  for (const PlanMember& m : plan.members) placement.addresses.push_back(m.address);
+  auto trainer = launcher_.Start(TrainerLaunch{resume, ++attempt_, placement});
+  if (!trainer.ok()) {
+    LogError("starting the trainer failed: {}", trainer.status().message());
+    (void)group_.EndRound(plan.round, RoundEnd{"crash", c_.instance, trainer.status().message()});
+    LeaveRound("the trainer did not start");
+    return;
+  }
+  trainer_ = std::move(*trainer);
+  state_ = State::kInRound;
+  (void)c_.notifier.Notify("STATUS=training: round " + std::to_string(plan.round) + ", rank " +
+                           std::to_string(rank_));
+  LogInfo("round {}: rank {} of {}, master {}:{}", plan.round, rank_, plan.nodes,
+          placement.addresses.front(), plan.port);
+}
+
+void GroupAgent::UploadPart(Clock::MonoTime now) {
+  if (uploader_.busy()) return;
+  auto all = checkpoints_->Complete();
+  if (!all.ok()) return;
+  UploadInput in;
+  in.rank = rank_;
+  std::map<int64_t, const Checkpoint*> by_step;
+  for (const Checkpoint& c : *all) {
+    if (!c.step) {
+      if (&c == &all->front() && c.id != stepless_warned_) {
+        LogWarn("checkpoint {} names no step: a group snapshot joins the parts of one step, so "
+                "it is not uploaded (docs/multi-node.md)",
+                c.id);
+        stepless_warned_ = c.id;
+      }
+      continue;
+    }
+    by_step.emplace(*c.step, &c);
+    in.local_steps.push_back(*c.step);
+  }
+  in.uploaded = uploaded_;
+  in.parts = round_parts_;
+  in.committed_step = group_step_;
+  in.asked = asked_;
+  in.asked_after = asked_after_;
+  in.trainer_done = trainer_done_;
+  in.periodic_due = state_ == State::kInRound && now >= next_periodic_;
+  std::optional<UploadChoice> choice = ChooseUpload(in);
+  if (!choice) return;
+  static constexpr const char* kWhy[] = {"to complete a group snapshot", "answering the request",
+                                         "the last", "periodic"};
+  LogInfo("uploading rank {}'s part of step {} ({})", rank_, choice->step,
+          kWhy[static_cast<int>(choice->reason)]);
+  if (choice->reason == UploadReason::kPeriodic) next_periodic_ = now + cfg_.upload_interval;
+  if (choice->reason == UploadReason::kAnswer) answer_step_ = choice->step;
+  uploaded_.push_back(choice->step);
+  uploading_step_ = choice->step;
+  uploader_.Start(*by_step.at(choice->step));
+}
+
+StatusOr<SnapshotResult> GroupAgent::WritePart(const Checkpoint& checkpoint,
+                                                const std::atomic<bool>* cancel) {
+  SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture,
+                      CapturedCheckpoint::Capture(cfg_.checkpoint_dir, checkpoint, staging_root_));
+  SnapshotRequest request;
+  request.job = PartJob(cfg_.job, rank_);
+  request.preset = std::string(PresetName(cfg_.preset));
+  request.instance = c_.instance;
+  request.cancel = cancel;
+  SnapshotOptions options = SnapshotOptionsOf(cfg_);
+  // Parts reference no frame of another part: group retention deletes a
+  // part without looking for references into it (docs/design.md §14).
+  options.reuse = false;
+  SnapshotWriter writer(c_.store, c_.clock, options);
+  return writer.Write(capture, request);
+}
+
+void GroupAgent::TakeUploadResult() {
+  if (!uploader_.busy()) return;
+  auto r = uploader_.Poll();
+  if (!r) return;
+  if (!r->result.ok()) {
+    LogWarn("uploading rank {}'s part of step {} failed: {}", rank_, *uploading_step_,
+            r->result.status().message());
+    // A failed answer is tried again (with what is newest then); a failed
+    // periodic part waits for the next period.
+    if (answer_step_ == uploading_step_) answer_step_.reset();
+    std::erase(uploaded_, *uploading_step_);
+    return;
+  }
+  const SnapshotResult& s = *r->result;
+  PartRecord part{rank_, *uploading_step_, s.seq, c_.instance, s.bytes, s.stored_bytes};
+  if (Status st = group_.AnnouncePart(plan_->round, part); !st.ok()) {
+    LogWarn("announcing rank {}'s part failed: {}", rank_, st.message());
+    return;
+  }
+  if (!part_step_ || part.step > *part_step_) part_step_ = part.step;
+  if (answer_step_ == part.step) asked_ = false;  // answered
+  LogInfo("rank {}'s part of step {} is stored ({} bytes, {} stored) in {:.1f} s", rank_,
+          part.step, s.bytes, s.stored_bytes, r->seconds);
+}
+
+void GroupAgent::InRound(Clock::MonoTime now) {
+  if (trainer_ && !trainer_done_) {
+    if (auto ended = trainer_->Poll()) {
+      if (ended->success()) {
+        LogInfo("rank {}'s trainer finished", rank_);
+        trainer_done_ = true;
+      } else {
+        LogWarn("rank {}'s trainer {}; ending round {}", rank_, ended->ToString(), plan_->round);
+        (void)group_.EndRound(plan_->round, RoundEnd{"crash", c_.instance, ended->ToString()});
+        LeaveRound("the trainer failed");
+        return;
+      }
+    }
+  }
+  TakeUploadResult();
+  UploadPart(now);
+  if (trainer_done_ && !done_marked_ && !uploader_.busy()) {
+    // Its last checkpoint is stored (or it had none newer): this rank is done.
+    auto all = checkpoints_->Complete();
+    const bool newer_left = all.ok() && !all->empty() && all->front().step &&
+                            (!part_step_ || *all->front().step > *part_step_);
+    if (!newer_left && group_.MarkDone(plan_->round, rank_, part_step_).ok()) done_marked_ = true;
+  }
+}
+
+void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed) {
+  state_ = State::kEnding;
+  if (noticed && !noticed_) {
+    // Leaving: the coordinator must not plan the next round with this node.
+    (void)group_.RemoveMember(self_.agent);
+  }
+  noticed_ = noticed_ || noticed;
+  ending_deadline_ = deadline;
+  auto all = checkpoints_->Complete();
+  asked_after_.reset();
+  if (all.ok() && !all->empty()) asked_after_ = all->front().step;
+  if (part_step_ && (!asked_after_ || *part_step_ > *asked_after_)) asked_after_ = part_step_;
+  asked_ = true;
+  answer_step_.reset();
+  final_ = false;
+  if (Status st = group_.MarkAsked(plan_->round, rank_, asked_after_); !st.ok()) {
+    LogWarn("recording the request failed: {}", st.message());
+  }
+  checkpoints_->SetUrgent(true);
+  nlohmann::ordered_json notice = {{"action", noticed ? "terminate" : "group"},
+                                   {"round", plan_->round}};
+  (void)WriteFileAtomic(notice_file_, notice.dump() + "\n");
+  if (cfg_.checkpoint_signal && trainer_ && trainer_->running()) {
+    (void)trainer_->SignalWorkers(*cfg_.checkpoint_signal);
+  }
+  (void)now;
+}
+
+void GroupAgent::Ending(Clock::MonoTime now) {
+  if (trainer_ && !trainer_done_) {
+    if (auto ended = trainer_->Poll()) trainer_done_ = ended->success();
+  }
+  TakeUploadResult();
+  UploadPart(now);
+  // Over once the coordinator has named the group snapshot that answers the
+  // request (final_ is read every look), or at the deadline.
+  const bool committed = final_;
+  if (!committed && now < ending_deadline_) return;
+  if (!committed) LogWarn("round {}: no group snapshot of the answer in time", plan_->round);
+  if (trainer_) {
+    if (auto stopped = trainer_->Stop(cfg_.stop_signal, duration_cast<milliseconds>(
+                                                            std::min<Duration>(cfg_.stop_grace,
+                                                                               std::chrono::seconds(10))));
+        stopped.ok()) {
+      LogInfo("the trainer stopped: {}", stopped->ToString());
+    }
+    trainer_.reset();
+  }
+  (void)::unlink(notice_file_.c_str());
+  checkpoints_->SetUrgent(false);
+  if (noticed_) {
+    (void)events_.Record("stop", {{"round", plan_->round}, {"committed", committed}});
+    Exit(committed ? kExitInterrupted : kExitNotCommitted);
+    return;
+  }
+  LeaveRound("waiting for the next round");
+}
+
+void GroupAgent::LeaveRound(const std::string& why) {
+  LogInfo("{}", why);
+  if (trainer_) {
+    if (trainer_->running()) {
+      (void)trainer_->Stop(cfg_.stop_signal,
+                           duration_cast<milliseconds>(
+                               std::min<Duration>(cfg_.stop_grace, std::chrono::seconds(10))));
+    }
+    trainer_.reset();
+  }
+  if (uploader_.busy()) uploader_.Cancel();
+  (void)uploader_.Wait(milliseconds(30'000));
+  checkpoints_->SetUrgent(false);
+  state_ = State::kWaiting;
+  plan_.reset();
+}
+
+}  // namespace sg::group_detail
