@@ -69,7 +69,7 @@ for ((i = 0; i < count; i++)); do
   codec=$(jq -r ".files[$i].codec" "$manifest")
   want=$(jq -r ".files[$i].sha256" "$manifest")
   mode=$(jq -r ".files[$i].mode" "$manifest")
-  case $path in /* | ../* | */../* | *.. | ..) echo "refusing path $path" >&2; exit 1 ;; esac
+  case $path in /* | ../* | */../* | */.. | ..) echo "refusing path $path" >&2; exit 1 ;; esac
   target="$out/$path"
   mkdir -p "$(dirname "$target")"
   : >"$target"

@@ -66,11 +66,13 @@ snapshot_one() {  # set tool step: one snapshot of the step by the tool, a row o
         jq '.[0].stored_size')
       ;;
     aws)
+      # shellcheck disable=SC2016  # the inner bash expands its own arguments
       bench_timed bash -c '"$0" --endpoint-url "$1" s3 sync --no-progress "$2" "$3" > "$4"' \
         "$AWS_BIN" "$SPOTGUARD_TEST_S3_ENDPOINT" "$dir" "s3://$BUCKET/$prefix/" "$WORK/sync.log"
       up=$(sent_bytes "$dir" "$WORK/sync.log" aws)
       ;;
     rclone)
+      # shellcheck disable=SC2016  # the inner bash expands its own arguments
       bench_timed bash -c 'env -u AWS_CA_BUNDLE rclone copy --checksum -v --stats 0 "$0" "$1" 2> "$2"' \
         "$dir" "sg:$BUCKET/$prefix/" "$WORK/sync.log"
       up=$(sent_bytes "$dir" "$WORK/sync.log" rclone)
@@ -162,7 +164,7 @@ PY
 
 # The last LoRA snapshot restores byte-identical (references included).
 if bench_tool_on spotguard; then
-  last="$data/lora/step-$(printf '%02d' $steps)"
+  last="$data/lora/step-$(printf '%02d' "$steps")"
   p="$RUN_ID/inc-check"
   for step in 1 $steps; do
     "$SG" snapshot --job lora --store "s3://$BUCKET/$p" --dir "$data/lora/$(printf 'step-%02d' "$step")" > /dev/null
