@@ -78,15 +78,17 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
   // A part goes when no kept group snapshot names it and it can join no
   // later one: group snapshots only ever commit steps newer than the newest,
   // so a part of that step or older is done with.
-  const std::optional<int64_t> newest_step =
-      groups.empty() ? std::nullopt : std::optional<int64_t>(groups.back().step);
+  // (A plain int64_t and a flag: GCC 12 at -O2 takes an optional's value
+  // read under its own has_value() check for uninitialized.)
+  const bool any_group = !groups.empty();
+  const int64_t newest_step = any_group ? groups.back().step : 0;
   std::set<std::pair<int, uint64_t>> referenced;
   for (size_t i = first_kept; i < groups.size(); ++i) {
     for (const PartRecord& p : groups[i].parts) referenced.insert({p.rank, p.seq});
   }
   for (int rank = 0; rank < ranks; ++rank) {
     const std::string part_job = PartJob(job, rank);
-    if (newest_step) {
+    if (any_group) {
       SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects,
                           ListAll(store, SnapshotsPrefix(part_job)));
       std::map<uint64_t, std::vector<std::string>> dirs;
@@ -101,7 +103,7 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
       for (const auto& [seq, keys] : dirs) {
         if (!committed.count(seq) || referenced.count({rank, seq})) continue;
         auto manifest = catalog.ReadManifest(seq);
-        if (!manifest.ok() || !manifest->step || *manifest->step > *newest_step) continue;
+        if (!manifest.ok() || !manifest->step || *manifest->step > newest_step) continue;
         SG_ASSIGN_OR_RETURN(uint64_t n, DeleteSnapshot(store, part_job, seq, keys));
         if (n > 0) ++result.parts_deleted;
       }
