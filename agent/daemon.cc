@@ -172,21 +172,11 @@ Status Agent::DrawFence() {
 }
 
 Status Agent::Prepare() {
-  auto staging = PrepareStagingRoot(cfg_.checkpoint_dir, cfg_.job);
-  if (!staging.ok()) return staging.status();
-  staging_root_ = *staging;
-  (void)RemoveStaleCaptures(staging_root_);
-  if (c_.ports.checkpoints) {
-    checkpoints_ = c_.ports.checkpoints;
-  } else {
-    SG_ASSIGN_OR_RETURN(own_checkpoints_, WatchedCheckpoints::Start(cfg_, c_.clock));
-    checkpoints_ = own_checkpoints_.get();
-  }
-  if (c_.imds) {
-    InterruptionMonitor::Options options;
-    options.poll_interval = cfg_.imds.poll_interval;
-    monitor_ = std::make_unique<InterruptionMonitor>(*c_.imds, c_.clock, options);
-  }
+  SG_ASSIGN_OR_RETURN(LoopParts parts, PrepareLoopParts(c_));
+  staging_root_ = std::move(parts.staging_root);
+  own_checkpoints_ = std::move(parts.own_checkpoints);
+  checkpoints_ = parts.checkpoints;
+  monitor_ = std::move(parts.monitor);
   return Status::Ok();
 }
 

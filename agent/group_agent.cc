@@ -95,19 +95,11 @@ Status GroupAgent::Setup() {
   host_lock_ = std::move(claimed.lock);
   SG_RETURN_IF_ERROR(
       CheckWritableDir(cfg_.checkpoint_dir, "checkpoint_dir " + cfg_.checkpoint_dir));
-  SG_ASSIGN_OR_RETURN(staging_root_, PrepareStagingRoot(cfg_.checkpoint_dir, cfg_.job));
-  (void)RemoveStaleCaptures(staging_root_);
-  if (c_.ports.checkpoints) {
-    checkpoints_ = c_.ports.checkpoints;
-  } else {
-    SG_ASSIGN_OR_RETURN(own_checkpoints_, WatchedCheckpoints::Start(cfg_, c_.clock));
-    checkpoints_ = own_checkpoints_.get();
-  }
-  if (c_.imds) {
-    InterruptionMonitor::Options options;
-    options.poll_interval = cfg_.imds.poll_interval;
-    monitor_ = std::make_unique<InterruptionMonitor>(*c_.imds, c_.clock, options);
-  }
+  SG_ASSIGN_OR_RETURN(LoopParts parts, PrepareLoopParts(c_));
+  staging_root_ = std::move(parts.staging_root);
+  own_checkpoints_ = std::move(parts.own_checkpoints);
+  checkpoints_ = parts.checkpoints;
+  monitor_ = std::move(parts.monitor);
   self_ = OwnRecord(cfg_, c_.instance, c_.instance + "-" + RandomHex(4),
                     OwnAddress(cfg_, c_.imds));
   LogInfo("member {} of job {} ({} nodes), reachable at {}", self_.agent, cfg_.job, cfg_.nodes,

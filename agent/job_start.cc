@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "agent/capture.h"
 #include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
+#include "agent/job_ports_real.h"
 #include "agent/local_checkpoint.h"
 #include "agent/manifest.h"
 #include "agent/presets.h"
@@ -97,6 +99,25 @@ StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config
       clock.SleepFor(kTick);
     }
   }
+}
+
+StatusOr<LoopParts> PrepareLoopParts(const AgentContext& c) {
+  LoopParts parts;
+  SG_ASSIGN_OR_RETURN(parts.staging_root,
+                      PrepareStagingRoot(c.config.checkpoint_dir, c.config.job));
+  (void)RemoveStaleCaptures(parts.staging_root);
+  if (c.ports.checkpoints) {
+    parts.checkpoints = c.ports.checkpoints;
+  } else {
+    SG_ASSIGN_OR_RETURN(parts.own_checkpoints, WatchedCheckpoints::Start(c.config, c.clock));
+    parts.checkpoints = parts.own_checkpoints.get();
+  }
+  if (c.imds) {
+    InterruptionMonitor::Options options;
+    options.poll_interval = c.config.imds.poll_interval;
+    parts.monitor = std::make_unique<InterruptionMonitor>(*c.imds, c.clock, options);
+  }
+  return parts;
 }
 
 StatusOr<UniqueFd> BlockStopSignals() {

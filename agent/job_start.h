@@ -4,13 +4,17 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include "agent/config.h"
+#include "agent/daemon.h"
 #include "agent/events.h"
 #include "agent/host_lock.h"
+#include "agent/interruption_monitor.h"
+#include "agent/job_ports.h"
 #include "agent/job_policy.h"
 #include "agent/lease.h"
 #include "common/clock.h"
@@ -43,6 +47,18 @@ StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config
 StatusOr<UniqueFd> BlockStopSignals();
 // Reads what `signal_fd` holds; true when a stop signal arrived (each logged).
 bool StopSignalArrived(int signal_fd);
+
+// What both agents' loops run on (single node, and group: agent/group_agent.h):
+// the staging root of captures (stale captures removed), the checkpoint
+// source (the context's, else an inotify watcher it owns) and the
+// interruption monitor (none without a metadata service).
+struct LoopParts {
+  std::string staging_root;
+  std::unique_ptr<CheckpointSource> own_checkpoints;
+  CheckpointSource* checkpoints = nullptr;
+  std::unique_ptr<InterruptionMonitor> monitor;
+};
+StatusOr<LoopParts> PrepareLoopParts(const AgentContext& c);
 
 struct StartPoint {
   RestoredState state;                  // for the policy
