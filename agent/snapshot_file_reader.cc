@@ -384,7 +384,10 @@ Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink&
         if (st.ok()) st = flush();
         break;
       }
-      auto [f, r] = turn.front();
+      // Plain variables, not a structured binding: clang 14 (the fuzz build)
+      // cannot capture bindings in a lambda.
+      FileRead* f = turn.front().first;
+      size_t r = turn.front().second;
       turn.pop_front();
       st = workers.Submit([&run, f, r] {
         return run.Guard(*f, [&run, f, r] {
