@@ -265,6 +265,7 @@ AgentResult GroupAgent::Run() {
     Look(now);
     if (state_ == State::kInRound) InRound(now);
     if (state_ == State::kEnding) Ending(now);
+    if (state_ == State::kStopping) Stopping(now);
   }
   if (trainer_) {
     (void)trainer_->Stop(cfg_.stop_signal, duration_cast<milliseconds>(cfg_.stop_grace));

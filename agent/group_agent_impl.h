@@ -38,6 +38,8 @@ constexpr auto kMaxLook = milliseconds(2'000);
 // What a node waits for the group's commit after a notice elsewhere, when
 // stop_timeout is longer: a spot notice gives two minutes.
 constexpr auto kGroupEndBudget = milliseconds(100'000);
+// The longest a trainer is given to stop when its node leaves a round.
+constexpr auto kMaxLeaveGrace = milliseconds(10'000);
 
 class GroupAgent {
  public:
@@ -59,7 +61,9 @@ class GroupAgent {
   AgentResult Run();
 
  private:
-  enum class State { kWaiting, kInRound, kEnding, kDone };
+  // kStopping: the round is left and the trainer was asked to stop; the
+  // loop goes on until it has, or until its grace is over.
+  enum class State { kWaiting, kInRound, kEnding, kStopping, kDone };
 
   Status Setup();
   bool StopRequested();
@@ -74,7 +78,14 @@ class GroupAgent {
   void InRound(Clock::MonoTime now);
   void BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed);
   void Ending(Clock::MonoTime now);
+  // Leaves the round: asks the trainer to stop (kStopping) and cancels the
+  // upload under way, without blocking the loop.
   void LeaveRound(const std::string& why);
+  void Stopping(Clock::MonoTime now);
+  void FinishLeaving();
+  // The complete local checkpoints, newest first, without those left from
+  // before the round (FromBeforeTheRound).
+  StatusOr<std::vector<Checkpoint>> RoundCheckpoints();
   // Starts the upload of the part ChooseUpload picks, if any.
   void UploadPart(Clock::MonoTime now);
   void TakeUploadResult();
@@ -108,7 +119,10 @@ class GroupAgent {
   int attempt_ = 0;
   std::optional<int64_t> part_step_;       // of this node's newest stored part in the round
   std::optional<int64_t> uploading_step_;  // of the part being uploaded
+  uint64_t uploading_round_ = 0;           // the round it was started in
+  Clock::MonoTime stop_deadline_{};        // kStopping: SIGKILL then
   std::vector<int64_t> uploaded_;          // steps uploaded (or tried) in the round
+  std::vector<CheckpointMark> before_round_;  // complete when the round was joined
   std::vector<PartRecord> round_parts_;    // every rank's parts of the round, as last read
   std::optional<int64_t> group_step_;      // of the newest group snapshot, as last read
   Clock::MonoTime next_periodic_{};        // the next periodic upload (upload_interval)

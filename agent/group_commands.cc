@@ -9,6 +9,7 @@
 #include <set>
 
 #include "agent/exit_codes.h"
+#include "agent/group_restore.h"
 #include "agent/group_store.h"
 #include "agent/lease.h"
 #include "agent/progress.h"
@@ -351,8 +352,7 @@ int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint
   }
   RestoreOptions options;
   options.replace_foreign = force;
-  const PartRecord& part = g->parts.at(*rank);
-  auto result = Restorer(store, options).Restore(PartJob(config.job, *rank), target, part.seq);
+  auto result = RestoreGroupPart(store, config.job, config.preset, *g, *rank, target, options);
   if (!result.ok()) {
     return Fail("restore", result.status(),
                 result.status().reason() == "ForeignFiles" ? kExitUsage : kExitFailure);

@@ -18,6 +18,7 @@
 #include "agent/exit_codes.h"
 #include "agent/group_commands.h"
 #include "agent/group_protocol.h"
+#include "agent/group_restore.h"
 #include "agent/group_store.h"
 #include "agent/job_end.h"
 #include "agent/job_ports_real.h"
@@ -48,28 +49,30 @@ void GroupAgent::Join(const RoundPlan& plan) {
   answer_step_.reset();
   next_periodic_ = c_.clock.Monotonic() + cfg_.upload_interval;
   trainer_done_ = done_marked_ = false;
+  checkpoints_->SetNodeRank(rank_);
   std::string resume;
   if (plan.resume_seq) {
     auto groups = group_.Groups();
-    std::optional<PartRecord> part;
+    std::optional<GroupCommit> group;
     if (groups.ok()) {
       for (const GroupCommit& g : *groups) {
-        if (g.seq == *plan.resume_seq) part = g.parts.at(rank_);
+        if (g.seq == *plan.resume_seq) group = g;
       }
     }
-    Status st = part ? Status::Ok()
-                     : Status::NotFound("group snapshot " + SeqName(*plan.resume_seq) +
-                                        " cannot be read");
-    if (part) {
+    Status st = group ? Status::Ok()
+                      : Status::NotFound("group snapshot " + SeqName(*plan.resume_seq) +
+                                         " cannot be read");
+    if (group) {
       RestoreOptions options;
       options.replace_foreign = true;  // the trainer's own files of a step the group did not commit
-      Restorer restorer(c_.store, options);
-      auto restored = restorer.Restore(PartJob(cfg_.job, rank_), cfg_.checkpoint_dir, part->seq);
+      auto restored =
+          RestoreGroupPart(c_.store, cfg_.job, cfg_.preset, *group, rank_, cfg_.checkpoint_dir,
+                           options);
       if (restored.ok()) {
         resume = restored->resume_path;
-        part_step_ = part->step;
+        part_step_ = group->step;
         LogInfo("restored rank {}'s part of group snapshot {} (step {})", rank_,
-                SeqName(*plan.resume_seq), part->step);
+                SeqName(*plan.resume_seq), group->step);
       } else {
         st = restored.status();
       }
@@ -80,6 +83,12 @@ void GroupAgent::Join(const RoundPlan& plan) {
       LeaveRound("the restore failed");
       return;
     }
+  }
+  // Checkpoints of an earlier round that the group did not commit are not
+  // this round's: the trainer passes their steps again and rewrites them.
+  before_round_.clear();
+  if (auto before = checkpoints_->Complete(); before.ok()) {
+    for (const Checkpoint& ck : *before) before_round_.push_back(CheckpointMark::Of(ck));
   }
   GroupPlacement placement;
   placement.round = plan.round;
@@ -101,9 +110,15 @@ void GroupAgent::Join(const RoundPlan& plan) {
           placement.addresses.front(), plan.port);
 }
 
+StatusOr<std::vector<Checkpoint>> GroupAgent::RoundCheckpoints() {
+  SG_ASSIGN_OR_RETURN(std::vector<Checkpoint> all, checkpoints_->Complete());
+  std::erase_if(all, [&](const Checkpoint& c) { return FromBeforeTheRound(c, before_round_); });
+  return all;
+}
+
 void GroupAgent::UploadPart(Clock::MonoTime now) {
   if (uploader_.busy()) return;
-  auto all = checkpoints_->Complete();
+  auto all = RoundCheckpoints();
   if (!all.ok()) return;
   UploadInput in;
   in.rank = rank_;
@@ -138,6 +153,7 @@ void GroupAgent::UploadPart(Clock::MonoTime now) {
   if (choice->reason == UploadReason::kAnswer) answer_step_ = choice->step;
   uploaded_.push_back(choice->step);
   uploading_step_ = choice->step;
+  uploading_round_ = plan_->round;
   uploader_.Start(*by_step.at(choice->step));
 }
 
@@ -162,6 +178,10 @@ void GroupAgent::TakeUploadResult() {
   if (!uploader_.busy()) return;
   auto r = uploader_.Poll();
   if (!r) return;
+  if (!plan_ || uploading_round_ != plan_->round) {
+    LogDebug("dropping the result of an upload of round {}, which ended", uploading_round_);
+    return;
+  }
   if (!r->result.ok()) {
     LogWarn("uploading rank {}'s part of step {} failed: {}", rank_, *uploading_step_,
             r->result.status().message());
@@ -201,7 +221,7 @@ void GroupAgent::InRound(Clock::MonoTime now) {
   UploadPart(now);
   if (trainer_done_ && !done_marked_ && !uploader_.busy()) {
     // Its last checkpoint is stored (or it had none newer): this rank is done.
-    auto all = checkpoints_->Complete();
+    auto all = RoundCheckpoints();
     const bool newer_left = all.ok() && !all->empty() && all->front().step &&
                             (!part_step_ || *all->front().step > *part_step_);
     if (!newer_left && group_.MarkDone(plan_->round, rank_, part_step_).ok()) done_marked_ = true;
@@ -247,18 +267,18 @@ void GroupAgent::Ending(Clock::MonoTime now) {
   const bool committed = final_;
   if (!committed && now < ending_deadline_) return;
   if (!committed) LogWarn("round {}: no group snapshot of the answer in time", plan_->round);
-  if (trainer_) {
-    if (auto stopped = trainer_->Stop(cfg_.stop_signal, duration_cast<milliseconds>(
-                                                            std::min<Duration>(cfg_.stop_grace,
-                                                                               std::chrono::seconds(10))));
-        stopped.ok()) {
-      LogInfo("the trainer stopped: {}", stopped->ToString());
-    }
-    trainer_.reset();
-  }
   (void)::unlink(notice_file_.c_str());
   checkpoints_->SetUrgent(false);
   if (noticed_) {
+    if (trainer_) {
+      if (auto stopped = trainer_->Stop(
+              cfg_.stop_signal,
+              duration_cast<milliseconds>(std::min<Duration>(cfg_.stop_grace, kMaxLeaveGrace)));
+          stopped.ok()) {
+        LogInfo("the trainer stopped: {}", stopped->ToString());
+      }
+      trainer_.reset();
+    }
     (void)events_.Record("stop", {{"round", plan_->round}, {"committed", committed}});
     Exit(committed ? kExitInterrupted : kExitNotCommitted);
     return;
@@ -268,17 +288,35 @@ void GroupAgent::Ending(Clock::MonoTime now) {
 
 void GroupAgent::LeaveRound(const std::string& why) {
   LogInfo("{}", why);
-  if (trainer_) {
-    if (trainer_->running()) {
-      (void)trainer_->Stop(cfg_.stop_signal,
-                           duration_cast<milliseconds>(
-                               std::min<Duration>(cfg_.stop_grace, std::chrono::seconds(10))));
-    }
-    trainer_.reset();
-  }
+  // An upload still under way is the ended round's: TakeUploadResult drops
+  // its result in the next round.
   if (uploader_.busy()) uploader_.Cancel();
-  (void)uploader_.Wait(milliseconds(30'000));
   checkpoints_->SetUrgent(false);
+  if (trainer_ && trainer_->running() && trainer_->Signal(cfg_.stop_signal).ok()) {
+    // The loop goes on (heartbeats, the lease) while the trainer stops.
+    stop_deadline_ = c_.clock.Monotonic() +
+                     duration_cast<milliseconds>(std::min<Duration>(cfg_.stop_grace, kMaxLeaveGrace));
+    state_ = State::kStopping;
+    return;
+  }
+  FinishLeaving();
+}
+
+void GroupAgent::Stopping(Clock::MonoTime now) {
+  std::optional<ExitStatus> ended = trainer_->Poll();
+  if (!ended && now < stop_deadline_) return;
+  if (!ended) {
+    // Past the grace: SIGKILL to what is left of its process group.
+    LogWarn("the trainer did not stop within its grace after {}", SignalName(cfg_.stop_signal));
+    auto killed = trainer_->Stop(SIGKILL, milliseconds(0));
+    if (killed.ok()) ended = *killed;
+  }
+  if (ended) LogInfo("the trainer stopped: {}", ended->ToString());
+  FinishLeaving();
+}
+
+void GroupAgent::FinishLeaving() {
+  trainer_.reset();  // what it left in its group is finished off the loop (supervisor.h)
   state_ = State::kWaiting;
   plan_.reset();
 }

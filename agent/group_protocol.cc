@@ -377,12 +377,14 @@ std::chrono::milliseconds CrashBackoff(int crash_rounds, std::chrono::millisecon
 bool AnswersRequest(const std::map<int, std::optional<int64_t>>& asked, int nodes,
                     std::optional<int64_t> group_step) {
   if (!group_step) return false;
+  bool saved_after_a_request = false;
   for (int rank = 0; rank < nodes; ++rank) {
     auto it = asked.find(rank);
     if (it == asked.end()) return false;  // not asked yet: its answer may be newer
-    if (it->second && *group_step <= *it->second) return false;
+    if (it->second && *group_step < *it->second) return false;
+    if (!it->second || *group_step > *it->second) saved_after_a_request = true;
   }
-  return true;
+  return saved_after_a_request;
 }
 
 std::optional<UploadChoice> ChooseUpload(const UploadInput& in) {
@@ -414,6 +416,12 @@ std::optional<UploadChoice> ChooseUpload(const UploadInput& in) {
   if (in.trainer_done) return UploadChoice{*newest, UploadReason::kLast};
   if (in.periodic_due && !in.asked) return UploadChoice{*newest, UploadReason::kPeriodic};
   return std::nullopt;
+}
+
+bool FromBeforeTheRound(const Checkpoint& c, const std::vector<CheckpointMark>& before) {
+  return std::any_of(before.begin(), before.end(), [&](const CheckpointMark& m) {
+    return m.id == c.id && c.newest_mtime <= m.newest_mtime;
+  });
 }
 
 std::string PartJob(const std::string& job, int rank) {

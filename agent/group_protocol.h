@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/checkpoint.h"
 #include "agent/config.h"
 #include "common/clock.h"
 #include "common/status.h"
@@ -175,9 +176,11 @@ std::chrono::milliseconds CrashBackoff(int crash_rounds, std::chrono::millisecon
 // Whether the group snapshot of step `group_step` answers a round's request
 // for a checkpoint: every one of the `nodes` ranks has said at which step it
 // was asked (`asked`: rank -> its newest local step then, nullopt for none),
-// and the group snapshot is newer than each of them. Ranks answer at
-// different steps (they see the request at different times), so only a step
-// newer than all of them is fresh for all.
+// the group snapshot is newer than what at least one rank had when asked (so
+// a trainer saved it after the request), and not older than what any rank
+// had. Ranks see the request at different times, and the trainers agree
+// among themselves on the step they save: a rank asked late may already
+// hold the answer, saved on another node's request (docs/design.md §14).
 bool AnswersRequest(const std::map<int, std::optional<int64_t>>& asked, int nodes,
                     std::optional<int64_t> group_step);
 
@@ -206,6 +209,12 @@ struct UploadChoice {
   UploadReason reason = UploadReason::kPeriodic;
 };
 std::optional<UploadChoice> ChooseUpload(const UploadInput& in);
+
+// Whether `c` was there, unchanged, when the node joined the round
+// (`before`, taken after the restore): a step of an earlier round that the
+// group never committed, which the trainer will pass again and rewrite. It
+// is not this round's part until then (docs/design.md §14).
+bool FromBeforeTheRound(const Checkpoint& c, const std::vector<CheckpointMark>& before);
 
 // The job each rank's parts are stored as: "<job>/nodes/<rank>" keys, i.e.
 // snapshots under "<job>/nodes/<rank>/snapshots/...".

@@ -62,6 +62,8 @@ class CheckpointSource {
   // The job is ending and the agent waits for the trainer's answer: a
   // closed file needs only a short quiet time (CheckpointWatcher::SetUrgent).
   virtual void SetUrgent(bool /*urgent*/) {}
+  // This node's rank in a multi-node group (CheckpointDetector::SetNodeRank).
+  virtual void SetNodeRank(std::optional<int> /*rank*/) {}
 };
 
 // One upload at a time, in the background.

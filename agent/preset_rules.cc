@@ -194,28 +194,41 @@ void DetectHuggingface(const Listing& listing, std::vector<Checkpoint>& out) {
 
 // dcp: a directory holding .metadata, which torch.distributed.checkpoint
 // writes (to ".metadata.tmp", then renames) only after every shard is done.
-void DetectDcp(const Listing& listing, std::vector<Checkpoint>& out) {
-  std::set<std::string> dcp_dirs;
+std::vector<std::string> DcpNodeMarkers(int node_rank) {
+  const std::string base = "node_" + std::to_string(node_rank);
+  return {base + ".done", base + ".json"};
+}
+
+void DetectDcp(const Listing& listing, std::optional<int> node_rank, std::vector<Checkpoint>& out) {
+  // Each directory with its marker: `.metadata`, else this node's marker.
+  const std::vector<std::string> node_markers =
+      node_rank && *node_rank != 0 ? DcpNodeMarkers(*node_rank) : std::vector<std::string>{};
+  std::map<std::string, std::string> marker_of;
   for (const ListedFile& f : listing.files()) {
-    if (!f.is_symlink && BaseName(f.relpath) == kDcpMetadata) {
-      dcp_dirs.insert(std::string(ParentOf(f.relpath)));
+    if (f.is_symlink) continue;
+    const std::string_view base = BaseName(f.relpath);
+    const std::string dir(ParentOf(f.relpath));
+    if (base == kDcpMetadata) {
+      marker_of[dir] = f.relpath;
+    } else if (std::find(node_markers.begin(), node_markers.end(), base) != node_markers.end() &&
+               !listing.HasTempComponent(f.relpath)) {
+      marker_of.emplace(dir, f.relpath);  // .metadata, when there too, wins
     }
   }
-  for (const std::string& dir : dcp_dirs) {
-    const std::string metadata = JoinRel(dir, kDcpMetadata);
-    if (!listing.IsSettledFile(metadata)) continue;
-    const ListedFile* meta = listing.Find(metadata);
+  for (const auto& [dir, marker] : marker_of) {
+    if (!listing.IsSettledFile(marker)) continue;
+    const ListedFile* meta = listing.Find(marker);
     std::vector<const ListedFile*> files;
     bool complete = true;
     for (const ListedFile* f : listing.FilesUnder(dir)) {
       // Files of a DCP checkpoint nested below this one belong to that one.
       bool nested = false;
       for (std::string_view p = ParentOf(f->relpath); p != dir && !p.empty(); p = ParentOf(p)) {
-        if (dcp_dirs.count(std::string(p))) nested = true;
+        if (marker_of.count(std::string(p))) nested = true;
       }
       if (nested) continue;
-      // A shard newer than .metadata is a save into the same directory in
-      // progress: the old .metadata does not describe it.
+      // A shard newer than the marker is a save into the same directory in
+      // progress: the old marker does not describe it.
       if (listing.IsUnsettled(f->relpath) || f->mtime > meta->mtime) complete = false;
       files.push_back(f);
     }

@@ -75,7 +75,14 @@ void DetectCaffe(const Listing& listing, std::vector<Checkpoint>& out);
 void DetectFiles(const Listing& listing, const std::vector<std::string>& patterns,
                  std::vector<Checkpoint>& out);
 void DetectHuggingface(const Listing& listing, std::vector<Checkpoint>& out);
-void DetectDcp(const Listing& listing, std::vector<Checkpoint>& out);
+// dcp: directories holding `.metadata`. With `node_rank` (a member of a
+// multi-node group, docs/multi-node.md) other than 0, also directories
+// holding this node's marker (DcpNodeMarkers): the nodes of the other ranks
+// never get `.metadata` when the nodes share no filesystem.
+void DetectDcp(const Listing& listing, std::optional<int> node_rank, std::vector<Checkpoint>& out);
+// The names that mark a DCP step directory complete on node `node_rank`:
+// "node_<R>.json" and "node_<R>.done".
+std::vector<std::string> DcpNodeMarkers(int node_rank);
 // Reads the `checkpoint` index files below `checkpoint_dir`.
 void DetectTensorflow(const Listing& listing, const std::string& checkpoint_dir,
                       std::vector<Checkpoint>& out);

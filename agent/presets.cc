@@ -179,7 +179,7 @@ std::vector<Checkpoint> CheckpointDetector::Detect(const std::vector<ListedFile>
       DetectHuggingface(listing, out);
       break;
     case Preset::kDcp:
-      DetectDcp(listing, out);
+      DetectDcp(listing, node_rank_, out);
       break;
     case Preset::kTensorflow:
       DetectTensorflow(listing, checkpoint_dir_, out);

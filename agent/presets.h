@@ -75,6 +75,11 @@ class CheckpointDetector {
   std::vector<Checkpoint> Detect(const std::vector<ListedFile>& files,
                                  const std::set<std::string>& unsettled) const;
 
+  // This node's rank in a multi-node group (docs/multi-node.md), for the
+  // rules that differ by node (the dcp preset's node markers); nothing for a
+  // job of one node. Set when the node joins a round.
+  void SetNodeRank(std::optional<int> rank) { node_rank_ = rank; }
+
   Preset preset() const { return preset_; }
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
 
@@ -94,6 +99,7 @@ class CheckpointDetector {
   std::string checkpoint_dir_;
   Preset preset_;
   std::vector<std::string> patterns_;
+  std::optional<int> node_rank_;
   std::shared_ptr<Warned> warned_;
 };
 

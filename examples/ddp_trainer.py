@@ -60,7 +60,11 @@ that they all resume the same step; an all-gather rebuilds the parameters.
 
 Test hooks: --pause-at S makes every rank wait after step S until a
 checkpoint is requested, save it, and then idle until it is terminated, so a
-test can interrupt a run at a chosen step without a race.
+test can interrupt a run at a chosen step without a race. It may be given
+more than once. With --pause-once-dir D, a pause at S happens only while
+D/paused_S does not exist when the rank starts; rank 0 creates that file when
+it pauses, so a later run that passes step S again (after a resume from an
+earlier step) goes on.
 
 At the end rank 0 writes the parameters to --final (default
 <ckpt_dir>/final_model.pt), their SHA-256 to <final>.sha256, and prints
@@ -123,7 +127,10 @@ def parse_args():
     ap.add_argument("--ckpt-dir", default=os.environ.get("SPOTGUARD_CHECKPOINT_DIR", ""))
     ap.add_argument("--resume", default=os.environ.get("SPOTGUARD_RESUME_FROM", ""))
     ap.add_argument("--final", default="")
-    ap.add_argument("--pause-at", type=int, default=-1)
+    ap.add_argument("--pause-at", type=int, action="append", default=[],
+                    help="test hook, may be repeated (see the module's doc)")
+    ap.add_argument("--pause-once-dir", default="",
+                    help="test hook: pause at a step only while <dir>/paused_<step> is absent")
     ap.add_argument("--timeout", type=float, default=30.0,
                     help="seconds a collective may wait for a peer")
     args = ap.parse_args()
@@ -307,6 +314,9 @@ def agree(flag):
 def pause(args, topo, shard, step, requests):
     """Test hook: wait for a checkpoint request, save it, idle until killed."""
     if topo["rank"] == 0:
+        if args.pause_once_dir:
+            os.makedirs(args.pause_once_dir, exist_ok=True)
+            open(os.path.join(args.pause_once_dir, f"paused_{step}"), "w").close()
         print(f"paused at step {step}", flush=True)
     while not agree(requests.pending()):
         time.sleep(0.02)
@@ -345,6 +355,9 @@ def main():
     model = build_model(args.seed, args.width)
     shard = Sharded(model, topo["rank"], topo["world"])
     w_teacher = teacher(args.seed)
+    pauses = {s for s in args.pause_at
+              if not (args.pause_once_dir and
+                      os.path.exists(os.path.join(args.pause_once_dir, f"paused_{s}")))}
     step = 0
     if args.resume:
         step = load(args, topo, shard)
@@ -367,7 +380,7 @@ def main():
         flat = shard.gather()
         if topo["rank"] == 0:
             print(f"step {step} loss {loss.item():.6f}", flush=True)
-        if step == args.pause_at:
+        if step in pauses:
             pause(args, topo, shard, step, requests)
         scheduled = args.save_every > 0 and step % args.save_every == 0
         if agree(requests.pending()) or scheduled:

@@ -4,29 +4,16 @@
 // one process per node. The verdicts never depend on timing: the test waits
 // for states (a group snapshot committed, an exit), and the results it
 // checks are the same whenever the interruption lands.
-#include <gtest/gtest.h>
 #include <signal.h>
 
-#include <fstream>
 #include <set>
-#include <nlohmann/json.hpp>
-#include <thread>
 
-#include "agent/group_store.h"
 #include "agent/snapshot_catalog.h"
 #include "agent/store_layout.h"
-#include "common/files.h"
-#include "common/s3_store.h"
-#include "common/strings.h"
-#include "tests/support/agent_process.h"
-#include "tests/support/s3_test_env.h"
-#include "tests/support/subprocess.h"
-#include "tests/support/temp_dir.h"
+#include "tests/e2e/multi_node_fixture.h"
 
 namespace sg::testing {
 namespace {
-
-using namespace std::chrono_literals;
 
 constexpr int kSteps = 60;
 
@@ -40,119 +27,22 @@ std::string ExpectedFinal(int rank, int steps) {
   return std::to_string(rank) + " " + std::to_string(steps) + " " + std::to_string(total);
 }
 
-class MultiNodeE2E : public ::testing::Test {
+// The group_trainer.py jobs of these tests.
+class GroupTrainerE2E : public MultiNodeE2E {
  protected:
-  struct Node {
-    std::unique_ptr<ImdsSimulator> imds;
-    std::unique_ptr<AgentProcess> agent;
-    std::string ckpt;
-  };
-
-  void SetUp() override {
-    ASSERT_TRUE(LoadS3TestEnv(&s3_));
-    prefix_ = "multi-node-tests/" + RandomHex(6);
-    store_ = OpenTestS3Store(s3_, prefix_);
-    ASSERT_NE(store_, nullptr);
-  }
-
   std::string Config(int nodes, const std::vector<std::string>& extra_args = {}) {
     nlohmann::json command = {SPOTGUARD_PYTHON,
                               std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
                               "--steps", std::to_string(kSteps), "--step-seconds", "0.2"};
     for (const std::string& a : extra_args) command.push_back(a);
-    nlohmann::json c = {{"job", "job"},
-                        {"store", "s3://" + s3_.bucket + "/" + prefix_},
-                        {"endpoint", s3_.endpoint},
-                        {"preset", "pytorch"},
-                        {"checkpoint_signal", "SIGUSR1"},
-                        {"settle_time", "300ms"},
-                        {"upload_interval", "1s"},
-                        {"stop_grace", "5s"},
-                        {"nodes", nodes},
-                        {"group", {{"address", "127.0.0.1"}, {"heartbeat", "1s"}, {"timeout", "5s"}}},
-                        {"imds", {{"poll_interval", "200ms"}}},
-                        {"restart", {{"max", 2}, {"backoff", "200ms"}, {"max_backoff", "1s"}}},
-                        {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
-                        {"command", command}};
-    return dir_.WriteFile("job-" + std::to_string(++configs_) + ".json", c.dump(2));
+    return JobConfig(nodes, command, "pytorch");
   }
-
-  Node& StartNode(int n, const std::string& config) {
-    Node& node = nodes_[n];
-    node.imds = std::make_unique<ImdsSimulator>();
-    node.imds->Control("POST", "/_sim/identity",
-                       R"({"instanceId": "i-node)" + std::to_string(n) + R"("})");
-    node.ckpt = dir_.Join("node" + std::to_string(n) + "/ckpt");
-    std::filesystem::create_directories(node.ckpt);
-    std::map<std::string, std::string> env = {{"AWS_ACCESS_KEY_ID", s3_.access_key},
-                                              {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
-                                              {"SPOTGUARD_CONFIG", ""},
-                                              {"SPOTGUARD_LOG_LEVEL", "debug"}};
-    node.agent = std::make_unique<AgentProcess>(
-        std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", node.ckpt,
-                                 "--imds-endpoint", node.imds->endpoint()},
-        env, dir_.Join("node" + std::to_string(n) + ".log"));
-    return node;
-  }
-
-  std::vector<GroupCommit> Groups() {
-    auto g = GroupStore(*store_, "job").Groups();
-    return g.ok() ? *g : std::vector<GroupCommit>{};
-  }
-  std::vector<RoundEnd> Ends(uint64_t round) {
-    auto e = GroupStore(*store_, "job").Ends(round);
-    return e.ok() ? *e : std::vector<RoundEnd>{};
-  }
-  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (done()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return done();
-  }
-  // The final.txt lines of the nodes `which`, sorted.
-  std::vector<std::string> Finals(const std::vector<int>& which) {
-    std::vector<std::string> out;
-    for (int n : which) {
-      auto text = ReadFileToString(nodes_[n].ckpt + "/final.txt");
-      out.push_back(text.ok() ? std::string(Trim(*text)) : "(no final.txt on node " +
-                                                               std::to_string(n) + ")");
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-  // A spotguard command against the store, as a person runs it.
-  std::pair<int, std::string> Cli(std::vector<std::string> args) {
-    static int runs = 0;
-    std::map<std::string, std::string> env = {{"AWS_ACCESS_KEY_ID", s3_.access_key},
-                                              {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
-                                              {"SPOTGUARD_CONFIG", ""}};
-    AgentProcess p(args, env, dir_.Join("cli-" + std::to_string(++runs) + ".log"));
-    auto code = p.Wait(60s);
-    return {code.value_or(-1), p.Output()};
-  }
-
-  std::string Logs() {
-    std::string out;
-    for (auto& [n, node] : nodes_) {
-      if (node.agent) out += "--- node " + std::to_string(n) + "\n" + node.agent->Output();
-    }
-    return out;
-  }
-
-  S3TestEnv s3_;
-  std::string prefix_;
-  std::unique_ptr<S3Store> store_;
-  TempDir dir_;
-  std::map<int, Node> nodes_;
-  int configs_ = 0;
 };
 
 const std::vector<std::string> kUninterrupted = {ExpectedFinal(0, kSteps), ExpectedFinal(1, kSteps),
                                                  ExpectedFinal(2, kSteps)};
 
-TEST_F(MultiNodeE2E, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameResult) {
+TEST_F(GroupTrainerE2E, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameResult) {
   const std::string config = Config(3);
   for (int n : {1, 2, 3}) StartNode(n, config);
   ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 90s)) << Logs();
@@ -226,7 +116,7 @@ TEST_F(MultiNodeE2E, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameResu
   }
 }
 
-TEST_F(MultiNodeE2E, AKilledNodeEndsTheRoundAndTheGroupResumesFromItsLastGroupSnapshot) {
+TEST_F(GroupTrainerE2E, AKilledNodeEndsTheRoundAndTheGroupResumesFromItsLastGroupSnapshot) {
   const std::string config = Config(3);
   for (int n : {1, 2, 3}) StartNode(n, config);
   ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 90s)) << Logs();
@@ -254,7 +144,7 @@ TEST_F(MultiNodeE2E, AKilledNodeEndsTheRoundAndTheGroupResumesFromItsLastGroupSn
   EXPECT_EQ(Finals({1, 3, 4}), kUninterrupted) << Logs();
 }
 
-TEST_F(MultiNodeE2E, ACrashOnOneNodeStopsEveryTrainerAndTheRoundRestartsFromTheGroupSnapshot) {
+TEST_F(GroupTrainerE2E, ACrashOnOneNodeStopsEveryTrainerAndTheRoundRestartsFromTheGroupSnapshot) {
   const std::string config =
       Config(3, {"--fail-at", "17", "--fail-rank", "1", "--fail-once-file", dir_.Join("crashed")});
   for (int n : {1, 2, 3}) StartNode(n, config);
@@ -272,7 +162,7 @@ TEST_F(MultiNodeE2E, ACrashOnOneNodeStopsEveryTrainerAndTheRoundRestartsFromTheG
   EXPECT_EQ(Finals({1, 2, 3}), kUninterrupted) << Logs();
 }
 
-TEST_F(MultiNodeE2E, ATrainerThatAlwaysCrashesFailsTheJobOnEveryNodeAfterRestartMax) {
+TEST_F(GroupTrainerE2E, ATrainerThatAlwaysCrashesFailsTheJobOnEveryNodeAfterRestartMax) {
   const std::string config = Config(2, {"--fail-at", "3", "--fail-rank", "0"});
   for (int n : {1, 2}) StartNode(n, config);
   for (int n : {1, 2}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 1) << Logs();
@@ -285,7 +175,7 @@ TEST_F(MultiNodeE2E, ATrainerThatAlwaysCrashesFailsTheJobOnEveryNodeAfterRestart
       << Logs();
 }
 
-TEST_F(MultiNodeE2E, ADamagedPartNamesItsRankAndAnotherNodeCountIsRefused) {
+TEST_F(GroupTrainerE2E, ADamagedPartNamesItsRankAndAnotherNodeCountIsRefused) {
   const std::string config = Config(2);
   for (int n : {1, 2}) StartNode(n, config);
   for (int n : {1, 2}) ASSERT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
@@ -318,7 +208,7 @@ TEST_F(MultiNodeE2E, ADamagedPartNamesItsRankAndAnotherNodeCountIsRefused) {
   EXPECT_EQ(bad.find("rank 0:"), std::string::npos) << bad;
 }
 
-TEST_F(MultiNodeE2E, AMemberWhoseSettingsDifferIsRefusedWithTheKeyNamed) {
+TEST_F(GroupTrainerE2E, AMemberWhoseSettingsDifferIsRefusedWithTheKeyNamed) {
   const std::string config = Config(2);
   StartNode(1, config);
   StartNode(2, Config(2, {"--save-every", "7"}));

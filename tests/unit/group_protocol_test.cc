@@ -316,13 +316,19 @@ TEST(GroupProtocolTest, CrashRestartsBackOffLikeASingleNodes) {
   EXPECT_EQ(CrashBackoff(60, milliseconds(10'000), milliseconds(300'000)).count(), 300'000);
 }
 
-TEST(GroupProtocolTest, ARequestIsAnsweredByAGroupSnapshotNewerThanEveryRanksAsk) {
+TEST(GroupProtocolTest, ARequestIsAnsweredByAGroupSnapshotSavedAfterItAndNotOlderThanAnyAsk) {
   const std::map<int, std::optional<int64_t>> asked = {{0, 20}, {1, 10}, {2, std::nullopt}};
   EXPECT_FALSE(AnswersRequest(asked, 3, std::nullopt)) << "no group snapshot";
   EXPECT_FALSE(AnswersRequest(asked, 3, 15)) << "rank 0 had step 20 when asked";
-  EXPECT_FALSE(AnswersRequest(asked, 3, 20));
+  EXPECT_TRUE(AnswersRequest(asked, 3, 20)) << "rank 1 had step 10: 20 was saved after its ask";
   EXPECT_TRUE(AnswersRequest(asked, 3, 25));
   EXPECT_FALSE(AnswersRequest({{0, 20}, {1, 10}}, 3, 25)) << "rank 2 was not asked yet";
+  // The trainers saved step 30 on node 1's request before nodes 0 and 2
+  // were asked: 30 is the answer, though they held it when asked.
+  EXPECT_TRUE(AnswersRequest({{0, 30}, {1, 20}, {2, 30}}, 3, 30));
+  // Every rank held step 30 when asked: nothing was saved after the request.
+  EXPECT_FALSE(AnswersRequest({{0, 30}, {1, 30}, {2, 30}}, 3, 30));
+  EXPECT_TRUE(AnswersRequest({{0, 30}, {1, 30}, {2, 30}}, 3, 31));
 }
 
 TEST(GroupProtocolTest, ANodeUploadsTheStepOthersAnnouncedBeforeItsOwn) {
@@ -372,6 +378,22 @@ TEST(GroupProtocolTest, AnAnswerToARequestIsUploadedOnceAndOnlyWhenNewer) {
 
 TEST(GroupConfigTest, PartsOfEachRankAreAJobOfTheirOwn) {
   EXPECT_EQ(PartJob("train", 2), "train/nodes/2");
+}
+
+TEST(GroupProtocolTest, CheckpointsLeftFromBeforeTheRoundAreNotItsPartsUntilRewritten) {
+  const auto t0 = std::chrono::system_clock::time_point(seconds(1'800'000'000));
+  Checkpoint restored{"step_30", 30, {"step_30/a.pt"}, "step_30", t0};
+  Checkpoint uncommitted{"step_40", 40, {"step_40/a.pt"}, "step_40", t0 + seconds(5)};
+  const std::vector<CheckpointMark> before = {CheckpointMark::Of(restored),
+                                              CheckpointMark::Of(uncommitted)};
+  EXPECT_TRUE(FromBeforeTheRound(restored, before));
+  EXPECT_TRUE(FromBeforeTheRound(uncommitted, before));
+  Checkpoint rewritten = uncommitted;
+  rewritten.newest_mtime += seconds(60);
+  EXPECT_FALSE(FromBeforeTheRound(rewritten, before)) << "the trainer saved step 40 again";
+  Checkpoint fresh{"step_50", 50, {"step_50/a.pt"}, "step_50", t0 + seconds(1)};
+  EXPECT_FALSE(FromBeforeTheRound(fresh, before));
+  EXPECT_FALSE(FromBeforeTheRound(fresh, {}));
 }
 
 }  // namespace

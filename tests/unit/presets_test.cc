@@ -263,6 +263,46 @@ TEST(DcpPreset, CheckpointDirItselfAndNestedCheckpoints) {
   EXPECT_EQ(cs[0].relpaths, (Strings{".metadata", "__0_0.distcp"}));
 }
 
+// With a node rank other than 0 (a member of a multi-node group), a step
+// directory is also complete by this node's marker: the other nodes' dirs
+// never get `.metadata` when the nodes share no filesystem.
+std::vector<Checkpoint> DetectOnNode(std::optional<int> rank, const std::vector<ListedFile>& files,
+                                     const std::set<std::string>& unsettled = {}) {
+  CheckpointDetector d("/data/ckpt", Preset::kDcp, {});
+  d.SetNodeRank(rank);
+  return d.Detect(files, unsettled);
+}
+
+TEST(DcpPreset, OnOtherNodesAStepDirIsCompleteByThisNodesMarker) {
+  const std::vector<ListedFile> files = {
+      F("step_10/shard_2.pt", 1), F("step_10/shard_3.pt", 1), F("step_10/node_1.json", 2),
+      F("step_20/shard_2.pt", 3),                                  // no marker yet
+      F("step_30/shard_2.pt", 9), F("step_30/node_1.json", 4),     // a save in progress
+      F("step_40/shard_4.pt", 5), F("step_40/node_2.json", 6),     // another node's marker
+      F("step_50/__1_0.distcp", 7), F("step_50/node_1.done", 8)};  // the `.done` form
+  auto cs = DetectOnNode(1, files);
+  ASSERT_EQ(Ids(cs), (Strings{"step_50", "step_10"}));
+  EXPECT_EQ(cs[1].step, 10);
+  EXPECT_EQ(cs[1].resume, "step_10");
+  EXPECT_EQ(cs[1].relpaths,
+            (Strings{"step_10/node_1.json", "step_10/shard_2.pt", "step_10/shard_3.pt"}));
+  // An unsettled marker is not complete either.
+  EXPECT_EQ(Ids(DetectOnNode(1, files, {"step_50/node_1.done"})), (Strings{"step_10"}));
+}
+
+TEST(DcpPreset, RankZeroAndSingleNodesStillNeedTheMetadata) {
+  const std::vector<ListedFile> files = {F("step_10/shard_0.pt", 1), F("step_10/node_0.json", 2),
+                                         F("step_20/shard_0.pt", 3), F("step_20/node_0.json", 4),
+                                         F("step_20/.metadata", 5)};
+  // node_0.json comes before .metadata: with it alone the part would lack
+  // the file every node's reader needs.
+  EXPECT_EQ(Ids(DetectOnNode(0, files)), (Strings{"step_20"}));
+  EXPECT_EQ(Ids(DetectOnNode(std::nullopt, files)), (Strings{"step_20"}));
+  // .metadata on another node too (a shared filesystem) is complete there.
+  EXPECT_EQ(Ids(DetectOnNode(1, {F("step_5/shard_1.pt", 1), F("step_5/.metadata", 2)})),
+            (Strings{"step_5"}));
+}
+
 // --- tensorflow ------------------------------------------------------------------
 
 class TensorflowPresetTest : public ::testing::Test {

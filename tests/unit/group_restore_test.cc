@@ -1,0 +1,101 @@
+// RestoreGroupPart (agent/group_restore.h) on a file:// store: a node gets
+// its own part of a group snapshot, and with the dcp preset also rank 0's
+// `.metadata`, which DCP's reader needs on every node.
+#include "agent/group_restore.h"
+
+#include <gtest/gtest.h>
+
+#include "common/files.h"
+#include "tests/support/file_store_fixture.h"
+
+namespace sg::testing {
+namespace {
+
+class GroupRestoreTest : public FileStoreTest {
+ protected:
+  // Commits `tree` as rank `rank`'s part of step 10, resumed from "step_10".
+  PartRecord CommitPart(int rank, const Tree& tree) {
+    const std::string src = dir_.Join("part-" + std::to_string(rank));
+    WriteTree(src, tree);
+    auto capture = CaptureTree(src, 10, "step_10");
+    EXPECT_TRUE(capture.ok()) << capture.status().ToString();
+    SnapshotRequest request;
+    request.job = PartJob("job", rank);
+    request.instance = "i-" + std::to_string(rank);
+    auto written = SnapshotWriter(*store_, clock_, SnapshotOptions{}).Write(*capture, request);
+    EXPECT_TRUE(written.ok()) << written.status().ToString();
+    return PartRecord{rank, 10, written.ok() ? written->seq : 0, request.instance, 0, 0};
+  }
+
+  GroupCommit TwoNodes() {
+    GroupCommit g;
+    g.seq = 1;
+    g.nodes = 2;
+    g.step = 10;
+    g.parts = {CommitPart(0, {{"step_10/__0_0.distcp", {"rank zero's shard"}},
+                              {"step_10/.metadata", {"the plan of every shard"}}}),
+               CommitPart(1, {{"step_10/__1_0.distcp", {"rank one's shard"}},
+                              {"step_10/node_1.done", {""}}})};
+    return g;
+  }
+
+  Tree Restored(Preset preset, int rank, const GroupCommit& g) {
+    const std::string target = dir_.Join("restored-" + std::to_string(++targets_));
+    auto r = RestoreGroupPart(*store_, "job", preset, g, rank, target, RestoreOptions{});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) {
+      EXPECT_EQ(r->resume_path, target + "/step_10");
+    }
+    return ReadTree(target);
+  }
+
+  int targets_ = 0;
+};
+
+TEST_F(GroupRestoreTest, WithDcpEveryNodeGetsItsOwnShardsAndRankZerosMetadata) {
+  const GroupCommit g = TwoNodes();
+  const Tree one = Restored(Preset::kDcp, 1, g);
+  EXPECT_EQ(one.size(), 3u);
+  EXPECT_EQ(one.at("step_10/__1_0.distcp").content, "rank one's shard");
+  EXPECT_EQ(one.at("step_10/.metadata").content, "the plan of every shard");
+  EXPECT_FALSE(one.contains("step_10/__0_0.distcp")) << "only its own part, and what all need";
+  const Tree zero = Restored(Preset::kDcp, 0, g);
+  EXPECT_EQ(zero.size(), 2u);
+  EXPECT_EQ(zero.at("step_10/.metadata").content, "the plan of every shard");
+}
+
+TEST_F(GroupRestoreTest, OtherPresetsRestoreThePartAlone) {
+  const Tree one = Restored(Preset::kPytorch, 1, TwoNodes());
+  EXPECT_EQ(one.size(), 2u);
+  EXPECT_FALSE(one.contains("step_10/.metadata"));
+}
+
+TEST_F(GroupRestoreTest, ADamagedMetadataFailsTheRestoreWithItsPathNamed) {
+  const GroupCommit g = TwoNodes();
+  // Every object of rank 0's part rewritten with other bytes of the same size.
+  auto objects = ListAll(*store_, "job/nodes/0/snapshots/");
+  ASSERT_TRUE(objects.ok());
+  int damaged = 0;
+  for (const ObjectInfo& o : *objects) {
+    if (o.key.find("/files/") == std::string::npos && o.key.find("/packs/") == std::string::npos) {
+      continue;
+    }
+    ObjectStore& store = *store_;
+    auto body = store.Get(o.key);
+    ASSERT_TRUE(body.ok());
+    std::string bytes = *body;
+    bytes[bytes.size() - 1] ^= 0x5a;
+    ASSERT_TRUE(store_->Put(o.key, bytes, PutCondition::None()).ok());
+    ++damaged;
+  }
+  ASSERT_GT(damaged, 0);
+  const std::string target = dir_.Join("damaged");
+  auto r = RestoreGroupPart(*store_, "job", Preset::kDcp, g, 1, target, RestoreOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rank 0's .metadata as " + target + "/step_10/.metadata"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
+}  // namespace
+}  // namespace sg::testing
