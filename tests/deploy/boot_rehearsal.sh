@@ -9,19 +9,23 @@
 # does: scripts/publish.sh uploads them to the gateway and PACKAGE_URL is the
 # s3:// directory it prints. The first is interrupted by a spot notice; the
 # second restores its snapshot, resumes and finishes. A third gets a .deb
-# URL on Amazon Linux and must refuse it.
+# URL on Amazon Linux and must refuse it. Then a 2-node group (NODES=2, as
+# the stack's NodeCount writes it): a Debian and an Amazon Linux instance,
+# each with its own metadata service (own instance id), boot, meet in the
+# store, train one job together and complete it.
 #   boot_rehearsal.sh SOURCE_DIR PACKAGE_DIR
 set -euo pipefail
 src=$1 pkgdir=$2
 : "${SPOTGUARD_TEST_S3_ENDPOINT:?start the gateway: eval \"\$(scripts/s3-server.sh start)\"}"
 work=$(mktemp -d)
-sim_pid=
+sim_pid='' sim2_pid=''
 cleanup() {
   set +e
   for f in "$work"/*/run/*.pid; do
     if [ -f "$f" ]; then kill -9 "$(cat "$f")" 2> /dev/null; fi
   done
   if [ -n "$sim_pid" ]; then kill "$sim_pid" 2> /dev/null; fi
+  if [ -n "$sim2_pid" ]; then kill "$sim2_pid" 2> /dev/null; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -133,8 +137,8 @@ RESUME_ARGS='["--resume", "{resume}"]'
 ENV
   SPOTGUARD_ROOT=$root bash "$src/scripts/user-data.sh" || fail "user-data on $root"
 }
-wait_exit() {  # wait_exit ROOT -> prints the agent's exit code
-  local f=$1/run/spotguard@$job.exit
+wait_exit() {  # wait_exit ROOT [JOB] -> prints the agent's exit code
+  local f=$1/run/spotguard@${2:-$job}.exit
   for _ in $(seq 600); do [ -f "$f" ] && { cat "$f"; return; }; sleep 0.1; done
   fail "the agent in $1 did not end"
 }
@@ -181,4 +185,57 @@ grep -q "FAILED: PACKAGE_URL is a .deb but this machine installs .rpm packages" 
   fail "no reason logged: $boot_out"
 [ ! -e "$work/i3/var/log/package-manager.log" ] || fail "a package manager ran"
 echo "ok: refused, with the reason logged"
-echo "boot_rehearsal: 3 passed, 0 failed"
+
+echo "== a 2-node group (NODES=2): a Debian and an Amazon Linux instance train one job"
+/usr/bin/python3 "$src/tests/tools/imds_sim.py" --port 0 --port-file "$work/imds2.port" \
+  > /dev/null 2>&1 &
+sim2_pid=$!
+for _ in $(seq 100); do [ -s "$work/imds2.port" ] && break; sleep 0.1; done
+imds2="http://127.0.0.1:$(cat "$work/imds2.port")"
+sim POST identity '{"instanceId": "i-0group00000000001"}'
+curl -fsS -X POST "$imds2/_sim/identity" -d '{"instanceId": "i-0group00000000002"}' > /dev/null
+group_job=rehearsal-group-$(date +%s%N)
+boot_node() {  # boot_node ROOT METADATA_ENDPOINT OS_RELEASE
+  local root=$1
+  mkdir -p "$root/etc/spotguard" "$root/var/log"
+  printf '%s\n' "$3" > "$root/etc/os-release"
+  cat > "$root/etc/spotguard/bootstrap.env" << ENV
+JOB=$group_job
+STORE=$store
+ENDPOINT=$SPOTGUARD_TEST_S3_ENDPOINT
+REGION=us-east-1
+CHECKPOINT_DIR=$root/data/ckpt
+PACKAGE_URL=$package_url
+PRESET=pytorch
+CHECKPOINT_SIGNAL=SIGUSR1
+UPLOAD_INTERVAL=1s
+SETTLE_TIME=300ms
+IMDS_ENDPOINT=$2
+NODES=2
+GROUP_PORT=29650
+TRAINING_COMMAND='["/usr/bin/python3", "$src/tests/tools/group_trainer.py", "--steps", "30", "--step-seconds", "0.05"]'
+ENV
+  SPOTGUARD_ROOT=$root bash "$src/scripts/user-data.sh" || fail "user-data on $root"
+}
+boot_node "$work/g1" "$imds" "$debian_os_release"
+boot_node "$work/g2" "$imds2" "$amazon_os_release"
+for g in g1 g2; do
+  grep -q '"nodes": 2' "$work/$g/etc/spotguard/$group_job.json" || fail "$g's config has no \"nodes\": 2"
+  grep -q '"port": 29650' "$work/$g/etc/spotguard/$group_job.json" || fail "$g's config has no group port"
+done
+for g in g1 g2; do
+  code=$(wait_exit "$work/$g" "$group_job")
+  [ "$code" = 0 ] || fail "$g exited $code, not 0"
+done
+# One trainer ran as rank 0 and the other as rank 1, both to step 30.
+ranks=$(cat "$work/g1/data/ckpt/final.txt" "$work/g2/data/ckpt/final.txt" | cut -d' ' -f1,2 | sort | tr '\n' ' ')
+[ "$ranks" = "0 30 1 30 " ] || fail "the nodes' final lines are '$ranks', not ranks 0 and 1 at step 30"
+grep -q "round 1: rank" "$work/g1/var/log/spotguard-agent.log" || fail "g1 took no part in round 1"
+"$work/g1/usr/bin/spotguard" ls -c "$work/g1/etc/spotguard/$group_job.json" --json > "$work/group-ls.json" 2> "$work/group-ls.log" || fail "ls of the group: $(cat "$work/group-ls.log")"
+/usr/bin/python3 -c 'import json,sys; rows=json.load(open(sys.argv[1])); sys.exit(0 if rows and all(r["nodes"] == 2 and len(r["parts"]) == 2 for r in rows) else 1)' \
+  "$work/group-ls.json" || fail "ls shows no 2-node group snapshot: $(cat "$work/group-ls.json")"
+"$work/g2/usr/bin/spotguard" status -c "$work/g2/etc/spotguard/$group_job.json" --json |
+  /usr/bin/python3 -c 'import json,sys; g=json.load(sys.stdin)["group"]; sys.exit(0 if g["complete"] and g["nodes"] == 2 else 1)' ||
+  fail "the group's job is not marked complete"
+echo "ok: both nodes booted, formed round 1, trained and completed the job"
+echo "boot_rehearsal: 4 passed, 0 failed"
