@@ -78,20 +78,38 @@ fi
 export SPOTGUARD_RELIABILITY_DIR="$PWD/$build/reliability"
 rm -rf "$SPOTGUARD_RELIABILITY_DIR"
 
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-ctest --test-dir "$build" --output-on-failure -j "$jobs" "${ctest_args[@]}"
-
 # libFuzzer targets (tests/fuzz) in a clang build of their own: each fuzzes
 # for 20 s from a copy of its seed corpus (300 s with --long), two at a time;
 # a crash fails the run and prints the reproducer's path. Run with the whole
-# suite or with `-L fuzz`.
+# suite or with `-L fuzz`. Their build runs while the CTest tests do, at the
+# lowest CPU priority (most e2e tests wait on processes and the network, not
+# on the CPU); its output goes to $build/fuzz-build.log.
+fuzz=0
 if [ "$unit_only" = 0 ] && { [ ${#ctest_args[@]} -eq 0 ] || [[ " ${ctest_args[*]} " == *" fuzz "* ]]; }; then
+  fuzz=1
   fuzz_build=${SPOTGUARD_FUZZ_BUILD_DIR:-build/fuzz}
-  CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTGUARD_FUZZ=ON
-  cmake --build "$fuzz_build" -j "$jobs" --target fuzz_targets
-  ctest --test-dir "$fuzz_build" --output-on-failure -L fuzz -j 2
+  fuzz_log=$build/fuzz-build.log
+  (CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTGUARD_FUZZ=ON &&
+    nice -n 19 cmake --build "$fuzz_build" -j "$jobs" --target fuzz_targets) > "$fuzz_log" 2>&1 &
+  fuzz_pid=$!
 fi
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest_rc=0
+ctest --test-dir "$build" --output-on-failure -j "$jobs" "${ctest_args[@]}" || ctest_rc=$?
+
+if [ "$fuzz" = 1 ]; then
+  if ! wait "$fuzz_pid"; then
+    tail -n 60 "$fuzz_log" >&2
+    echo "test.sh: building the fuzz targets failed (all of it in $fuzz_log)" >&2
+    exit 1
+  fi
+  if [ "$ctest_rc" = 0 ]; then
+    ctest --test-dir "$fuzz_build" --output-on-failure -L fuzz -j 2
+  fi
+fi
+[ "$ctest_rc" = 0 ] || exit "$ctest_rc"
 
 if compgen -G "$SPOTGUARD_RELIABILITY_DIR/*.json" > /dev/null; then
   python3 scripts/reliability-report.py "$SPOTGUARD_RELIABILITY_DIR"
