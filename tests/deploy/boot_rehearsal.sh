@@ -116,26 +116,33 @@ job=rehearsal-$(date +%s%N)
 store=s3://$SPOTGUARD_TEST_S3_BUCKET/rehearsals
 ls_json() { "$work/i1/usr/bin/spotguard" ls --job "$job" --store "$store" --endpoint "$SPOTGUARD_TEST_S3_ENDPOINT" --json 2> /dev/null; }
 
-boot() {  # boot ROOT STEPS OS_RELEASE [PACKAGE_URL]
-  local root=$1 steps=$2
+bootstrap() {  # bootstrap ROOT OS_RELEASE < the job's own lines of bootstrap.env
+  local root=$1
   mkdir -p "$root/etc/spotguard" "$root/var/log"
-  printf '%s\n' "$3" > "$root/etc/os-release"
-  cat > "$root/etc/spotguard/bootstrap.env" << ENV
-JOB=$job
+  printf '%s\n' "$2" > "$root/etc/os-release"
+  {
+    cat << ENV
 STORE=$store
 ENDPOINT=$SPOTGUARD_TEST_S3_ENDPOINT
 REGION=us-east-1
 CHECKPOINT_DIR=$root/data/ckpt
-PACKAGE_URL=${4:-$package_url}
-PRESET=generic
 CHECKPOINT_SIGNAL=SIGUSR1
 UPLOAD_INTERVAL=1s
 SETTLE_TIME=300ms
+ENV
+    cat
+  } > "$root/etc/spotguard/bootstrap.env"
+  SPOTGUARD_ROOT=$root bash "$src/scripts/user-data.sh" || fail "user-data on $root"
+}
+boot() {  # boot ROOT STEPS OS_RELEASE [PACKAGE_URL]
+  bootstrap "$1" "$3" << ENV
+JOB=$job
+PACKAGE_URL=${4:-$package_url}
+PRESET=generic
 IMDS_ENDPOINT=$imds
-TRAINING_COMMAND='["/usr/bin/python3", "$src/examples/simple_trainer.py", "--out", "{checkpoint_dir}", "--steps", "$steps", "--step-seconds", "0.02", "--checkpoint-every", "50"]'
+TRAINING_COMMAND='["/usr/bin/python3", "$src/examples/simple_trainer.py", "--out", "{checkpoint_dir}", "--steps", "$2", "--step-seconds", "0.02", "--checkpoint-every", "50"]'
 RESUME_ARGS='["--resume", "{resume}"]'
 ENV
-  SPOTGUARD_ROOT=$root bash "$src/scripts/user-data.sh" || fail "user-data on $root"
 }
 wait_exit() {  # wait_exit ROOT [JOB] -> prints the agent's exit code
   local f=$1/run/spotguard@${2:-$job}.exit
@@ -196,26 +203,15 @@ sim POST identity '{"instanceId": "i-0group00000000001"}'
 curl -fsS -X POST "$imds2/_sim/identity" -d '{"instanceId": "i-0group00000000002"}' > /dev/null
 group_job=rehearsal-group-$(date +%s%N)
 boot_node() {  # boot_node ROOT METADATA_ENDPOINT OS_RELEASE
-  local root=$1
-  mkdir -p "$root/etc/spotguard" "$root/var/log"
-  printf '%s\n' "$3" > "$root/etc/os-release"
-  cat > "$root/etc/spotguard/bootstrap.env" << ENV
+  bootstrap "$1" "$3" << ENV
 JOB=$group_job
-STORE=$store
-ENDPOINT=$SPOTGUARD_TEST_S3_ENDPOINT
-REGION=us-east-1
-CHECKPOINT_DIR=$root/data/ckpt
 PACKAGE_URL=$package_url
 PRESET=pytorch
-CHECKPOINT_SIGNAL=SIGUSR1
-UPLOAD_INTERVAL=1s
-SETTLE_TIME=300ms
 IMDS_ENDPOINT=$2
 NODES=2
 GROUP_PORT=29650
 TRAINING_COMMAND='["/usr/bin/python3", "$src/tests/tools/group_trainer.py", "--steps", "30", "--step-seconds", "0.05"]'
 ENV
-  SPOTGUARD_ROOT=$root bash "$src/scripts/user-data.sh" || fail "user-data on $root"
 }
 boot_node "$work/g1" "$imds" "$debian_os_release"
 boot_node "$work/g2" "$imds2" "$amazon_os_release"
