@@ -174,9 +174,10 @@ void GroupAgent::Coordinate(Clock::MonoTime now) {
       LogWarn("committing group snapshot {} failed: {}", SeqName(g.seq), st.message());
     }
   }
-  // A request for a checkpoint is answered by the first group snapshot newer
-  // than every rank's step when it was asked.
-  if (state_ == State::kEnding && newest) {
+  // A request for a checkpoint is answered by a group snapshot of this round
+  // that a trainer saved after the request and that is not older than any
+  // rank's step when it was asked (AnswersRequest).
+  if (state_ == State::kEnding && newest && newest->round == plan_->round) {
     auto asked = group_.Asked(plan_->round);
     if (asked.ok() && AnswersRequest(*asked, cfg_.nodes, newest->step)) {
       if (group_.WriteFinal(plan_->round, newest->seq, newest->step).ok()) {

@@ -50,6 +50,15 @@ void GroupAgent::Join(const RoundPlan& plan) {
   next_periodic_ = c_.clock.Monotonic() + cfg_.upload_interval;
   trainer_done_ = done_marked_ = false;
   checkpoints_->SetNodeRank(rank_);
+  // Checkpoints of an earlier round that the group did not commit are not
+  // this round's: the trainer passes their steps again and rewrites them.
+  // Noted before the restore, which swaps the directory (files restore does
+  // not replace keep their mtimes) and leaves the watcher without a listing
+  // until it watches the new one.
+  before_round_.clear();
+  if (auto before = checkpoints_->Complete(); before.ok()) {
+    for (const Checkpoint& ck : *before) before_round_.push_back(CheckpointMark::Of(ck));
+  }
   std::string resume;
   if (plan.resume_seq) {
     auto groups = group_.Groups();
@@ -83,12 +92,6 @@ void GroupAgent::Join(const RoundPlan& plan) {
       LeaveRound("the restore failed");
       return;
     }
-  }
-  // Checkpoints of an earlier round that the group did not commit are not
-  // this round's: the trainer passes their steps again and rewrites them.
-  before_round_.clear();
-  if (auto before = checkpoints_->Complete(); before.ok()) {
-    for (const Checkpoint& ck : *before) before_round_.push_back(CheckpointMark::Of(ck));
   }
   GroupPlacement placement;
   placement.round = plan.round;
@@ -154,6 +157,7 @@ void GroupAgent::UploadPart(Clock::MonoTime now) {
   uploaded_.push_back(choice->step);
   uploading_step_ = choice->step;
   uploading_round_ = plan_->round;
+  upload_rank_ = rank_;  // read by WritePart on the upload's thread
   uploader_.Start(*by_step.at(choice->step));
 }
 
@@ -162,7 +166,7 @@ StatusOr<SnapshotResult> GroupAgent::WritePart(const Checkpoint& checkpoint,
   SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture,
                       CapturedCheckpoint::Capture(cfg_.checkpoint_dir, checkpoint, staging_root_));
   SnapshotRequest request;
-  request.job = PartJob(cfg_.job, rank_);
+  request.job = PartJob(cfg_.job, upload_rank_);
   request.preset = std::string(PresetName(cfg_.preset));
   request.instance = c_.instance;
   request.cancel = cancel;
@@ -236,7 +240,7 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
   }
   noticed_ = noticed_ || noticed;
   ending_deadline_ = deadline;
-  auto all = checkpoints_->Complete();
+  auto all = RoundCheckpoints();
   asked_after_.reset();
   if (all.ok() && !all->empty()) asked_after_ = all->front().step;
   if (part_step_ && (!asked_after_ || *part_step_ > *asked_after_)) asked_after_ = part_step_;
@@ -303,15 +307,21 @@ void GroupAgent::LeaveRound(const std::string& why) {
 }
 
 void GroupAgent::Stopping(Clock::MonoTime now) {
+  // Done once the trainer and every process of its group are gone: workers
+  // that outlive their launcher could still hold the port or write into the
+  // checkpoint dir when the next round starts.
   std::optional<ExitStatus> ended = trainer_->Poll();
-  if (!ended && now < stop_deadline_) return;
-  if (!ended) {
-    // Past the grace: SIGKILL to what is left of its process group.
-    LogWarn("the trainer did not stop within its grace after {}", SignalName(cfg_.stop_signal));
-    auto killed = trainer_->Stop(SIGKILL, milliseconds(0));
-    if (killed.ok()) ended = *killed;
+  if (ended && !trainer_->GroupLingers()) {
+    LogInfo("the trainer stopped: {}", ended->ToString());
+    FinishLeaving();
+    return;
   }
-  if (ended) LogInfo("the trainer stopped: {}", ended->ToString());
+  if (now < stop_deadline_) return;
+  LogWarn("the trainer did not stop within its grace after {}", SignalName(cfg_.stop_signal));
+  // SIGKILL to what is left of its process group.
+  if (auto killed = trainer_->Stop(SIGKILL, milliseconds(0)); killed.ok()) {
+    LogInfo("the trainer stopped: {}", killed->ToString());
+  }
   FinishLeaving();
 }
 

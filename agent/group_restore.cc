@@ -9,6 +9,7 @@
 #include "agent/preset_rules.h"
 #include "agent/snapshot_catalog.h"
 #include "agent/snapshot_file_reader.h"
+#include "agent/store_layout.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -42,31 +43,29 @@ class MemorySink final : public FileSink {
   std::string* bytes_;
 };
 
-// Rank 0's `.metadata` of its checkpoint directory, written as `path` unless
-// a file is there already. Nothing when rank 0's part has none.
-Status AddRankZeroMetadata(ObjectStore& store, const std::string& job, const GroupCommit& group,
-                           const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::symlink_status(path, ec).type() != std::filesystem::file_type::not_found) {
-    return Status::Ok();  // the node's own (a shared filesystem), or restored with the part
-  }
-  const PartRecord& zero = group.parts.at(0);
+// Rank 0's `.metadata` of its checkpoint directory: its bytes and mode, or
+// nothing when rank 0's part has none.
+struct SharedFile {
+  std::string bytes;
+  uint32_t mode = 0644;
+};
+StatusOr<std::optional<SharedFile>> RankZeroMetadata(ObjectStore& store, const std::string& job,
+                                                     const GroupCommit& group) {
   const std::string zero_job = PartJob(job, 0);
   SnapshotCatalog catalog(store, zero_job);
-  SG_ASSIGN_OR_RETURN(Manifest manifest, catalog.ReadManifest(zero.seq));
-  const std::string wanted = manifest.resume.empty() || manifest.resume == "."
-                                 ? std::string(preset_detail::kDcpMetadata)
-                                 : manifest.resume + "/" + std::string(preset_detail::kDcpMetadata);
+  SG_ASSIGN_OR_RETURN(Manifest manifest, catalog.ReadManifest(group.parts.at(0).seq));
+  const std::string name(preset_detail::kDcpMetadata);
+  const std::string wanted =
+      manifest.resume.empty() || manifest.resume == "." ? name : manifest.resume + "/" + name;
   std::erase_if(manifest.files, [&](const ManifestFile& f) { return f.path != wanted; });
-  if (manifest.files.empty()) return Status::Ok();
-  std::string bytes;
+  if (manifest.files.empty()) return std::optional<SharedFile>();
+  SharedFile file;
+  file.mode = manifest.files.front().mode & 0777;
   SnapshotFileReader reader(store, zero_job, /*parallel_reads=*/2);
   SG_RETURN_IF_ERROR(reader.Read(manifest, [&](const ManifestFile& f) {
-    return StatusOr<std::unique_ptr<FileSink>>(std::make_unique<MemorySink>(&bytes, f.size));
+    return StatusOr<std::unique_ptr<FileSink>>(std::make_unique<MemorySink>(&file.bytes, f.size));
   }));
-  SG_RETURN_IF_ERROR(WriteFileAtomic(path, bytes, manifest.files.front().mode & 0777));
-  LogInfo("added rank 0's {} of group snapshot {} as {}", wanted, SeqName(group.seq), path);
-  return Status::Ok();
+  return std::optional<SharedFile>(std::move(file));
 }
 
 }  // namespace
@@ -74,13 +73,30 @@ Status AddRankZeroMetadata(ObjectStore& store, const std::string& job, const Gro
 StatusOr<RestoreResult> RestoreGroupPart(ObjectStore& store, const std::string& job, Preset preset,
                                          const GroupCommit& group, int rank,
                                          const std::string& target, const RestoreOptions& options) {
+  // Fetched first: a failure leaves the target as it was.
+  std::optional<SharedFile> metadata;
+  if (preset == Preset::kDcp && rank != 0) {
+    auto fetched = RankZeroMetadata(store, job, group);
+    if (!fetched.ok()) {
+      return fetched.status().WithContext("reading rank 0's .metadata of group snapshot " +
+                                          SeqName(group.seq));
+    }
+    metadata = std::move(*fetched);
+  }
   const PartRecord& part = group.parts.at(rank);
   SG_ASSIGN_OR_RETURN(RestoreResult result,
                       Restorer(store, options).Restore(PartJob(job, rank), target, part.seq));
-  if (preset == Preset::kDcp && rank != 0) {
-    const std::string path = result.resume_path + "/" + std::string(preset_detail::kDcpMetadata);
-    SG_RETURN_IF_ERROR(AddRankZeroMetadata(store, job, group, path)
+  if (!metadata) return result;
+  // Written unless the part has its own (a shared filesystem).
+  const std::string path = result.resume_path + "/" + std::string(preset_detail::kDcpMetadata);
+  std::error_code ec;
+  const auto type = std::filesystem::symlink_status(path, ec).type();
+  if (type == std::filesystem::file_type::not_found) {
+    SG_RETURN_IF_ERROR(WriteFileAtomic(path, metadata->bytes, metadata->mode)
                            .WithContext("adding rank 0's .metadata as " + path));
+    LogInfo("added rank 0's .metadata of group snapshot {} as {}", SeqName(group.seq), path);
+  } else if (ec) {
+    return Status::FromErrno(ec.value(), "look at " + path);
   }
   return result;
 }

@@ -17,7 +17,9 @@ namespace sg {
 // PartJob(job, rank)). With the dcp preset, a rank other than 0 also gets the
 // `.metadata` of rank 0's checkpoint directory, written into its own resume
 // directory when that has none: DCP's reader reads `.metadata` on every rank,
-// and without a shared filesystem only rank 0's node wrote it.
+// and without a shared filesystem only rank 0's node wrote it. That file is
+// fetched before the part is restored, so that failing to read it leaves
+// `target` as it was.
 StatusOr<RestoreResult> RestoreGroupPart(ObjectStore& store, const std::string& job, Preset preset,
                                          const GroupCommit& group, int rank,
                                          const std::string& target, const RestoreOptions& options);

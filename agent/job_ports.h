@@ -37,6 +37,8 @@ class Trainer {
   virtual Status SignalWorkers(int signo) { return Signal(signo); }
   // `signo` to its process group, SIGKILL after `grace`; how it ended.
   virtual StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace) = 0;
+  // After it ended: whether processes it started are still in its group.
+  virtual bool GroupLingers() { return false; }
 };
 
 class TrainerLauncher {

@@ -200,24 +200,25 @@ std::vector<std::string> DcpNodeMarkers(int node_rank) {
 }
 
 void DetectDcp(const Listing& listing, std::optional<int> node_rank, std::vector<Checkpoint>& out) {
-  // Each directory with its marker: `.metadata`, else this node's marker.
+  // Each directory with its newest marker: `.metadata`, or on a rank other
+  // than 0 this node's marker. Newest, because a save into the directory
+  // writes its own marker last: an older marker there (the `.metadata` that
+  // a restore added from rank 0's part) describes another save.
   const std::vector<std::string> node_markers =
       node_rank && *node_rank != 0 ? DcpNodeMarkers(*node_rank) : std::vector<std::string>{};
-  std::map<std::string, std::string> marker_of;
+  std::map<std::string, const ListedFile*> marker_of;
   for (const ListedFile& f : listing.files()) {
     if (f.is_symlink) continue;
     const std::string_view base = BaseName(f.relpath);
-    const std::string dir(ParentOf(f.relpath));
-    if (base == kDcpMetadata) {
-      marker_of[dir] = f.relpath;
-    } else if (std::find(node_markers.begin(), node_markers.end(), base) != node_markers.end() &&
-               !listing.HasTempComponent(f.relpath)) {
-      marker_of.emplace(dir, f.relpath);  // .metadata, when there too, wins
-    }
+    const bool node_marker =
+        std::find(node_markers.begin(), node_markers.end(), base) != node_markers.end() &&
+        !listing.HasTempComponent(f.relpath);
+    if (base != kDcpMetadata && !node_marker) continue;
+    const ListedFile*& marker = marker_of[std::string(ParentOf(f.relpath))];
+    if (marker == nullptr || f.mtime > marker->mtime) marker = &f;
   }
-  for (const auto& [dir, marker] : marker_of) {
-    if (!listing.IsSettledFile(marker)) continue;
-    const ListedFile* meta = listing.Find(marker);
+  for (const auto& [dir, meta] : marker_of) {
+    if (!listing.IsSettledFile(meta->relpath)) continue;
     std::vector<const ListedFile*> files;
     bool complete = true;
     for (const ListedFile* f : listing.FilesUnder(dir)) {

@@ -346,6 +346,13 @@ StatusOr<ExitStatus> TrainerProcess::Stop(int signo, std::chrono::milliseconds g
   return *exit_;
 }
 
+bool TrainerProcess::GroupLingers() {
+  for (pid_t member : child_.GroupMembers()) {
+    if (member != pid_) return true;
+  }
+  return false;
+}
+
 void FinishStoppedTrainers() { Stopping().JoinAll(); }
 
 }  // namespace sg

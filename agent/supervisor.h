@@ -98,6 +98,7 @@ class TrainerProcess final : public Trainer {
   // `signo` to the group, SIGKILL after `grace` to whatever is left of it
   // (the trainer or what it left behind); returns how the trainer ended.
   StatusOr<ExitStatus> Stop(int signo, std::chrono::milliseconds grace) override;
+  bool GroupLingers() override;
 
  private:
   TrainerProcess(ChildProcess child, std::array<int, 2> output_fds, std::string record_path,

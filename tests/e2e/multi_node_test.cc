@@ -162,6 +162,34 @@ TEST_F(GroupTrainerE2E, ACrashOnOneNodeStopsEveryTrainerAndTheRoundRestartsFromT
   EXPECT_EQ(Finals({1, 2, 3}), kUninterrupted) << Logs();
 }
 
+TEST_F(GroupTrainerE2E, ACheckpointLeftFromBeforeTheRoundIsNotUploadedAsItsPart) {
+  // Node 1's disk holds a step the job never reaches, as a survivor's holds
+  // steps of an ended round that the group did not commit. Uploaded as a
+  // part, it would be the node's newest and keep its rank from ever being
+  // done (and a group snapshot of that step would join two rounds' states).
+  const std::string config = Config(2);
+  const std::string stale = dir_.Join("node1/ckpt/step_75.pt");
+  std::filesystem::create_directories(dir_.Join("node1/ckpt"));
+  ASSERT_TRUE(WriteFileAtomic(stale, "0 75 12345\n").ok());
+  StartNode(1, config);
+  StartNode(2, config);
+  for (int n : {1, 2}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
+  EXPECT_TRUE(store_->Head("job/complete").ok());
+  for (int rank = 0; rank < 2; ++rank) {
+    auto seqs = SnapshotCatalog(*store_, PartJob("job", rank)).Committed();
+    ASSERT_TRUE(seqs.ok());
+    for (uint64_t seq : *seqs) {
+      auto m = SnapshotCatalog(*store_, PartJob("job", rank)).ReadManifest(seq);
+      ASSERT_TRUE(m.ok());
+      EXPECT_NE(m->step, 75) << "rank " << rank << "'s part " << seq << " is the old file";
+    }
+  }
+  EXPECT_EQ(Logs().find("part of step 75"), std::string::npos) << Logs();
+  auto kept = ReadFileToString(stale);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, "0 75 12345\n") << "the agent leaves the trainer's files alone";
+}
+
 TEST_F(GroupTrainerE2E, ATrainerThatAlwaysCrashesFailsTheJobOnEveryNodeAfterRestartMax) {
   const std::string config = Config(2, {"--fail-at", "3", "--fail-rank", "0"});
   for (int n : {1, 2}) StartNode(n, config);

@@ -177,7 +177,7 @@ TEST_F(TorchrunGroupE2E, ANoticeAndAKillNineAreRecoveredAndTheModelIsBitIdentica
   EXPECT_EQ(nodes_[3].agent->Wait(30s), 128 + SIGKILL);
   ASSERT_TRUE(WaitFor([&] { return !Ends(round2->round).empty(); }, 120s)) << Logs();
   StartNode(5, config);
-  for (int n : {1, 4, 5}) EXPECT_EQ(nodes_[n].agent->Wait(300s), 0) << Logs();
+  for (int n : {1, 4, 5}) ASSERT_EQ(nodes_[n].agent->Wait(300s), 0) << Logs();
   std::optional<RoundPlan> last = Plan();
   ASSERT_TRUE(last && last->resume_seq);
   EXPECT_GT(last->round, round2->round);

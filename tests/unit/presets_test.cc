@@ -303,6 +303,18 @@ TEST(DcpPreset, RankZeroAndSingleNodesStillNeedTheMetadata) {
             (Strings{"step_5"}));
 }
 
+TEST(DcpPreset, TheNewestMarkerOfADirectoryDescribesIt) {
+  // Rank 0's .metadata came with a restore (at 5); the trainer saved the
+  // step again and wrote its own marker last (at 9): complete.
+  EXPECT_EQ(Ids(DetectOnNode(1, {F("step_5/.metadata", 5), F("step_5/__1_0.distcp", 8),
+                                 F("step_5/node_1.done", 9)})),
+            (Strings{"step_5"}));
+  // The same save still under way (its shard newer than every marker).
+  EXPECT_TRUE(DetectOnNode(1, {F("step_5/.metadata", 5), F("step_5/node_1.done", 3),
+                               F("step_5/__1_0.distcp", 8)})
+                  .empty());
+}
+
 // --- tensorflow ------------------------------------------------------------------
 
 class TensorflowPresetTest : public ::testing::Test {
