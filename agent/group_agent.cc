@@ -256,7 +256,7 @@ AgentResult GroupAgent::Run() {
         } else if (state_ == State::kEnding) {
           noticed_ = true;
         } else {
-          LogWarn("interruption notice while waiting for a round: leaving the group");
+          LogWarn("interruption notice while not in a round: leaving the group");
           Exit(kExitInterrupted);
         }
       }
