@@ -10,7 +10,7 @@ PHASES = [
     ("others_asked", "-> the last other node reads the round's end and asks its trainer"),
     ("parts_stored", "-> the last node's part of the answering step is stored"),
     ("group_commit", "-> the coordinator commits the first group snapshot after the notice"),
-    ("answer_named", "-> a group snapshot newer than every node's step when asked is named the answer"),
+    ("answer_named", "-> the coordinator names the group snapshot that answers the request"),
     ("noticed_exit", "-> the noticed agent has stopped its trainer and exited 75"),
 ]
 RESUME = [
