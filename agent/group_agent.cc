@@ -268,7 +268,13 @@ AgentResult GroupAgent::Run() {
     if (state_ == State::kStopping) Stopping(now);
   }
   if (trainer_) {
-    (void)trainer_->Stop(cfg_.stop_signal, duration_cast<milliseconds>(cfg_.stop_grace));
+    auto grace = duration_cast<milliseconds>(cfg_.stop_grace);
+    if (stop_deadline_ != Clock::MonoTime{}) {
+      // Asked to stop already (kStopping): what is left of that grace.
+      grace = std::clamp(duration_cast<milliseconds>(stop_deadline_ - c_.clock.Monotonic()),
+                         milliseconds(0), grace);
+    }
+    (void)trainer_->Stop(cfg_.stop_signal, grace);
     trainer_.reset();
   }
   if (uploader_.busy()) (void)uploader_.Wait(milliseconds(15'000));

@@ -121,7 +121,7 @@ class GroupAgent {
   std::optional<int64_t> uploading_step_;  // of the part being uploaded
   uint64_t uploading_round_ = 0;           // the round it was started in
   int upload_rank_ = 0;                    // the rank it uploads for (WritePart's)
-  Clock::MonoTime stop_deadline_{};        // kStopping: SIGKILL then
+  Clock::MonoTime stop_deadline_{};        // kStopping: SIGKILL then; {} otherwise
   std::vector<int64_t> uploaded_;          // steps uploaded (or tried) in the round
   std::vector<CheckpointMark> before_round_;  // complete when the round was joined
   std::vector<PartRecord> round_parts_;    // every rank's parts of the round, as last read

@@ -326,6 +326,7 @@ void GroupAgent::Stopping(Clock::MonoTime now) {
 }
 
 void GroupAgent::FinishLeaving() {
+  stop_deadline_ = {};
   trainer_.reset();  // what it left in its group is finished off the loop (supervisor.h)
   state_ = State::kWaiting;
   plan_.reset();

@@ -115,6 +115,16 @@ class TorchrunGroupE2E : public MultiNodeE2E {
 
   bool Printed(const std::string& line) { return Logs().find(line) != std::string::npos; }
 
+  // A wait's bound: `most`, and never past the test's own deadline, which
+  // lies within its CTest timeout (900 s), so that a stuck run still fails
+  // here, with the agents' logs.
+  std::chrono::milliseconds Within(std::chrono::milliseconds most) const {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline_ - std::chrono::steady_clock::now());
+    return std::clamp(left, std::chrono::milliseconds(0), most);
+  }
+  const std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::now() + 780s;
+
   // The node whose agent has instance id `instance` ("i-node<N>").
   int NodeOf(const std::string& instance) { return std::stoi(instance.substr(6)); }
 
@@ -132,10 +142,10 @@ TEST_F(TorchrunGroupE2E, ANoticeAndAKillNineAreRecoveredAndTheModelIsBitIdentica
 
   // Round 1: every rank holds at step 30. The notice on node 2 makes every
   // node's trainer save step 30, the group commits it, node 2 exits 75.
-  ASSERT_TRUE(WaitFor([&] { return Printed("paused at step 30"); }, 240s)) << Logs();
+  ASSERT_TRUE(WaitFor([&] { return Printed("paused at step 30"); }, Within(240s))) << Logs();
   nodes_[2].imds->Control("POST", "/_sim/spot-notice",
                           R"({"action": "terminate", "in_seconds": 120})");
-  ASSERT_EQ(nodes_[2].agent->Wait(150s), 75) << Logs();
+  ASSERT_EQ(nodes_[2].agent->Wait(Within(150s)), 75) << Logs();
   std::vector<GroupCommit> groups = Groups();
   ASSERT_FALSE(groups.empty()) << Logs();
   EXPECT_EQ(groups.back().step, 30) << "the answer to the notice";
@@ -144,15 +154,15 @@ TEST_F(TorchrunGroupE2E, ANoticeAndAKillNineAreRecoveredAndTheModelIsBitIdentica
   ASSERT_FALSE(ends.empty());
   EXPECT_EQ(ends.front().reason, "notice");
   for (int n : {1, 3}) {
-    ASSERT_TRUE(nodes_[n].agent->WaitForOutput("waiting for the next round", 60s)) << Logs();
+    ASSERT_TRUE(nodes_[n].agent->WaitForOutput("waiting for the next round", Within(60s))) << Logs();
     EXPECT_FALSE(nodes_[n].agent->Wait(0ms).has_value()) << "node " << n << " stays";
   }
 
   // Round 2: a replacement with an empty disk joins; the group resumes from
   // step 30 and holds at step 50, after the group committed step 40.
   StartNode(4, config);
-  ASSERT_TRUE(WaitFor([&] { return Printed("paused at step 50"); }, 240s)) << Logs();
-  ASSERT_TRUE(WaitFor([&] { return !Groups().empty() && Groups().back().step == 40; }, 120s))
+  ASSERT_TRUE(WaitFor([&] { return Printed("paused at step 50"); }, Within(240s))) << Logs();
+  ASSERT_TRUE(WaitFor([&] { return !Groups().empty() && Groups().back().step == 40; }, Within(120s)))
       << Logs();
   std::optional<RoundPlan> round2 = Plan();
   ASSERT_TRUE(round2);
@@ -174,10 +184,10 @@ TEST_F(TorchrunGroupE2E, ANoticeAndAKillNineAreRecoveredAndTheModelIsBitIdentica
   const std::vector<pid_t> tree = ProcessTree(nodes_[3].agent->pid());
   ASSERT_GE(tree.size(), 2u) << "the agent and its trainer";
   for (pid_t p : tree) ::kill(p, SIGKILL);
-  EXPECT_EQ(nodes_[3].agent->Wait(30s), 128 + SIGKILL);
-  ASSERT_TRUE(WaitFor([&] { return !Ends(round2->round).empty(); }, 120s)) << Logs();
+  EXPECT_EQ(nodes_[3].agent->Wait(Within(30s)), 128 + SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return !Ends(round2->round).empty(); }, Within(120s))) << Logs();
   StartNode(5, config);
-  for (int n : {1, 4, 5}) ASSERT_EQ(nodes_[n].agent->Wait(300s), 0) << Logs();
+  for (int n : {1, 4, 5}) ASSERT_EQ(nodes_[n].agent->Wait(Within(300s)), 0) << Logs();
   std::optional<RoundPlan> last = Plan();
   ASSERT_TRUE(last && last->resume_seq);
   EXPECT_GT(last->round, round2->round);
