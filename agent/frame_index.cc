@@ -20,8 +20,19 @@ void FrameIndex::Add(Codec codec, const FrameRef& frame) {
   frames_.emplace(Key(codec, frame.sha256), frame);
 }
 
+void FrameIndex::MarkReady(bool usable) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_ = true;
+    usable_ = usable;
+  }
+  ready_cv_.notify_all();
+}
+
 std::optional<FrameRef> FrameIndex::Find(Codec codec, const std::string& sha256) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  ready_cv_.wait(lock, [&] { return ready_; });
+  if (!usable_) return std::nullopt;
   auto it = frames_.find(Key(codec, sha256));
   if (it == frames_.end()) return std::nullopt;
   return it->second;

@@ -251,18 +251,25 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
   SG_ASSIGN_OR_RETURN(manifest.seq, ClaimSeq(request.job, claim.dump()));
   const uint64_t seq = manifest.seq;
   // The index is read only now, after the claim: the order gc's rule
-  // relies on (docs/design.md §4, "Retention with shared objects").
-  FrameIndex index;
+  // relies on (docs/design.md §4, "Retention with shared objects"). It is
+  // read on a thread of its own while the first frames are read, hashed and
+  // compressed; their lookups wait for it (FrameIndex's `pending`).
+  FrameIndex index(/*pending=*/true);
+  std::thread reader;
   if (options_.reuse) {
-    if (Status st = BuildIndex(request.job, index); !st.ok()) {
-      LogWarn("snapshot {}: not reusing stored frames, reading the history failed: {}",
-              SeqName(seq), st.message());
-    } else {
-      index_ = &index;
-    }
+    index_ = &index;
+    reader = std::thread([this, &index, &request, seq] {
+      Status st = BuildIndex(request.job, index);
+      if (!st.ok()) {
+        LogWarn("snapshot {}: not reusing stored frames, reading the history failed: {}",
+                SeqName(seq), st.message());
+      }
+      index.MarkReady(st.ok());
+    });
   }
   cancel_ = request.cancel;
   auto result = UploadAndCommit(capture, request, std::move(manifest), progress);
+  if (reader.joinable()) reader.join();
   cancel_ = nullptr;
   index_ = nullptr;
   if (!result.ok()) {

@@ -5,8 +5,11 @@
 // writer running between gc's steps.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
+#include "agent/frame_index.h"
 #include "agent/restorer.h"
 #include "agent/retention.h"
 #include "agent/snapshot_catalog.h"
@@ -57,6 +60,24 @@ class FrameReuseTest : public FileStoreTest {
     return {{"base.bin", {base_, 0644}}, {"adapter.bin", {RandomBytes(100000, 100 + step), 0644}}};
   }
 };
+
+// The writer reads the history while its first frames are compressed: a
+// lookup waits for the index, and one that could not be read finds nothing.
+TEST(FrameIndexTest, APendingIndexAnswersOnlyOnceReady) {
+  const FrameRef ref{"snapshots/0000000001/files/a", 0, 10, std::string(64, 'a')};
+  FrameIndex index(/*pending=*/true);
+  std::atomic<bool> found{false};
+  std::thread finder([&] { found = index.Find(Codec::kZstd, ref.sha256).has_value(); });
+  index.Add(Codec::kZstd, ref);  // the history, read while the finder waits
+  index.MarkReady(true);
+  finder.join();
+  EXPECT_TRUE(found) << "the lookup waited for the history";
+  FrameIndex unreadable(/*pending=*/true);
+  unreadable.Add(Codec::kZstd, ref);
+  unreadable.MarkReady(false);
+  EXPECT_FALSE(unreadable.Find(Codec::kZstd, ref.sha256).has_value());
+  EXPECT_TRUE(FrameIndex().Find(Codec::kZstd, "none") == std::nullopt) << "ready by default";
+}
 
 TEST_F(FrameReuseTest, AnUnchangedFileIsReferencedNotUploaded) {
   auto first = Commit(Lora(1));
