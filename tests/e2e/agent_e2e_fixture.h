@@ -20,6 +20,7 @@
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_until.h"
 
 namespace sg::testing {
 
@@ -93,12 +94,7 @@ class AgentE2E : public ::testing::Test {
     return kinds;
   }
   bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (done()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return done();
+    return WaitUntil(done, timeout);
   }
   static int64_t NewestStepOnDisk(const std::string& dir) {
     int64_t best = -1;

@@ -24,6 +24,7 @@
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_until.h"
 
 namespace sg::testing {
 
@@ -118,12 +119,7 @@ class FleetE2E : public ::testing::Test {
     return recent.ok() ? *recent : std::vector<nlohmann::json>{};
   }
   bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (done()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return done();
+    return WaitUntil(done, timeout);
   }
 
   S3TestEnv s3_;

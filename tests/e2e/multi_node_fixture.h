@@ -24,6 +24,7 @@
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_until.h"
 
 namespace sg::testing {
 
@@ -91,12 +92,7 @@ class MultiNodeE2E : public ::testing::Test {
     return e.ok() ? *e : std::vector<RoundEnd>{};
   }
   bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (done()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return done();
+    return WaitUntil(done, timeout);
   }
   // The final.txt lines of the nodes `which`, sorted.
   std::vector<std::string> Finals(const std::vector<int>& which) {
