@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <mutex>
 
-#include "agent/checkpoint_relpath.h"
 #include "agent/preset_rules.h"
 #include "agent/snapshot_catalog.h"
 #include "agent/snapshot_file_reader.h"
