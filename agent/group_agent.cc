@@ -123,7 +123,8 @@ void GroupAgent::Beat(Clock::MonoTime now) {
 }
 
 void GroupAgent::KeepLease(Clock::MonoTime now) {
-  if (now < next_lease_) return;
+  // Whether to try is known once the members and the newest plan were read.
+  if (now < next_lease_ || (!lease_.held() && !plan_read_)) return;
   next_lease_ = now + std::min<Duration>(cfg_.lease.heartbeat, cfg_.group.heartbeat);
   if (lease_.held()) {
     if (!lease_.RenewalDue()) return;
@@ -137,6 +138,11 @@ void GroupAgent::KeepLease(Clock::MonoTime now) {
   }
   // Only a member that is not on its way out coordinates.
   if (noticed_ || state_ == State::kDone) return;
+  // A newcomer leaves it to the last round's members while one is alive.
+  if (state_ == State::kWaiting &&
+      !MayCoordinate(self_, newest_plan_, freshness_.FreshMembers(now))) {
+    return;
+  }
   auto attempt = lease_.TryAcquire();
   if (attempt.ok() && attempt->outcome == LeaseKeeper::Outcome::kAcquired) {
     LogInfo("coordinating job {} (lease generation {})", cfg_.job, lease_.generation());
@@ -171,6 +177,8 @@ void GroupAgent::Look(Clock::MonoTime now) {
       LogWarn("reading the newest plan failed: {}", plan.status().message());
       return;
     }
+    newest_plan_ = *plan;
+    plan_read_ = true;
     Waiting(now, *plan);
   } else if (state_ == State::kInRound || state_ == State::kEnding) {
     auto ends = group_.Ends(plan_->round);

@@ -143,6 +143,8 @@ class GroupAgent {
   uint64_t counted_round_ = 0;         // the last ended round counted in crash_rounds_
   int crash_rounds_ = 0;               // rounds in a row ended by a crash
   Clock::MonoTime next_plan_at_{};
+  bool plan_read_ = false;                  // the newest plan was read at least once
+  std::optional<RoundPlan> newest_plan_;    // as last read while waiting
   Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{}, next_poll_{};
   std::optional<int> exit_code_;
   AgentResult result_;

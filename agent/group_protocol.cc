@@ -285,6 +285,14 @@ std::optional<double> MemberFreshness::Age(const std::string& agent, Clock::Mono
   return std::chrono::duration<double>(now - it->second.changed).count();
 }
 
+bool MayCoordinate(const MemberRecord& self, const std::optional<RoundPlan>& newest,
+                   const std::vector<MemberRecord>& fresh) {
+  if (!newest || newest->RankOf(self.agent)) return true;
+  return std::none_of(fresh.begin(), fresh.end(), [&](const MemberRecord& m) {
+    return m.agent != self.agent && newest->RankOf(m.agent).has_value();
+  });
+}
+
 std::optional<RoundPlan> PlanNextRound(const MemberRecord& coordinator,
                                        const std::vector<MemberRecord>& fresh, int nodes,
                                        const std::optional<RoundPlan>& previous, uint64_t round,

@@ -132,6 +132,14 @@ class MemberFreshness {
   std::map<std::string, Seen> seen_;  // by agent identity
 };
 
+// Whether `self` may try to take the job's lease (become the coordinator):
+// a member that is not in the newest plan leaves it to that round's members
+// while one of them is fresh, so that rank 0 and the master stay on a node
+// of the last round rather than move to a newcomer with an empty disk
+// (docs/design.md, section 14).
+bool MayCoordinate(const MemberRecord& self, const std::optional<RoundPlan>& newest,
+                   const std::vector<MemberRecord>& fresh);
+
 // The coordinator's plan for the next round: itself as rank 0 and master,
 // then the other fresh members; members of the previous round keep their
 // order, newcomers follow by instance id. Members whose settings differ

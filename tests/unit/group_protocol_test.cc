@@ -161,6 +161,23 @@ TEST(GroupProtocolTest, TheCoordinatorIsRankZeroAndMembersKeepTheirOrder) {
   EXPECT_EQ(full->RankOf("a-3"), std::nullopt);
 }
 
+TEST(GroupProtocolTest, ANewcomerLeavesCoordinatingToTheLastRoundsMembersWhileOneIsAlive) {
+  const MemberRecord a = Member("i-a", "a-a"), b = Member("i-b", "a-b"), gone = Member("i-g", "a-g");
+  const MemberRecord newcomer = Member("i-0", "a-0");
+  auto last = PlanNextRound(gone, {gone, a, b}, 3, std::nullopt, 1, 1, 29500, {}, {});
+  ASSERT_TRUE(last);
+  // No round yet: anyone may coordinate.
+  EXPECT_TRUE(MayCoordinate(newcomer, std::nullopt, {newcomer, a}));
+  // The last round's coordinator left; a and b are alive: only they try.
+  EXPECT_FALSE(MayCoordinate(newcomer, last, {newcomer, a, b}));
+  EXPECT_FALSE(MayCoordinate(newcomer, last, {newcomer, b}));
+  EXPECT_TRUE(MayCoordinate(a, last, {newcomer, a, b}));
+  // None of them is alive any more (every agent restarted, say): the newcomer may.
+  EXPECT_TRUE(MayCoordinate(newcomer, last, {newcomer}));
+  EXPECT_TRUE(MayCoordinate(newcomer, last, {newcomer, Member("i-a", "a-a-restarted")}))
+      << "a restarted agent is a new member";
+}
+
 TEST(GroupProtocolTest, AGroupIsCompleteOnlyWithEveryRanksPartOfOneStep) {
   EXPECT_EQ(CompleteGroup({Part(0, 100, 1), Part(1, 100, 1)}, 3, std::nullopt), std::nullopt);
   EXPECT_EQ(CompleteGroup({Part(0, 100, 1), Part(1, 200, 1), Part(2, 100, 1)}, 3, std::nullopt),
