@@ -143,14 +143,35 @@ struct PrefixAudit {
   size_t multipart_uploads = 0;
   size_t uncommitted_dirs = 0;
   std::vector<std::string> orphan_keys;
+  std::vector<std::string> upload_keys;  // of the unfinished multipart uploads
 };
+
+// For a failure message: each orphan left after gc, whether it was an
+// object or an unfinished upload before gc, and what gc printed.
+inline std::string ExplainOrphans(const PrefixAudit& before, const PrefixAudit& after,
+                                  const std::string& gc_output) {
+  std::string out;
+  for (const std::string& key : after.orphan_keys) {
+    auto in = [&](const std::vector<std::string>& v) {
+      return std::find(v.begin(), v.end(), key) != v.end() ? "yes" : "no";
+    };
+    out += key + ": an orphan before gc " + in(before.orphan_keys) + ", an unfinished upload " +
+           in(before.upload_keys) + "\n";
+  }
+  return out + "gc said:\n" + gc_output;
+}
 
 inline PrefixAudit AuditJob(S3Store& store, const S3TestEnv& s3, const std::string& prefix,
                             const std::string& job) {
   PrefixAudit audit;
   auto uploads = store.client().ListMultipartUploads(s3.bucket, prefix + "/" + JobPrefix(job));
   EXPECT_TRUE(uploads.ok()) << uploads.status().ToString();
-  if (uploads.ok()) audit.multipart_uploads = uploads->size();
+  if (uploads.ok()) {
+    audit.multipart_uploads = uploads->size();
+    for (const MultipartUploadInfo& u : *uploads) {
+      audit.upload_keys.push_back(u.key.substr(std::min(u.key.size(), prefix.size() + 1)));
+    }
+  }
 
   auto objects = ListAll(store, JobPrefix(job));
   EXPECT_TRUE(objects.ok()) << objects.status().ToString();
@@ -169,6 +190,9 @@ inline PrefixAudit AuditJob(S3Store& store, const S3TestEnv& s3, const std::stri
       EXPECT_TRUE(m.ok()) << m.status().ToString();
       if (!m.ok()) continue;
       for (const ManifestFile& f : m->files) referenced.insert(JobPrefix(job) + f.key);
+      // Frames reused from an older snapshot's objects (docs/design.md §4):
+      // that object stays while a kept manifest needs it, whatever its dir.
+      for (const std::string& key : m->ReferencedKeys()) referenced.insert(JobPrefix(job) + key);
     }
   }
   std::set<std::string> uncommitted_dirs;

@@ -263,7 +263,7 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;
   const PrefixAudit after_gc = AuditJob(*store_, s3_, prefix_, "job");
   EXPECT_EQ(after_gc.multipart_uploads, 0u);
-  EXPECT_EQ(after_gc.orphans, 0u) << (after_gc.orphan_keys.empty() ? "" : after_gc.orphan_keys[0]);
+  EXPECT_EQ(after_gc.orphans, 0u) << ExplainOrphans(before_gc, after_gc, gc.out + gc.err);
   // And the newest committed snapshot survived gc intact.
   const uint64_t newest = *Newest();
   CommandResult last = cli_.Run({"restore", "-c", config, "--to", dir_.Join("after-gc")});
@@ -684,7 +684,7 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
   ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;
   const PrefixAudit after_gc = AuditJob(*store_, s3_, prefix_, "job");
   EXPECT_EQ(after_gc.multipart_uploads, 0u);
-  EXPECT_EQ(after_gc.orphans, 0u) << (after_gc.orphan_keys.empty() ? "" : after_gc.orphan_keys[0]);
+  EXPECT_EQ(after_gc.orphans, 0u) << ExplainOrphans(before_gc, after_gc, gc.out + gc.err);
 
   EXPECT_EQ(lost, 0);
   EXPECT_GE(agent_restores, 1);
