@@ -38,6 +38,11 @@ std::optional<FrameRef> FrameIndex::Find(Codec codec, const std::string& sha256)
   return it->second;
 }
 
+bool FrameIndex::ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ready_;
+}
+
 size_t FrameIndex::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return frames_.size();

@@ -32,6 +32,8 @@ class FrameIndex {
   // The stored frame of `codec` whose raw bytes have `sha256`, if any
   // (thread-safe; waits until the index is ready).
   std::optional<FrameRef> Find(Codec codec, const std::string& sha256) const;
+  // Whether Find answers at once (the history was read, or there is none to read).
+  bool ready() const;
   size_t size() const;
 
  private:

@@ -46,6 +46,11 @@ StatusOr<Dirs> ListDirs(ObjectStore& store, const std::string& job,
 StatusOr<std::set<std::string>> Referenced(SnapshotCatalog& catalog, const std::string& job,
                                            const Dirs& dirs) {
   std::set<std::string> keys;
+  std::vector<uint64_t> committed;
+  for (const auto& [seq, d] : dirs) {
+    if (d.committed) committed.push_back(seq);
+  }
+  catalog.Prefetch(committed);
   for (const auto& [seq, d] : dirs) {
     if (!d.committed) continue;
     auto m = catalog.ReadManifest(seq);
@@ -96,6 +101,15 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   };
   // Retention never deletes the last snapshot with a readable manifest: if
   // every kept one is damaged, the older ones stay.
+  {
+    std::vector<uint64_t> to_keep;
+    for (const auto& [seq, d] : dirs) {
+      if (d.committed && !d.fenced && static_cast<int>(to_keep.size()) < options.keep) {
+        to_keep.push_back(seq);
+      }
+    }
+    catalog.Prefetch(to_keep);
+  }
   int kept = 0, kept_readable = 0;
   const auto cutoff = clock.Now() - options.abandoned_after;
   for (auto& [seq, d] : dirs) {

@@ -1,9 +1,11 @@
 #include "agent/snapshot_catalog.h"
 
 #include <algorithm>
+#include <future>
 
 #include "agent/fencing.h"
 #include "agent/store_layout.h"
+#include "common/bounded_executor.h"
 #include "common/log.h"
 
 namespace sg {
@@ -27,9 +29,13 @@ SnapshotCatalog::SnapshotCatalog(ObjectStore& store, std::string job)
     : store_(store), job_(std::move(job)) {}
 
 StatusOr<std::vector<uint64_t>> SnapshotCatalog::Committed() {
-  SG_ASSIGN_OR_RETURN(FenceTable fences, FenceTable::Read(store_, job_));
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, SnapshotsPrefix(job_)));
-  return Admitted(fences, objects);
+  // The two listings are independent: the fences are read beside the snapshots.
+  auto fences_read = std::async(std::launch::async, [this] { return FenceTable::Read(store_, job_); });
+  StatusOr<std::vector<ObjectInfo>> objects = ListAll(store_, SnapshotsPrefix(job_));
+  StatusOr<FenceTable> fences = fences_read.get();
+  SG_RETURN_IF_ERROR(fences.status());
+  SG_RETURN_IF_ERROR(objects.status());
+  return Admitted(*fences, *objects);
 }
 
 StatusOr<std::vector<uint64_t>> SnapshotCatalog::CommittedIn(
@@ -47,6 +53,11 @@ std::vector<uint64_t> SnapshotCatalog::Admitted(const FenceTable& fences,
   std::sort(seqs.rbegin(), seqs.rend());
   fenced_.clear();
   const uint64_t admitted_below = fences.AdmitsAnyUpTo();
+  std::vector<uint64_t> judged;
+  for (uint64_t seq : seqs) {
+    if (seq > admitted_below) judged.push_back(seq);
+  }
+  Prefetch(judged);
   std::vector<uint64_t> admitted;
   for (uint64_t seq : seqs) {
     if (seq > admitted_below) {
@@ -74,6 +85,7 @@ StatusOr<SnapshotHistory> SnapshotCatalog::History() {
   SnapshotHistory history;
   history.job = job_;
   history.fenced = fenced_;
+  Prefetch(committed);
   for (uint64_t seq : committed) history.entries.push_back({seq, ReadManifest(seq)});
   return history;
 }
@@ -84,6 +96,32 @@ StatusOr<Manifest> SnapshotCatalog::ReadManifest(uint64_t seq) {
   SG_ASSIGN_OR_RETURN(Manifest m, ParseManifest(text, job_, seq));
   read_.emplace(seq, m);
   return m;
+}
+
+void SnapshotCatalog::Prefetch(const std::vector<uint64_t>& seqs, int parallel) {
+  std::vector<uint64_t> todo;
+  for (uint64_t seq : seqs) {
+    if (!read_.contains(seq)) todo.push_back(seq);
+  }
+  if (todo.size() < 2) return;  // ReadManifest's one GET is as quick
+  std::vector<std::optional<Manifest>> got(todo.size());
+  {
+    const int threads = std::min<int>(std::max(parallel, 1), static_cast<int>(todo.size()));
+    BoundedExecutor readers(threads, threads);
+    for (size_t i = 0; i < todo.size(); ++i) {
+      (void)readers.Submit([&, i]() -> Status {
+        auto text = store_.Get(ManifestKey(job_, todo[i]));
+        if (!text.ok()) return Status::Ok();
+        auto m = ParseManifest(*text, job_, todo[i]);
+        if (m.ok()) got[i] = std::move(*m);
+        return Status::Ok();
+      });
+    }
+    (void)readers.Wait();
+  }
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (got[i]) read_.emplace(todo[i], std::move(*got[i]));
+  }
 }
 
 }  // namespace sg

@@ -51,8 +51,13 @@ class SnapshotCatalog {
   StatusOr<SnapshotHistory> History();
   // Seqs with a manifest that the last Committed() left out as fenced.
   const std::vector<uint64_t>& Fenced() const { return fenced_; }
-  // One GET (none when Committed() already read it).
+  // One GET (none when Committed() or Prefetch already read it).
   StatusOr<Manifest> ReadManifest(uint64_t seq);
+  // Reads the manifests of `seqs` not read yet, up to `parallel` GETs at a
+  // time, and keeps those that parse for ReadManifest; one that fails is
+  // read again by ReadManifest, which reports why.
+  void Prefetch(const std::vector<uint64_t>& seqs, int parallel = kParallelReads);
+  static constexpr int kParallelReads = 8;
 
  private:
   std::vector<uint64_t> Admitted(const FenceTable& fences,

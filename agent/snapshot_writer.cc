@@ -142,9 +142,17 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
         pipeline.Submit([codec, level, index, raw = std::move(raw)]() -> StatusOr<Encoded> {
           Encoded e;
           e.sha256 = Sha256Hex(raw);
-          if (index) e.stored = index->Find(codec, e.sha256);
+          // While the history is still being read, the frame is compressed
+          // first and looked up after, so that the first frames do not wait
+          // for the index; a frame found then drops its bytes.
+          const bool early = index && !index->ready();
+          if (index && !early) e.stored = index->Find(codec, e.sha256);
           if (!e.stored) {
             SG_ASSIGN_OR_RETURN(e.bytes, EncodeFrame(codec, raw, level));
+          }
+          if (early) {
+            e.stored = index->Find(codec, e.sha256);
+            if (e.stored) e.bytes.clear();
           }
           return e;
         }));
@@ -161,27 +169,14 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
 }
 
 Status SnapshotWriter::BuildIndex(const std::string& job, FrameIndex& index) {
-  // The manifests are read in parallel: this is on the way to the commit.
+  // The manifests are read in parallel (Prefetch): this is on the way to the commit.
   SnapshotCatalog catalog(store_, job);
   SG_ASSIGN_OR_RETURN(const std::vector<uint64_t> committed, catalog.Committed());
-  std::vector<std::optional<Manifest>> manifests(committed.size());
-  {
-    constexpr int kReaders = 8;
-    BoundedExecutor readers(kReaders, kReaders);
-    for (size_t i = 0; i < committed.size(); ++i) {
-      SG_RETURN_IF_ERROR(readers.Submit([&, i]() -> Status {
-        // One that cannot be read or parsed offers nothing to reuse.
-        auto text = store_.Get(ManifestKey(job, committed[i]));
-        if (!text.ok()) return Status::Ok();
-        auto m = ParseManifest(*text, job, committed[i]);
-        if (m.ok()) manifests[i] = std::move(*m);
-        return Status::Ok();
-      }));
-    }
-    SG_RETURN_IF_ERROR(readers.Wait());
-  }
-  for (const std::optional<Manifest>& m : manifests) {
-    if (m) index.AddManifest(*m);  // newest first: the first copy of a frame stays
+  catalog.Prefetch(committed);
+  for (uint64_t seq : committed) {
+    // One that cannot be read or parsed offers nothing to reuse.
+    auto m = catalog.ReadManifest(seq);
+    if (m.ok()) index.AddManifest(*m);  // newest first: the first copy of a frame stays
   }
   return Status::Ok();
 }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <filesystem>
 #include <thread>
 
@@ -66,12 +68,14 @@ class FrameReuseTest : public FileStoreTest {
 TEST(FrameIndexTest, APendingIndexAnswersOnlyOnceReady) {
   const FrameRef ref{"snapshots/0000000001/files/a", 0, 10, std::string(64, 'a')};
   FrameIndex index(/*pending=*/true);
+  EXPECT_FALSE(index.ready());
   std::atomic<bool> found{false};
   std::thread finder([&] { found = index.Find(Codec::kZstd, ref.sha256).has_value(); });
   index.Add(Codec::kZstd, ref);  // the history, read while the finder waits
   index.MarkReady(true);
   finder.join();
   EXPECT_TRUE(found) << "the lookup waited for the history";
+  EXPECT_TRUE(index.ready());
   FrameIndex unreadable(/*pending=*/true);
   unreadable.Add(Codec::kZstd, ref);
   unreadable.MarkReady(false);
@@ -255,6 +259,42 @@ TEST_F(FrameReuseTest, ADamagedSharedObjectIsNamedAndEverySnapshotNeedingItFalls
     EXPECT_NE(why.find(shared), std::string::npos) << why;
   }
   EXPECT_EQ(ReadTree(dir_.Join("out")), (Tree{{"base.bin", {other_base, 0644}}}));
+}
+
+}  // namespace
+}  // namespace sg::testing
+
+namespace sg::testing {
+namespace {
+
+// The history's manifests are read several at a time (Prefetch), and once:
+// the writer's index, restore's history and retention wait for their GETs.
+TEST_F(FrameReuseTest, TheHistorysManifestsAreReadTogetherAndOnce) {
+  for (int step = 0; step < 3; ++step) ASSERT_TRUE(Commit(Lora(step)).ok());
+  StepStore steps(*store_);
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0, most = 0, manifest_gets = 0;
+  steps.BeforeStep([&](const StepStore::Op& op) {
+    if (op.kind != StepStore::Kind::kGet || !op.key.ends_with("manifest.json")) return;
+    std::unique_lock<std::mutex> lock(mu);
+    ++manifest_gets;
+    most = std::max(most, ++in_flight);
+    cv.notify_all();
+    // Held until a second GET is in flight (or, read one at a time, a bound
+    // that only a machine stalled for half a minute reaches).
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return most >= 2; });
+    --in_flight;
+  });
+  SnapshotCatalog catalog(steps, "job");
+  auto history = catalog.History();
+  ASSERT_TRUE(history.ok()) << history.status().ToString();
+  ASSERT_EQ(history->entries.size(), 3u);
+  for (const auto& e : history->entries) EXPECT_TRUE(e.manifest.ok());
+  EXPECT_GE(most, 2) << "two manifest GETs at once";
+  EXPECT_EQ(manifest_gets, 3) << "each manifest read once";
+  for (const auto& e : history->entries) ASSERT_TRUE(catalog.ReadManifest(e.seq).ok());
+  EXPECT_EQ(manifest_gets, 3) << "ReadManifest answers from what was read";
 }
 
 }  // namespace
