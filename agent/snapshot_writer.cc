@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -168,9 +169,15 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   return file;
 }
 
-Status SnapshotWriter::BuildIndex(const std::string& job, FrameIndex& index) {
-  // The manifests are read in parallel (Prefetch): this is on the way to the commit.
+Status SnapshotWriter::BuildIndex(const std::string& job, std::shared_future<bool> claimed,
+                                  FrameIndex& index) {
+  // The manifests are read while the seq is claimed, in parallel
+  // (Prefetch): this is on the way to the commit. A seq's manifest never
+  // changes, so reading it early is safe; which ones the index may use is
+  // decided by the listing after the claim (docs/design.md §4).
   SnapshotCatalog catalog(store_, job);
+  if (auto before = catalog.Committed(); before.ok()) catalog.Prefetch(*before);
+  if (!claimed.get()) return Status::Ok();  // no snapshot to index for
   SG_ASSIGN_OR_RETURN(const std::vector<uint64_t> committed, catalog.Committed());
   catalog.Prefetch(committed);
   for (uint64_t seq : committed) {
@@ -243,25 +250,32 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
   const nlohmann::ordered_json claim = {{"instance", request.instance},
                                         {"generation", request.generation},
                                         {"created", manifest.created}};
-  SG_ASSIGN_OR_RETURN(manifest.seq, ClaimSeq(request.job, claim.dump()));
-  const uint64_t seq = manifest.seq;
-  // The index is read only now, after the claim: the order gc's rule
-  // relies on (docs/design.md §4, "Retention with shared objects"). It is
-  // read on a thread of its own while the first frames are read, hashed and
-  // compressed; their lookups wait for it (FrameIndex's `pending`).
+  // The history is read on a thread of its own, from before the claim;
+  // the index takes only the manifests of a listing made after the claim
+  // (the order gc's rule relies on: docs/design.md §4, "Retention with
+  // shared objects"). The first frames are read, hashed and compressed
+  // meanwhile; their lookups wait for it (FrameIndex's `pending`).
   FrameIndex index(/*pending=*/true);
+  std::promise<bool> claimed;
   std::thread reader;
   if (options_.reuse) {
-    index_ = &index;
-    reader = std::thread([this, &index, &request, seq] {
-      Status st = BuildIndex(request.job, index);
+    reader = std::thread([this, &index, job = request.job, future = claimed.get_future().share()] {
+      Status st = BuildIndex(job, future, index);
       if (!st.ok()) {
-        LogWarn("snapshot {}: not reusing stored frames, reading the history failed: {}",
-                SeqName(seq), st.message());
+        LogWarn("not reusing stored frames, reading the history failed: {}", st.message());
       }
       index.MarkReady(st.ok());
     });
   }
+  auto claim_seq = ClaimSeq(request.job, claim.dump());
+  claimed.set_value(claim_seq.ok());
+  if (!claim_seq.ok()) {
+    if (reader.joinable()) reader.join();
+    return claim_seq.status();
+  }
+  manifest.seq = *claim_seq;
+  const uint64_t seq = manifest.seq;
+  if (options_.reuse) index_ = &index;
   cancel_ = request.cancel;
   auto result = UploadAndCommit(capture, request, std::move(manifest), progress);
   if (reader.joinable()) reader.join();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <future>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -92,8 +93,10 @@ class SnapshotWriter {
                     const std::vector<const CapturedFile*>& sources,
                     std::vector<ManifestFile*> out, const ProgressFn& progress);
 
-  // Reads every manifest of the job's history into `index`.
-  Status BuildIndex(const std::string& job, FrameIndex& index);
+  // Reads the manifests of the job's history, and once `claimed` is ready
+  // (true: this writer's claim is stored), lists the history again and puts
+  // the manifests of that listing into `index` (docs/design.md §4).
+  Status BuildIndex(const std::string& job, std::shared_future<bool> claimed, FrameIndex& index);
 
   ObjectStore& store_;
   Clock& clock_;

@@ -28,6 +28,8 @@ class StepStore final : public ObjectStore {
 
   // Runs before every operation (not under a lock; it may use the store).
   void BeforeStep(std::function<void(const Op&)> hook) { hook_ = std::move(hook); }
+  // Runs after every Get has returned, with the key it read.
+  void AfterGet(std::function<void(const std::string&)> hook) { after_get_ = std::move(hook); }
   // Operation `n` (1-based, counting writes only: Put, Delete, NewWriter,
   // Append, Commit) and everything after it fail, as if the process died
   // just before it.
@@ -46,7 +48,9 @@ class StepStore final : public ObjectStore {
   StatusOr<std::string> Get(const std::string& key, std::optional<ByteRange> range,
                             ObjectInfo* info) override {
     SG_RETURN_IF_ERROR(Step({Kind::kGet, key}));
-    return base_.Get(key, range, info);
+    auto got = base_.Get(key, range, info);
+    if (after_get_) after_get_(key);
+    return got;
   }
   StatusOr<ObjectInfo> Head(const std::string& key) override {
     SG_RETURN_IF_ERROR(Step({Kind::kHead, key}));
@@ -107,6 +111,7 @@ class StepStore final : public ObjectStore {
 
   ObjectStore& base_;
   std::function<void(const Op&)> hook_;
+  std::function<void(const std::string&)> after_get_;
   std::mutex mu_;
   int die_at_ = 0;
   int writes_ = 0;

@@ -224,6 +224,49 @@ TEST_F(FrameReuseTest, AWriterBetweenGcsStepsIsSeenByItsSecondListing) {
   EXPECT_EQ(ReadTree(dir_.Join("out")), Lora(3));
 }
 
+// The writer reads the history from before its claim, and gc retires
+// snapshot 1 (deleting its objects) after that read but before the claim.
+// The index takes only what a listing after the claim shows, so the new
+// snapshot uploads the base again instead of referencing deleted objects.
+TEST_F(FrameReuseTest, AHistoryReadBeforeTheClaimCountsOnlyWhatAListingAfterItShows) {
+  ASSERT_TRUE(Commit(Lora(1)).ok());                                    // 1: the base
+  ASSERT_TRUE(Commit({{"other.bin", {RandomBytes(kF, 7), 0644}}}).ok());  // 2: no base
+  StepStore steps(*store_);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool read_one = false;
+  std::atomic<bool> gc_ran{false};
+  Status gc_status;
+  const std::string manifest_one = ManifestKey("job", 1);
+  steps.AfterGet([&](const std::string& key) {
+    if (key != manifest_one) return;
+    std::lock_guard<std::mutex> lock(mu);
+    read_one = true;
+    cv.notify_all();
+  });
+  steps.BeforeStep([&](const StepStore::Op& op) {
+    if (op.kind != StepStore::Kind::kPut || !op.key.ends_with("/claim") || gc_ran) return;
+    {
+      // Until the writer's early read has snapshot 1's manifest (a bound
+      // only a machine stalled for half a minute reaches).
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(30), [&] { return read_one; });
+    }
+    gc_ran = true;
+    gc_status = CollectGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)}).status();
+  });
+  auto third = Commit(Lora(3), &steps);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  ASSERT_TRUE(gc_ran);
+  ASSERT_TRUE(read_one) << "the history was read before the claim";
+  ASSERT_TRUE(gc_status.ok()) << gc_status.ToString();
+  EXPECT_FALSE(Exists("snapshots/" + SeqName(1) + "/files/base.bin.zst")) << "gc deleted it";
+  EXPECT_EQ(CountMissingReferences(*store_, "job"), 0);
+  auto restored = Restore("out");
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(ReadTree(dir_.Join("out")), Lora(3));
+}
+
 // A damaged shared object: every snapshot that needs it is refused with the
 // object named, restore falls back to one that does not need it, and
 // `verify` checks every referenced frame.
