@@ -36,13 +36,6 @@ Status CheckUnchanged(int fd, const CapturedFile& source, std::string_view when)
                                          "); this capture is not committed");
 }
 
-// "snapshots/<seq>/packs/pack-000001.zst", relative to the job prefix.
-std::string PackObjectKey(uint64_t seq, int number) {
-  std::string n = std::to_string(number);
-  return "snapshots/" + SeqName(seq) + "/packs/pack-" + std::string(n.size() < 6 ? 6 - n.size() : 0, '0') +
-         n + ".zst";
-}
-
 }  // namespace
 
 SnapshotWriter::SnapshotWriter(ObjectStore& store, Clock& clock, SnapshotOptions options)
@@ -169,7 +162,7 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   return file;
 }
 
-Status SnapshotWriter::BuildIndex(const std::string& job, std::shared_future<bool> claimed,
+Status SnapshotWriter::BuildIndex(const std::string& job, std::shared_future<uint64_t> claimed,
                                   FrameIndex& index) {
   // The manifests are read while the seq is claimed, in parallel
   // (Prefetch): this is on the way to the commit. A seq's manifest never
@@ -177,8 +170,13 @@ Status SnapshotWriter::BuildIndex(const std::string& job, std::shared_future<boo
   // decided by the listing after the claim (docs/design.md §4).
   SnapshotCatalog catalog(store_, job);
   if (auto before = catalog.Committed(); before.ok()) catalog.Prefetch(*before);
-  if (!claimed.get()) return Status::Ok();  // no snapshot to index for
-  SG_ASSIGN_OR_RETURN(const std::vector<uint64_t> committed, catalog.Committed());
+  const uint64_t own = claimed.get();
+  if (own == 0) return Status::Ok();  // no snapshot to index for
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
+  // Only older snapshots: a manifest may reference frames of lower seqs
+  // alone (readers refuse any other: docs/format.md, "References"),
+  // and a seq above this one can be committed while this one is written.
+  std::erase_if(committed, [own](uint64_t seq) { return seq >= own; });
   catalog.Prefetch(committed);
   for (uint64_t seq : committed) {
     // One that cannot be read or parsed offers nothing to reuse.
@@ -208,23 +206,34 @@ Status SnapshotWriter::UploadPack(const std::string& job, uint64_t seq, int numb
     }
     SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed while it was read"));
     if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
-    // Always plain zstd: a file of a pack is one frame that `zstd -d`
-    // decodes by itself (docs/format.md, "Packs").
-    SG_ASSIGN_OR_RETURN(std::string encoded, EncodeFrame(Codec::kZstd, raw, options_.level));
     ManifestFile& file = *out[i];
     file.path = source.relpath;
     file.size = source.size;
     file.mode = source.mode;
     file.frame_size = kFrameSize;
+    // Always plain zstd: a file of a pack is one frame that `zstd -d`
+    // decodes by itself (docs/format.md, "Packs").
     file.codec = Codec::kZstd;
-    // The file's own key names no object: its frame lives in the pack.
+    // The file's own key names no object: its frame lives in the pack, or
+    // in the object of an earlier copy of the same bytes (frame reuse: a
+    // tokenizer or config file unchanged since the last snapshot is
+    // referenced, not packed again; docs/design.md §4).
     file.key = FileObjectKey(seq, file.path, file.codec);
     file.sha256 = Sha256Hex(raw);
-    file.frames.push_back(FrameRef{key, object.size(), encoded.size(), file.sha256});
-    file.stored_size = encoded.size();
-    object += encoded;
+    if (auto stored = index_ ? index_->Find(file.codec, file.sha256) : std::nullopt) {
+      file.stored_size = stored->stored;
+      file.frames.push_back(std::move(*stored));
+    } else {
+      SG_ASSIGN_OR_RETURN(std::string encoded, EncodeFrame(file.codec, raw, options_.level));
+      FrameRef ref{key, object.size(), encoded.size(), file.sha256};
+      file.stored_size = ref.stored;
+      if (index_) index_->Add(file.codec, ref);
+      file.frames.push_back(std::move(ref));
+      object += encoded;
+    }
     if (progress) progress(raw.size());
   }
+  if (object.empty()) return Status::Ok();  // every file is a reference: no pack object
   return store_.Put(JobPrefix(job) + key, object, PutCondition::None()).status();
 }
 
@@ -256,7 +265,7 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
   // shared objects"). The first frames are read, hashed and compressed
   // meanwhile; their lookups wait for it (FrameIndex's `pending`).
   FrameIndex index(/*pending=*/true);
-  std::promise<bool> claimed;
+  std::promise<uint64_t> claimed;  // the claimed seq; 0: none
   std::thread reader;
   if (options_.reuse) {
     reader = std::thread([this, &index, job = request.job, future = claimed.get_future().share()] {
@@ -268,7 +277,7 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
     });
   }
   auto claim_seq = ClaimSeq(request.job, claim.dump());
-  claimed.set_value(claim_seq.ok());
+  claimed.set_value(claim_seq.ok() ? *claim_seq : 0);
   if (!claim_seq.ok()) {
     if (reader.joinable()) reader.join();
     return claim_seq.status();

@@ -94,9 +94,11 @@ class SnapshotWriter {
                     std::vector<ManifestFile*> out, const ProgressFn& progress);
 
   // Reads the manifests of the job's history, and once `claimed` is ready
-  // (true: this writer's claim is stored), lists the history again and puts
-  // the manifests of that listing into `index` (docs/design.md §4).
-  Status BuildIndex(const std::string& job, std::shared_future<bool> claimed, FrameIndex& index);
+  // (the seq this writer claimed; 0: the claim failed), lists the history
+  // again and puts the manifests of that listing below that seq into `index`
+  // (docs/design.md §4).
+  Status BuildIndex(const std::string& job, std::shared_future<uint64_t> claimed,
+                    FrameIndex& index);
 
   ObjectStore& store_;
   Clock& clock_;

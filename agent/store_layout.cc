@@ -44,6 +44,12 @@ std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec) {
   return FileObjectsPrefix(seq) + path + (codec == Codec::kNone ? "" : ".zst");
 }
 
+std::string PackObjectKey(uint64_t seq, int number) {
+  std::string n = std::to_string(number);
+  if (n.size() < 6) n.insert(0, 6 - n.size(), '0');
+  return "snapshots/" + SeqName(seq) + "/packs/pack-" + n + ".zst";
+}
+
 std::optional<uint64_t> SeqOfDataKey(std::string_view key) {
   constexpr std::string_view kTop = "snapshots/";
   if (!key.starts_with(kTop)) return std::nullopt;

@@ -40,6 +40,9 @@ std::string LatestKey(const std::string& job);
 std::string FileObjectsPrefix(uint64_t seq);
 // Key of a file's object, relative to the job prefix.
 std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec);
+// Key of a snapshot's pack number `number` (1, 2, ...), relative to the job
+// prefix: "snapshots/<seq>/packs/pack-000001.zst".
+std::string PackObjectKey(uint64_t seq, int number);
 // The seq of the snapshot that wrote a frame-holding object, relative to the
 // job prefix: "snapshots/<seq>/files/<...>" or "snapshots/<seq>/packs/<...>";
 // nullopt for any other key.

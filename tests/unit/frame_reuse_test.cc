@@ -130,6 +130,88 @@ TEST_F(FrameReuseTest, ReuseWorksAcrossFilesAndWithinAFile) {
   EXPECT_EQ(ReadTree(dir_.Join("out")), tree);
 }
 
+// Small files go into packs; the unchanged ones (a tokenizer, configs, a
+// data-loader state) are referenced where an earlier snapshot packed them,
+// and only the changed one is packed again.
+TEST_F(FrameReuseTest, UnchangedSmallFilesOfAPackAreReferencedNotPackedAgain) {
+  auto tree = [](int step) {
+    Tree t;
+    for (int i = 0; i < 20; ++i) {
+      t["tokenizer/part-" + std::to_string(100 + i) + ".json"] = {
+          "{\"part\": " + std::to_string(i) + ", \"vocab\": \"" + RandomBytes(4000, 200 + i) + "\"}",
+          0644};
+    }
+    t["state/loader.json"] = {"{\"step\": " + std::to_string(step) + "}", 0644};
+    return t;
+  };
+  auto first = Commit(tree(1));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const Manifest m1 = Read(first->seq);
+  ASSERT_EQ(m1.files.size(), 21u);
+  ASSERT_TRUE(m1.files[0].frames[0].key.find("/packs/") != std::string::npos) << "packed";
+
+  auto second = Commit(tree(2));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  const Manifest m2 = Read(second->seq);
+  uint64_t loader_stored = 0;
+  for (const ManifestFile& f : m2.files) {
+    ASSERT_EQ(f.frames.size(), 1u) << f.path;
+    const std::string& key = f.frames[0].key;
+    if (f.path == "state/loader.json") {
+      EXPECT_EQ(key, PackObjectKey(2, 1)) << "the changed file is packed anew";
+      loader_stored = f.stored_size;
+    } else {
+      EXPECT_EQ(key, PackObjectKey(1, 1)) << f.path << " is referenced in snapshot 1's pack";
+    }
+  }
+  EXPECT_EQ(second->new_bytes, loader_stored);
+  EXPECT_EQ(second->new_bytes + second->reused_bytes, second->stored_bytes);
+
+  // Nothing changed: no pack object at all.
+  auto third = Commit(tree(2));
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(third->new_bytes, 0u);
+  EXPECT_FALSE(Exists(PackObjectKey(3, 1)));
+
+  for (uint64_t seq : {1u, 2u, 3u}) {
+    auto restored = Restore("out-" + std::to_string(seq), seq);
+    ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+    EXPECT_EQ(ReadTree(dir_.Join("out-" + std::to_string(seq))), tree(seq == 1 ? 1 : 2));
+    EXPECT_TRUE(SnapshotFileReader(*store_, "job").Verify(Read(seq)).ok());
+  }
+}
+
+// A snapshot of a higher seq committed while this one is written (another
+// writer of the job) offers nothing to reuse: a manifest may only reference
+// its own seq and lower ones, and readers refuse any other.
+TEST_F(FrameReuseTest, ASnapshotCommittedAboveTheWritersOwnSeqIsNeverReferenced) {
+  ASSERT_TRUE(Commit(Lora(1)).ok());
+  const Tree same = {{"new.bin", {RandomBytes(3 * kF, 55), 0644}}};
+  StepStore steps(*store_);
+  bool claimed = false, other_wrote = false;
+  Status other_status;
+  steps.BeforeStep([&](const StepStore::Op& op) {
+    if (op.kind == StepStore::Kind::kPut && op.key.ends_with("/claim")) claimed = true;
+    // The first listing after the claim (the one the index takes manifests
+    // from): another writer commits the same bytes as seq 3 just before it.
+    if (op.kind != StepStore::Kind::kList || !claimed || other_wrote) return;
+    other_wrote = true;
+    auto other = Commit(same);
+    other_status = other.ok() ? Status::Ok() : other.status();
+  });
+  auto mine = Commit(same, &steps);
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  ASSERT_TRUE(other_wrote);
+  ASSERT_TRUE(other_status.ok()) << other_status.ToString();
+  ASSERT_EQ(mine->seq, 2u);
+  const Manifest m = Read(2);  // fails to parse if it names seq 3
+  ASSERT_EQ(m.files.size(), 1u);
+  for (const FrameRef& r : m.files[0].frames) EXPECT_EQ(r.key, m.files[0].key);
+  auto restored = Restore("out", 2);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(ReadTree(dir_.Join("out")), same);
+}
+
 TEST_F(FrameReuseTest, ReuseOffUploadsEveryFrame) {
   ASSERT_TRUE(Commit(Lora(1)).ok());
   auto off = Commit(Lora(2), nullptr, /*reuse=*/false);
