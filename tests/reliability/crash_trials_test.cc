@@ -15,6 +15,7 @@
 #include "tests/reliability/crash_support.h"
 #include "tests/support/random_bytes.h"
 #include "tests/support/reliability_record.h"
+#include "tests/support/reuse_support.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -82,7 +83,7 @@ class CrashTrials : public ::testing::Test {
 
   // A checkpoint tree that differs per trial: one file of five 8 MiB parts
   // (a multipart upload), one of a few MiB, some small ones; half of each
-  // compresses, half does not.
+  // compresses, half does not; plus one frame that never changes.
   static Tree TrialTree(uint64_t seed, int trial) {
     Tree t;
     auto blob = [&](size_t n, unsigned salt) {
@@ -94,6 +95,11 @@ class CrashTrials : public ::testing::Test {
     t["optim/state.bin"] = {blob(3 << 20, 2), 0600};
     t["meta/trial.json"] = {"{\"trial\": " + std::to_string(trial) + "}\n", 0644};
     t["meta/rng"] = {RandomBytes(4096, static_cast<unsigned>(seed) + 99u + trial), 0644};
+    // A frozen part that every trial saves unchanged (one frame): with frame
+    // reuse, each snapshot references the object of the oldest one still
+    // holding it, across retention.
+    t["frozen/base.bin"] = {std::string(4 << 20, 'f') + RandomBytes(4 << 20, static_cast<unsigned>(seed)),
+                            0644};
     return t;
   }
 
@@ -154,9 +160,10 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   ReliabilityRecord rec;
   rec.test = "crash_snapshot_kill9";
   rec.area = "crash";
-  rec.faults = "kill -9 of `spotguard snapshot` (36 MiB, multipart) at a random moment";
+  rec.faults = "kill -9 of `spotguard snapshot` (44 MiB, multipart, one frame reused from an older snapshot) at a random moment";
   std::map<std::string, int> phases;
   long committed = 1, restored = 0, lost = 0;
+  long kept_checked = 0, broken_kept = 0, reused_bytes = 0;
 
   // Random kills may all miss the inside of a snapshot: then more trials,
   // up to three times as many, rather than a pass that proved little.
@@ -224,6 +231,13 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
     }
     std::filesystem::remove_all(into);
     std::filesystem::remove(log);
+    // Frame reuse: no kept snapshot lost an object it references, whether
+    // the kill landed in the upload, the commit or the retention after it.
+    const ReferenceAudit refs = AuditReferences(*store_, "job");
+    ASSERT_GT(refs.kept, 0);
+    kept_checked += refs.kept;
+    broken_kept += refs.broken;
+    EXPECT_EQ(refs.broken, 0) << refs.missing << " missing references";
   }
 
   // One more snapshot, uncrashed: it runs retention, which must leave the
@@ -269,6 +283,19 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   CommandResult last = cli_.Run({"restore", "-c", config, "--to", dir_.Join("after-gc")});
   ASSERT_EQ(last.exit_code, 0) << last.out << last.err;
   EXPECT_EQ(TreeDigest(ReadTree(dir_.Join("after-gc"))), expected[newest]);
+  const ReferenceAudit after_gc_refs = AuditReferences(*store_, "job");
+  EXPECT_EQ(after_gc_refs.broken, 0) << after_gc_refs.missing << " missing references after gc";
+  kept_checked += after_gc_refs.kept;
+  broken_kept += after_gc_refs.broken;
+  // The trees share bytes between trials (the constant half of a blob), so
+  // the kept snapshots reference each other's objects: the audit above
+  // checked something.
+  if (auto history = SnapshotCatalog(*store_, "job").History(); history.ok()) {
+    for (const auto& e : history->entries) {
+      if (e.manifest.ok()) reused_bytes += static_cast<long>(e.manifest->ReusedStored());
+    }
+  }
+  EXPECT_GT(reused_bytes, 0) << "the kept snapshots reuse frames";
 
   const int ran = trial - 1;
   EXPECT_EQ(lost, 0);
@@ -286,7 +313,9 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
       std::to_string(before_gc.orphans) + " orphaned objects in " +
       std::to_string(before_gc.uncommitted_dirs) +
       " uncommitted dirs; after gc --older-than 0s: " + std::to_string(after_gc.multipart_uploads) +
-      " and " + std::to_string(after_gc.orphans);
+      " and " + std::to_string(after_gc.orphans) + "; frame reuse: " +
+      std::to_string(kept_checked) + " kept snapshots checked after the kills and gc, " +
+      std::to_string(broken_kept) + " with a missing reference";
   std::cout << rec.detail << "\n";
   EXPECT_TRUE(WriteReliabilityRecord(rec));
 }
@@ -330,7 +359,7 @@ void CrashTrials::RestoreTrials(const std::string& config, const std::string& ki
   ReliabilityRecord rec;
   rec.test = "crash_restore_kill9_" + kind;
   rec.area = "crash";
-  rec.faults = "kill -9 of `spotguard restore` (36 MiB from " + kind +
+  rec.faults = "kill -9 of `spotguard restore` (44 MiB from " + kind +
                ", over an older checkpoint) at a random moment";
   std::map<std::string, int> outcomes;
   long lost = 0, restored = 0;

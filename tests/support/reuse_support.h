@@ -120,17 +120,25 @@ class StepStore final : public ObjectStore {
   bool hooked_ = false;
 };
 
-// References of the job's kept snapshots (those a restore would consider)
-// to an object that is missing or shorter than the frame's end; -1 when the
-// store cannot be read.
-inline int CountMissingReferences(ObjectStore& store, const std::string& job) {
+// The job's kept snapshots (those a restore would consider, with a readable
+// manifest) and their references to an object that is missing or shorter
+// than the frame's end. `kept` is -1 when the store cannot be read.
+struct ReferenceAudit {
+  int kept = 0;
+  int broken = 0;   // kept snapshots with at least one missing reference
+  int missing = 0;  // missing references, over all kept snapshots
+};
+
+inline ReferenceAudit AuditReferences(ObjectStore& store, const std::string& job) {
+  ReferenceAudit audit;
   SnapshotCatalog catalog(store, job);
   auto history = catalog.History();
-  if (!history.ok()) return -1;
-  int missing = 0;
+  if (!history.ok()) return {-1, 0, 0};
   std::map<std::string, uint64_t> sizes;  // objects seen, by key
   for (const SnapshotHistory::Entry& e : history->entries) {
     if (!e.manifest.ok()) continue;
+    ++audit.kept;
+    int missing = 0;
     for (const ManifestFile& f : e.manifest->files) {
       for (const FrameRef& r : f.frames) {
         const std::string key = JobPrefix(job) + r.key;
@@ -142,8 +150,17 @@ inline int CountMissingReferences(ObjectStore& store, const std::string& job) {
         if (it->second < r.offset + r.stored) ++missing;
       }
     }
+    audit.missing += missing;
+    if (missing > 0) ++audit.broken;
   }
-  return missing;
+  return audit;
+}
+
+// Missing references of the job's kept snapshots; -1 when the store cannot
+// be read.
+inline int CountMissingReferences(ObjectStore& store, const std::string& job) {
+  const ReferenceAudit audit = AuditReferences(store, job);
+  return audit.kept < 0 ? -1 : audit.missing;
 }
 
 }  // namespace sg::testing
