@@ -28,7 +28,9 @@ Fault kinds (one per faulted request):
 Which requests: schedule "spread" (default) faults exactly one request at a
 seeded random position in every window of round(1/rate) requests; "random"
 faults each request with probability `rate`.  Kinds are used in turn from
-`kinds`, skipping ones that do not apply to the request.  Optional
+`kinds`; one that does not apply to the request (cut_request without a body,
+cut_response but for a GET) keeps its turn for the next faulted request it
+applies to.  Optional
 `delay_ms` delays every request, `bandwidth` (bytes/s, all connections
 together) slows request and response bodies; `match` (a regular expression
 searched in "METHOD /path?query") limits faults to the requests it matches;
@@ -232,8 +234,8 @@ class Proxy:
         self.rng = random.Random(self.config["seed"])
         self.window_pos = 0
         self.window_slot = -1
-        if "kinds" in update or not hasattr(self, "kind_index"):
-            self.kind_index = 0  # else the kinds keep taking turns
+        if "kinds" in update or not hasattr(self, "kind_turns"):
+            self.kind_turns = list(self.config["kinds"])  # else the kinds keep taking turns
 
     # ---- decisions (under self.lock) ----
     def decide(self, method, target, has_body):
@@ -254,14 +256,16 @@ class Proxy:
             self.window_pos += 1
         if not hit:
             return None
-        kinds = self.config["kinds"]
-        for i in range(len(kinds)):
-            kind = kinds[(self.kind_index + i) % len(kinds)]
+        # The first kind in turn that applies to this request goes to the
+        # back of the turns; one that does not apply keeps its place, so it
+        # is used at the next faulted request it applies to (every kind is
+        # injected, whatever the mix of requests).
+        for i, kind in enumerate(self.kind_turns):
             if kind == "cut_request" and not has_body:
                 continue
             if kind == "cut_response" and method != "GET":
                 continue
-            self.kind_index = (self.kind_index + i + 1) % len(kinds)
+            self.kind_turns.append(self.kind_turns.pop(i))
             return kind
         return None
 
