@@ -78,47 +78,14 @@ int ShuffleWidth(Codec codec) {
   }
 }
 
-std::string ShuffleBytes(std::string_view in, int width) {
-  if (width <= 1) return std::string(in);
-  const size_t w = static_cast<size_t>(width);
-  const size_t groups = in.size() / w;
-  std::string out(in.size(), '\0');
-  for (size_t plane = 0; plane < w; ++plane) {
-    char* dst = out.data() + plane * groups;
-    for (size_t g = 0; g < groups; ++g) dst[g] = in[g * w + plane];
-  }
-  std::copy(in.begin() + static_cast<ptrdiff_t>(groups * w), in.end(),
-            out.begin() + static_cast<ptrdiff_t>(groups * w));
-  return out;
-}
-
-namespace {
-
-// The inverse of ShuffleBytes: `n` bytes of planes at `src` to `dst`.
-void UnshuffleInto(const char* src, size_t n, int width, char* dst) {
-  const size_t w = static_cast<size_t>(width);
-  const size_t groups = n / w;
-  for (size_t plane = 0; plane < w; ++plane) {
-    const char* p = src + plane * groups;
-    for (size_t g = 0; g < groups; ++g) dst[g * w + plane] = p[g];
-  }
-  std::copy(src + groups * w, src + n, dst + groups * w);
-}
-
-}  // namespace
-
-std::string UnshuffleBytes(std::string_view in, int width) {
-  if (width <= 1) return std::string(in);
-  std::string out(in.size(), '\0');
-  UnshuffleInto(in.data(), in.size(), width, out.data());
-  return out;
-}
-
 StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level) {
   if (codec == Codec::kNone) return std::string(raw);
   const int width = ShuffleWidth(codec);
   if (width == 1) return Compress(raw, level);
-  return Compress(ShuffleBytes(raw, width), level);
+  thread_local std::string planes;  // reused: a frame is shuffled into it, then compressed
+  planes.resize(raw.size());
+  ShuffleInto(raw.data(), raw.size(), width, planes.data());
+  return Compress(planes, level);
 }
 
 StatusOr<std::string> DecodeSizedFrame(std::string_view stored, uint64_t max_size) {

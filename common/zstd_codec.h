@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/byte_shuffle.h"
 #include "common/status.h"
 
 namespace sg {
@@ -25,10 +26,6 @@ std::string_view CodecName(Codec codec);  // "none", "zstd", "zstd+shuffle2", "z
 StatusOr<Codec> ParseCodec(std::string_view name);
 int ShuffleWidth(Codec codec);  // 1 when the codec does not shuffle
 
-// Byte planes: for width w, out = all bytes i*w+0, then all i*w+1, ...; the
-// size % w bytes that do not fill a group are copied unchanged at the end.
-std::string ShuffleBytes(std::string_view in, int width);
-std::string UnshuffleBytes(std::string_view in, int width);
 
 // Encodes one slice into one stored frame (zstd frames carry their content
 // size and an XXH64 checksum).

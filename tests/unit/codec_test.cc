@@ -27,6 +27,37 @@ TEST(ZstdCodec, ShuffleGroupsBytesIntoPlanesAndKeepsTheTail) {
   }
 }
 
+// The definition, byte by byte: what the vector loops must equal.
+std::string ReferenceShuffle(std::string_view in, size_t w) {
+  const size_t groups = in.size() / w;
+  std::string out(in);
+  for (size_t g = 0; g < groups; ++g) {
+    for (size_t p = 0; p < w; ++p) out[p * groups + g] = in[g * w + p];
+  }
+  return out;
+}
+
+TEST(ZstdCodec, TheVectorShuffleEqualsTheDefinitionAtEveryLength) {
+  // Lengths around the 16-group blocks of the vector loops, and a frame.
+  std::vector<size_t> sizes;
+  for (size_t n = 0; n <= 200; ++n) sizes.push_back(n);
+  for (size_t n : {1023u, 1024u, 1025u, 4099u, 8u << 20}) sizes.push_back(n);
+  for (size_t w : {2u, 4u}) {
+    for (size_t n : sizes) {
+      const std::string in = RandomBytes(n, static_cast<unsigned>(n * 7 + w));
+      const std::string planes = ShuffleBytes(in, static_cast<int>(w));
+      ASSERT_EQ(planes, ReferenceShuffle(in, w)) << "width " << w << ", " << n << " bytes";
+      ASSERT_EQ(UnshuffleBytes(planes, static_cast<int>(w)), in) << "width " << w << ", " << n;
+    }
+  }
+  // Into a buffer at an odd address (the loops use unaligned loads and stores).
+  const std::string in = RandomBytes(1000, 5);
+  std::string out(1001, '\0');
+  ShuffleInto(in.data(), in.size(), 4, out.data() + 1);
+  EXPECT_EQ(out.substr(1), ReferenceShuffle(in, 4));
+  EXPECT_EQ(ShuffleBytes("abc", 1), "abc");
+}
+
 TEST(ZstdCodec, EveryCodecRoundTrips) {
   const std::string raw = RandomBytes(100'000, 1) + std::string(100'000, 'x');
   for (Codec c : {Codec::kNone, Codec::kZstd, Codec::kZstdShuffle2, Codec::kZstdShuffle4}) {
