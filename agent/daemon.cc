@@ -461,7 +461,10 @@ AgentResult Agent::Run() {
   (void)policy_.OnLeaseAcquired(Now());
   if (Status st = DrawFence(); !st.ok()) return fail(st);
   auto start = RestoreAtStart(c_.store, c_.clock, cfg_, events_);
-  if (!start.ok()) return fail(start.status());
+  if (!start.ok()) {
+    return fail(start.status(),
+                start.status().Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure);
+  }
   result_.resumed_step = start->resumed_step;
   result_.restore_seconds = start->restore_seconds;
   resume_ = start->state.resume;

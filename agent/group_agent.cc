@@ -184,8 +184,7 @@ void GroupAgent::Look(Clock::MonoTime now) {
     auto ends = group_.Ends(plan_->round);
     const RoundOutcome outcome = ends.ok() ? OutcomeOfEnds(*ends) : RoundOutcome::kRunning;
     if (outcome == RoundOutcome::kComplete) {
-      LogInfo("job {} is complete", cfg_.job);
-      Exit(kExitOk);
+      JobComplete();
       return;
     }
     if (outcome == RoundOutcome::kCheckpointFirst && state_ == State::kInRound) {
@@ -207,6 +206,14 @@ void GroupAgent::Look(Clock::MonoTime now) {
   }
 }
 
+void GroupAgent::JobComplete() {
+  LogInfo("job {} is complete", cfg_.job);
+  // Every node releases its own instance (shutdown) or the group
+  // (scale-to-zero, which is idempotent), as a single node does.
+  PerformOnComplete({cfg_, c_.env, autoscaling_, events_, c_.instance});
+  Exit(kExitOk);
+}
+
 void GroupAgent::Exit(int code) {
   exit_code_ = code;
   state_ = State::kDone;
@@ -221,6 +228,7 @@ AgentResult GroupAgent::Run() {
   if (auto marker = c_.store.Head(CompleteKey(cfg_.job)); marker.ok()) {
     LogInfo("job {} is already complete; not starting it again", cfg_.job);
     (void)c_.notifier.Notify("READY=1");
+    PerformOnComplete({cfg_, c_.env, autoscaling_, events_, c_.instance});
     result_.exit_code = kExitOk;
     return result_;
   }

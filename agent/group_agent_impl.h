@@ -92,6 +92,8 @@ class GroupAgent {
   StatusOr<SnapshotResult> WritePart(const Checkpoint& checkpoint,
                                       const std::atomic<bool>* cancel);
   std::optional<GroupCommit> NewestGroup();
+  // The job is complete: on_complete on this node, then exit 0.
+  void JobComplete();
   void Exit(int code);
 
   const AgentContext& c_;

@@ -56,8 +56,7 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
     ended = !ends->empty();
     for (const RoundEnd& e : *ends) {
       if (e.reason == "complete") {
-        LogInfo("job {} is complete", cfg_.job);
-        Exit(kExitOk);
+        JobComplete();
         return;
       }
       if (e.reason == "restore" && plan->resume_seq) skip_from_ = plan->resume_seq;
@@ -196,9 +195,7 @@ void GroupAgent::Coordinate(Clock::MonoTime now) {
                       newest ? std::optional<uint64_t>(newest->seq) : std::nullopt,
                       newest ? std::optional<int64_t>(newest->step) : std::nullopt);
   (void)group_.EndRound(plan_->round, RoundEnd{"complete", c_.instance, ""});
-  PerformOnComplete({cfg_, c_.env, autoscaling_, events_, c_.instance});
-  LogInfo("job {} is complete", cfg_.job);
-  Exit(kExitOk);
+  JobComplete();
 }
 
 }  // namespace sg::group_detail

@@ -10,6 +10,7 @@
 #include "agent/capture.h"
 #include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
+#include "agent/group_store.h"
 #include "agent/job_ports_real.h"
 #include "agent/local_checkpoint.h"
 #include "agent/manifest.h"
@@ -183,6 +184,17 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
     LogInfo("the local checkpoint {} is older than the store's ({}); restoring", l.id, cmp.why);
   }
   if (history.empty()) {
+    // A job trained by several nodes keeps its snapshots per rank, under
+    // groups/: starting it fresh on one node would silently drop them.
+    SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, GroupStore(store, config.job).Groups());
+    if (!groups.empty()) {
+      const GroupCommit& newest = groups.back();
+      return Status::InvalidArgument(Format(
+          "job {} holds group snapshots made by {} nodes (the newest: {}, step {}) and no "
+          "single-node snapshot, and this config says nodes: 1; run it with nodes: {}, or start "
+          "the job under another name",
+          config.job, newest.nodes, SeqName(newest.seq), newest.step, newest.nodes));
+    }
     LogInfo("no snapshot of job {} yet: starting fresh", config.job);
     return sp;
   }

@@ -65,7 +65,8 @@ class MultiNodeE2E : public ::testing::Test {
     return dir_.WriteFile("job-" + std::to_string(++configs_) + ".json", c.dump(2));
   }
 
-  Node& StartNode(int n, const std::string& config) {
+  Node& StartNode(int n, const std::string& config,
+                  const std::map<std::string, std::string>& extra_env = {}) {
     Node& node = nodes_[n];
     node.imds = std::make_unique<ImdsSimulator>();
     node.imds->Control("POST", "/_sim/identity",
@@ -76,6 +77,7 @@ class MultiNodeE2E : public ::testing::Test {
                                               {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
                                               {"SPOTGUARD_CONFIG", ""},
                                               {"SPOTGUARD_LOG_LEVEL", "debug"}};
+    for (const auto& [k, v] : extra_env) env[k] = v;
     node.agent = std::make_unique<AgentProcess>(
         std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", node.ckpt,
                                  "--imds-endpoint", node.imds->endpoint()},

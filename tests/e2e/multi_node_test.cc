@@ -6,6 +6,7 @@
 // checks are the same whenever the interruption lands.
 #include <signal.h>
 
+#include <cstdlib>
 #include <set>
 
 #include "agent/snapshot_catalog.h"
@@ -234,6 +235,68 @@ TEST_F(GroupTrainerE2E, ADamagedPartNamesItsRankAndAnotherNodeCountIsRefused) {
   EXPECT_EQ(bad_code, 1);
   EXPECT_NE(bad.find("rank 1:"), std::string::npos) << bad;
   EXPECT_EQ(bad.find("rank 0:"), std::string::npos) << bad;
+}
+
+// `on_complete` runs on every node once the job is complete, not only on the
+// coordinator's: with `shutdown`, a node left out would idle and bill. A
+// `shutdown` first on PATH records each call instead of shutting down; a
+// node that boots into the complete job runs it too, as a single node does.
+TEST_F(GroupTrainerE2E, OnCompleteRunsOnEveryNode) {
+  const std::string bin = dir_.Join("bin");
+  std::filesystem::create_directories(bin);
+  const std::string calls = dir_.Join("shutdown-calls");
+  dir_.WriteFile("bin/shutdown", "#!/bin/sh\necho \"$*\" >> \"$SG_TEST_SHUTDOWN_CALLS\"\n");
+  std::filesystem::permissions(bin + "/shutdown", std::filesystem::perms::owner_all);
+  const std::map<std::string, std::string> env = {
+      {"PATH", bin + ":" + (std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin")},
+      {"SG_TEST_SHUTDOWN_CALLS", calls}};
+  auto config = nlohmann::json::parse(*ReadFileToString(Config(2)));
+  config["on_complete"] = "shutdown";
+  const std::string path = dir_.WriteFile("on-complete.json", config.dump(2));
+  for (int n : {1, 2}) StartNode(n, path, env);
+  for (int n : {1, 2}) ASSERT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
+  auto lines = [&] {
+    auto text = ReadFileToString(calls);
+    return text.ok() ? std::count(text->begin(), text->end(), '\n') : 0;
+  };
+  EXPECT_EQ(lines(), 2) << "each node shut its own instance down once\n" << Logs();
+  StartNode(3, path, env);
+  ASSERT_EQ(nodes_[3].agent->Wait(60s), 0) << Logs();
+  EXPECT_NE(nodes_[3].agent->Output().find("already complete"), std::string::npos) << Logs();
+  EXPECT_EQ(lines(), 3) << Logs();
+  EXPECT_EQ(*ReadFileToString(calls), "-h now\n-h now\n-h now\n");
+}
+
+// A job whose newest group snapshot was made by 2 nodes: `run` with another
+// node count refuses it (exit 2, both counts named) rather than start the job
+// fresh, and so does a single-node `run` (nodes: 1), which keeps no group.
+TEST_F(GroupTrainerE2E, RunOnAnotherNodeCountThanTheGroupSnapshotsIsRefused) {
+  GroupCommit g;
+  g.seq = 1;
+  g.round = 1;
+  g.nodes = 2;
+  g.step = 10;
+  g.generation = 1;
+  g.created = "2026-11-27T00:00:00Z";
+  for (int rank : {0, 1}) {
+    g.parts.push_back(PartRecord{rank, 10, 1, "i-old" + std::to_string(rank), 100, 50});
+  }
+  ASSERT_TRUE(GroupStore(*store_, "job").CommitGroup(g).ok());
+
+  StartNode(1, Config(3));
+  ASSERT_EQ(nodes_[1].agent->Wait(90s), 2) << Logs();
+  EXPECT_NE(Logs().find("group snapshot 0000000001 was made by 2 nodes, and this job has nodes: 3"),
+            std::string::npos)
+      << Logs();
+
+  StartNode(2, Config(1));
+  ASSERT_EQ(nodes_[2].agent->Wait(90s), 2) << Logs();
+  EXPECT_NE(Logs().find("job job holds group snapshots made by 2 nodes (the newest: 0000000001, "
+                        "step 10) and no single-node snapshot, and this config says nodes: 1"),
+            std::string::npos)
+      << Logs();
+  EXPECT_EQ(nodes_[2].agent->Output().find("started the trainer"), std::string::npos)
+      << "nothing was started fresh";
 }
 
 TEST_F(GroupTrainerE2E, AMemberWhoseSettingsDifferIsRefusedWithTheKeyNamed) {
