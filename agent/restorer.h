@@ -15,13 +15,15 @@
 
 #include "agent/manifest.h"
 #include "agent/snapshot_catalog.h"
+#include "agent/snapshot_file_reader.h"
 #include "agent/snapshot_writer.h"
 #include "common/object_store.h"
 
 namespace sg {
 
 struct RestoreOptions {
-  int parallel_reads = 8;  // workers, each with one ranged read in flight, over all files
+  // Workers, each with one ranged read in flight, over all files.
+  int parallel_reads = DefaultParallelReads();
   // Whether a file of the target that restore did not put there may be
   // replaced by the snapshot's file of the same path (it is then kept in a
   // backup dir beside the target). Without, such a restore fails before

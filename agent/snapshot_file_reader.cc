@@ -5,11 +5,13 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "agent/store_layout.h"
 #include "common/bounded_executor.h"
 #include "common/crypto.h"
+#include "common/http.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -92,7 +94,9 @@ class ReadRun {
     const sg::ReadRange& range = fr.ranges[r];
     SG_RETURN_IF_ERROR(Open(fr));
     SG_ASSIGN_OR_RETURN(std::string stored, Fetch(*fr.file, range.key, range.offset, range.stored));
-    return WriteFrames(fr, r, stored, inline_sha);
+    Status st = WriteFrames(fr, r, stored, inline_sha);
+    RecycleResponseBody(std::move(stored));  // the next range's GET reuses its memory
+    return st;
   }
 
   // Files of one range each that lie back to back in one object (a pack):
@@ -111,6 +115,7 @@ class ReadRun {
                                                                  range.stored));
       }));
     }
+    if (stored.ok()) RecycleResponseBody(std::move(*stored));
     return Status::Ok();
   }
 
@@ -319,6 +324,11 @@ bool HasFrameDigests(const ManifestFile& file) {
 bool IsDamage(const Status& st) {
   return st.Is(StatusCode::kCorruption) || st.Is(StatusCode::kNotFound) ||
          st.Is(StatusCode::kOutOfRange);
+}
+
+int DefaultParallelReads() {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::clamp(2u * cores, 4u, 8u));
 }
 
 SnapshotFileReader::SnapshotFileReader(ObjectStore& store, std::string job, int parallel_reads)

@@ -26,6 +26,11 @@ struct Transfer {
   bool answer_timed_out = false;
 };
 
+// RecycleResponseBody's spare, and the sizes it takes.
+constexpr size_t kRecycleMin = 1u << 20;
+constexpr size_t kRecycleMax = 64u << 20;
+thread_local std::string spare_body;
+
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   t->answered = true;
@@ -41,11 +46,25 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
         length.find_first_not_of("0123456789") == std::string::npos) {
       announced = std::stoull(length);
     }
-    if (announced > body.capacity()) body.reserve(std::min<uint64_t>(announced, 64ull << 20));
+    if (announced >= kRecycleMin && announced <= spare_body.capacity()) {
+      body.swap(spare_body);  // a large body into the memory of the last one
+      body.clear();
+    } else if (announced > body.capacity()) {
+      body.reserve(std::min<uint64_t>(announced, kRecycleMax));
+    }
   }
   body.append(data, size * n);
   return size * n;
 }
+
+}  // namespace
+
+void RecycleResponseBody(std::string&& body) {
+  if (body.capacity() < kRecycleMin || body.capacity() > kRecycleMax) return;
+  if (body.capacity() > spare_body.capacity()) spare_body = std::move(body);
+}
+
+namespace {
 
 // The answer timeout: counted from the moment the body was all sent, so that
 // neither a long upload nor a long download is cut short.

@@ -13,7 +13,7 @@ export SPOTGUARD_ENDPOINT=$SPOTGUARD_TEST_S3_ENDPOINT SPOTGUARD_REGION=${SPOTGUA
 export SPOTGUARD_LOG_LEVEL=warn
 
 tsv="$OUT/restore.tsv"
-printf 'set\ttool\tlabel\tcompress\tfsync\trep\traw_bytes\tstored_bytes\twall\tcpu\n' > "$tsv"
+printf 'set\ttool\tlabel\tcompress\tfsync\trep\traw_bytes\tstored_bytes\twall\tcpu\trss_kb\n' > "$tsv"
 aws_s3=("$AWS_BIN" --endpoint-url "$SPOTGUARD_TEST_S3_ENDPOINT" s3)
 
 cat > "$WORK/zstd-up.sh" <<'EOF'
@@ -54,8 +54,8 @@ measure() {  # set tool label compress fsync rep raw stored command...
   bench_log "restore $set rep $rep: $tool"
   bench_timed "$@"
   bench_same_tree "$DATA/$set.sha256" "$dest"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$tool" "$label" "$compress" "$fsync" "$rep" "$raw" \
-    "$stored" "$TIMED_WALL" "$TIMED_CPU" >> "$tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$tool" "$label" "$compress" "$fsync" "$rep" "$raw" \
+    "$stored" "$TIMED_WALL" "$TIMED_CPU" "$TIMED_RSS_KB" >> "$tsv"
   rm -rf "$dest"
 }
 
@@ -121,7 +121,7 @@ md="$OUT/03-restore.md"
   echo "every restored file is compared with the source by SHA-256 (a mismatch fails the run). Wall and CPU are medians"
   echo "(each run's wall time in brackets); MB/s is checkpoint bytes per wall second. spotguard fsyncs each restored file"
   echo "and its directory, so its bound uses the fsync'd write rate; the other tools leave their writes in the page cache."
-  echo "Settings: defaults (spotguard 8 ranged GETs of 8 MiB in flight, decompression on all cores; awscli 10 concurrent"
+  echo "Settings: defaults (spotguard two workers per core, 4 to 8, each with one ranged GET of 8 or 16 MiB in flight that it decodes, hashes and writes; awscli 10 concurrent"
   echo "requests; rclone 4 transfers; the zstd CLI decompresses one file at a time, single-threaded, as zstd always does)."
   echo
 } > "$md"
