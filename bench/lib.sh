@@ -35,14 +35,16 @@ bench_drop_caches() {
 bench_warm() { find "$1" -type f -print0 | xargs -0 cat > /dev/null; }
 
 # bench_timed CMD...: runs CMD (stdout to /dev/null) and sets TIMED_WALL (s,
-# from bash's microsecond clock; /usr/bin/time's %e has 10 ms steps) and
-# TIMED_CPU (user + system s of CMD and every child it waited for).
+# from bash's microsecond clock; /usr/bin/time's %e has 10 ms steps),
+# TIMED_CPU (user + system s of CMD and every child it waited for) and
+# TIMED_RSS_KB (the peak resident set of CMD, or of its largest child).
 bench_timed() {
   local t0=$EPOCHREALTIME t1
-  /usr/bin/time -f '%U %S' -o "$WORK/.time" "$@" > /dev/null
+  /usr/bin/time -f '%U %S %M' -o "$WORK/.time" "$@" > /dev/null
   t1=$EPOCHREALTIME
   TIMED_WALL=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
   TIMED_CPU=$(awk '{printf "%.3f", $1 + $2}' "$WORK/.time")
+  TIMED_RSS_KB=$(awk '{print $3}' "$WORK/.time")
 }
 
 # awk arithmetic: bench_calc 'expr' -> value
@@ -98,7 +100,13 @@ bench_same_tree() {
 # Repetitions for a data set: 1 for the 4 GiB set, BENCH_REPS (default 2, to
 # keep a full run near 25 minutes on 2 cores; 1 with --quick) for the others.
 bench_reps() {
-  if [ "$1" = torch-4g ]; then echo 1; else echo "${BENCH_REPS:-$([ "$BENCH_QUICK" = 1 ] && echo 1 || echo 2)}"; fi
+  # torch-4g: 3 runs (1 with --quick), its median against the others' (this machine's page cache and
+  # loopback vary by a third from one run to the next); the other sets 2.
+  if [ "$1" = torch-4g ]; then
+    echo "${BENCH_REPS_4G:-$([ "$BENCH_QUICK" = 1 ] && echo 1 || echo 3)}"
+  else
+    echo "${BENCH_REPS:-$([ "$BENCH_QUICK" = 1 ] && echo 1 || echo 2)}"
+  fi
 }
 
 # BENCH_TOOLS=REGEX (a development aid) limits the upload and restore

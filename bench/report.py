@@ -59,10 +59,12 @@ def load(tsv):
             g = groups.setdefault(key, {
                 "set": r["set"], "tool": r["tool"], "label": r["label"],
                 "compress": r["compress"] == "1", "fsync": r["fsync"] == "1",
-                "raw": int(r["raw_bytes"]), "stored": [], "wall": [], "cpu": []})
+                "raw": int(r["raw_bytes"]), "stored": [], "wall": [], "cpu": [], "rss": []})
             g["stored"].append(int(r["stored_bytes"]))
             g["wall"].append(float(r["wall"]))
             g["cpu"].append(float(r["cpu"]))
+            if r.get("rss_kb"):
+                g["rss"].append(int(r["rss_kb"]))
     rows = []
     for g in groups.values():
         g["runs"] = len(g["wall"])
@@ -70,6 +72,7 @@ def load(tsv):
         g["wall_all"] = g["wall"]
         g["wall"] = statistics.median(g["wall"])
         g["cpu"] = statistics.median(g["cpu"])
+        g["rss"] = max(g["rss"]) if g["rss"] else None  # the highest of the runs
         g["mbps"] = g["raw"] / g["wall"] / 1e6 if g["wall"] > 0 else 0.0
         rows.append(g)
     order = {s: i for i, s in enumerate(SETS)}
@@ -87,8 +90,8 @@ def main():
     rows, tools = load(tsv)
     slower = []
     compared = False
-    lines = ["| data set | tool | runs | wall s | CPU s | stored MiB | stored % | MB/s | bound MB/s (stage) | % of bound | |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| data set | tool | runs | wall s | CPU s | CPU s/GB | peak RSS MiB | stored MiB | stored % | MB/s | bound MB/s (stage) | % of bound | |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for g in rows:
         b, stage = bound(kind, g, limits)
         g["bound"] = b
@@ -110,6 +113,8 @@ def main():
         walls = "" if g["runs"] == 1 else " (" + ", ".join(f"{w:.2f}" for w in g["wall_all"]) + ")"
         lines.append(
             f"| {g['set']} | {g['label']} | {g['runs']} | {g['wall']:.2f}{walls} | {g['cpu']:.2f} | "
+            f"{g['cpu'] / (g['raw'] / 1e9):.2f} | "
+            f"{'' if g['rss'] is None else format(g['rss'] / 1024, '.0f')} | "
             f"{g['stored'] / 2**20:.1f} | {100 * g['stored'] / g['raw']:.1f} | {g['mbps']:.0f} | "
             f"{b:.0f} ({stage}) | {100 * g['mbps'] / b:.0f}% | {flag} |")
     with open(out_md, "a", encoding="utf-8") as f:

@@ -12,7 +12,7 @@ export SPOTGUARD_ENDPOINT=$SPOTGUARD_TEST_S3_ENDPOINT SPOTGUARD_REGION=${SPOTGUA
 export SPOTGUARD_LOG_LEVEL=warn
 
 tsv="$OUT/upload.tsv"
-printf 'set\ttool\tlabel\tcompress\tfsync\trep\traw_bytes\tstored_bytes\twall\tcpu\n' > "$tsv"
+printf 'set\ttool\tlabel\tcompress\tfsync\trep\traw_bytes\tstored_bytes\twall\tcpu\trss_kb\n' > "$tsv"
 
 # The compressing alternative a user would script: each file through zstd into
 # `aws s3 cp -`; for the many-small-files set one tar stream instead (one
@@ -40,8 +40,8 @@ measure() {  # set tool label compress rep prefix raw command...
   bench_timed "$@"
   stored=$(bench_stored_bytes "$prefix")
   [ "$stored" -gt 0 ] || { bench_log "$tool stored nothing under $prefix"; exit 1; }
-  printf '%s\t%s\t%s\t%s\t0\t%s\t%s\t%s\t%s\t%s\n' "$set" "$tool" "$label" "$compress" "$rep" "$raw" \
-    "$stored" "$TIMED_WALL" "$TIMED_CPU" >> "$tsv"
+  printf '%s\t%s\t%s\t%s\t0\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$tool" "$label" "$compress" "$rep" "$raw" \
+    "$stored" "$TIMED_WALL" "$TIMED_CPU" "$TIMED_RSS_KB" >> "$tsv"
   bench_s3_rm "$prefix" "$stored"
 }
 

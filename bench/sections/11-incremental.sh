@@ -109,8 +109,24 @@ for set in $sets; do
   done
 done
 
-/usr/bin/python3 - "$tsv" "$stored_tsv" "$steps" "$scale" > "$OUT/11-incremental.md" <<'PY'
-import csv, statistics, sys
+# Notice to commit through the agent: steps 1-9 stored, the agent restores
+# step 9, a spot notice arrives, the trainer saves step 10 and the agent
+# commits it (bench/incremental_notice.py), with reuse on and off.
+notice_tsv="$OUT/incremental-notice.tsv"
+rm -f "$notice_tsv"
+if bench_tool_on spotguard; then
+  for set in $sets; do
+    [ "$set" = lora-onefile ] && continue
+    bench_log "incremental $set: notice to commit through the agent"
+    /usr/bin/python3 bench/incremental_notice.py --sg "$SG" --store "s3://$BUCKET/$RUN_ID/inc-notice" \
+      --endpoint "$SPOTGUARD_TEST_S3_ENDPOINT" --data "$data" --set "$set" --steps "$steps" \
+      --work "$WORK/inc-notice" --tsv "$notice_tsv"
+    bench_s3_rm "$RUN_ID/inc-notice"
+  done
+fi
+
+/usr/bin/python3 - "$tsv" "$stored_tsv" "$steps" "$scale" "$notice_tsv" > "$OUT/11-incremental.md" <<'PY'
+import csv, os, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 stored = {(r["set"], r["tool"]): int(r["stored_bytes"]) for r in csv.DictReader(open(sys.argv[2]), delimiter="\t")}
 steps, scale = int(sys.argv[3]), sys.argv[4]
@@ -158,6 +174,17 @@ for other, what in [("spotguard-noreuse", "reuse on vs off"),
     print(f"- Full fine-tune, spotguard {what}: time {w_on:.2f} s vs {w_o:.2f} s "
           f"({100 * (w_on / w_o - 1):+.1f}%), stored {s_on / 1e9:.3f} GB vs {s_o / 1e9:.3f} GB "
           f"({100 * (s_on / s_o - 1):+.1f}%); bound: within 3%.")
+notice = list(csv.DictReader(open(sys.argv[5]), delimiter="\t")) if os.path.exists(sys.argv[5]) else []
+if notice:
+    print("\n**Notice to commit through the agent** (`bench/incremental_notice.py`): steps 1-"
+          f"{steps - 1} are stored, `spotguard run` restores step {steps - 1} on an empty disk, a spot notice"
+          f" is posted, the trainer answers `SPOTGUARD_NOTICE_FILE` by saving step {steps} and the agent commits it;"
+          " the time is the agent's own (from the notice's posting to the manifest's commit), one run each.\n")
+    print("| set | reuse | notice to commit | new bytes stored | snapshot stored |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for r in notice:
+        print(f"| {r['set']} | {r['reuse']} | {float(r['notice_to_commit']):.2f} s | "
+              f"{int(r['new_stored']) / MB:.1f} MB | {int(r['stored']) / MB:.1f} MB |")
 print("\nEvery restore of these snapshots is byte-identical (checked by the restore tests and the section's own")
 print("restore of the last LoRA snapshot, below).")
 PY
