@@ -97,8 +97,8 @@ bench_same_tree() {
   rm -f "$got"
 }
 
-# Repetitions for a data set: 1 for the 4 GiB set, BENCH_REPS (default 2, to
-# keep a full run near 25 minutes on 2 cores; 1 with --quick) for the others.
+# Repetitions for a data set: BENCH_REPS_4G (default 3) for the 4 GiB set,
+# BENCH_REPS (default 2) for the others; 1 with --quick.
 bench_reps() {
   # torch-4g: 3 runs (1 with --quick), its median against the others' (this machine's page cache and
   # loopback vary by a third from one run to the next); the other sets 2.
