@@ -121,7 +121,7 @@ if bench_tool_on spotguard; then
     /usr/bin/python3 bench/incremental_notice.py --sg "$SG" --store "s3://$BUCKET/$RUN_ID/inc-notice" \
       --endpoint "$SPOTGUARD_TEST_S3_ENDPOINT" --data "$data" --set "$set" --steps "$steps" \
       --work "$WORK/inc-notice" --tsv "$notice_tsv"
-    bench_s3_rm "$RUN_ID/inc-notice"
+    bench_s3_rm "$RUN_ID/inc-notice" $((2 << 30))  # up to 9 whole snapshots with reuse off: wait for the GC
   done
 fi
 
