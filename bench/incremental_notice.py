@@ -9,9 +9,9 @@ with reuse on and off:
   2. `spotguard run` starts on an empty checkpoint dir (an IMDS simulator,
      `checkpoint_signal: none`): it restores step N-1 and starts the trainer
      below, which waits for SPOTGUARD_NOTICE_FILE;
-  3. a spot notice is posted; the trainer answers by saving step N (each file
-     copied to a hidden name and renamed, as torch users save), and the agent
-     commits it and exits 75.
+  3. a spot notice is posted; the trainer answers by saving step N (its
+     files written into a hidden directory renamed to step_N, as trainers
+     save), and the agent commits it and exits 75.
 The agent's own figure is recorded ("interrupted: snapshot ... committed in
 X s from the notice"), with the new stored bytes of that snapshot.
 
@@ -27,16 +27,21 @@ COMMITTED = re.compile(r"interrupted: snapshot \S+ committed in ([0-9.]+)s from 
 
 
 def trainer(ckpt, source):
-    """Waits for the notice file, then saves `source`'s files into `ckpt`."""
+    """Waits for the notice file, then saves `source`'s files as one
+    checkpoint: a hidden directory renamed to ckpt/step_N (the generic
+    preset takes the files below a directory named for a step as one
+    checkpoint, docs/checkpoints.md)."""
     notice = os.environ["SPOTGUARD_NOTICE_FILE"]
     while not os.path.exists(notice):
         time.sleep(0.05)
+    step = int(os.path.basename(source.rstrip("/")).split("-")[-1])
+    tmp = os.path.join(ckpt, f".tmp-step_{step}")
+    os.makedirs(tmp)
     for name in sorted(os.listdir(source)):
-        tmp = os.path.join(ckpt, "." + name + ".tmp")
-        shutil.copyfile(os.path.join(source, name), tmp)
-        with open(tmp, "rb+") as f:
+        shutil.copyfile(os.path.join(source, name), os.path.join(tmp, name))
+        with open(os.path.join(tmp, name), "rb+") as f:
             os.fsync(f.fileno())
-        os.rename(tmp, os.path.join(ckpt, name))
+    os.rename(tmp, os.path.join(ckpt, f"step_{step}"))
     print("saved", source, flush=True)
     while True:
         time.sleep(1)  # until the agent stops it
