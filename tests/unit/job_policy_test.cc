@@ -355,6 +355,28 @@ TEST_F(JobPolicyTest, CompletionUploadsTheLastCheckpointThenWritesTheMarkerAndOn
   EXPECT_EQ(EventKinds(done), std::vector<std::string>{"snapshot"});
 }
 
+// Frame reuse shows in the commit line and the snapshot event: new against
+// reused stored bytes (issue 21).
+TEST_F(JobPolicyTest, TheCommitLineAndEventNameNewAndReusedBytes) {
+  options_.settle = seconds(2);
+  StartTraining();
+  JobPolicy& p = *policy_;
+  (void)p.OnTrainerExited(At(seconds(50)), ExitStatus{});
+  ASSERT_NE(Find<a::StartUpload>(p.OnCheckpoints(At(seconds(53)), {Ckpt(500, seconds(49))}, {})),
+            nullptr);
+  UploadOutcome outcome{UploadOutcome::Kind::kCommitted, 9, 10'000, 9'000, 2.0, ""};
+  outcome.reused_bytes = 8'500;
+  JobActions done = p.OnUploadFinished(At(seconds(55)), outcome);
+  EXPECT_TRUE(Said(done, "9000 bytes stored (500 new, 8500 reused)")) << "the commit line";
+  const a::RecordEvent* event = nullptr;
+  for (const JobAction& action : done) {
+    if (const auto* e = std::get_if<a::RecordEvent>(&action); e && e->kind == "snapshot") event = e;
+  }
+  ASSERT_NE(event, nullptr);
+  EXPECT_EQ(event->data["new_bytes"], 500);
+  EXPECT_EQ(event->data["reused_bytes"], 8500);
+}
+
 TEST_F(JobPolicyTest, CompletionWithNothingNewMarksTheRestoredSnapshot) {
   StartTraining();
   JobPolicy& p = *policy_;
