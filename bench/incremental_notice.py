@@ -73,6 +73,9 @@ def wait_for(path, text, seconds):
 def run(args, reuse):
     job = f"{args.set}-notice-{reuse}"
     env = dict(os.environ, SPOTGUARD_CONFIG="", SPOTGUARD_REUSE=reuse, SPOTGUARD_LOG_LEVEL="warn")
+    # bench/gateway.sh keeps awscli off the metadata service; the agent must
+    # read the simulator's notice.
+    env.pop("AWS_EC2_METADATA_DISABLED", None)
     steps = [os.path.join(args.data, args.set, f"step-{k:02d}") for k in range(1, args.steps + 1)]
     for d in steps[:-1]:
         subprocess.run([args.sg, "snapshot", "--job", job, "--store", args.store,

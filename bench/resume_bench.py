@@ -86,6 +86,7 @@ def trial(args, name, job, t):
             json.dump(cfg, f)
         log_path = os.path.join(work, "agent.log")
         env = dict(os.environ, SPOTGUARD_CONFIG="", SPOTGUARD_LOG_LEVEL="info")
+        env.pop("AWS_EC2_METADATA_DISABLED", None)  # set by bench/gateway.sh for awscli
         drop_caches()
         with open(log_path, "w") as log:
             t0 = time.time()
