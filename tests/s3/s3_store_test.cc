@@ -11,6 +11,7 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/http.h"
 #include "common/s3_multipart.h"
 #include "tests/conformance/object_store_conformance.h"
 #include "tests/support/s3_test_env.h"
@@ -89,6 +90,32 @@ TEST_F(S3Transfers, A200MiBMultipartUploadWithEightPartsInFlightReadsBackIdentic
   auto back = client().GetObject(bucket(), prefix_ + "big.bin");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(Sha256Hex(*back), Sha256Hex(data));
+}
+
+// A large body given back (RecycleResponseBody) is the memory the next large
+// GET on the thread is received into: every body is exactly its own bytes,
+// a shorter one after a longer one included, and ranges too.
+TEST_F(S3Transfers, ARecycledBodyHoldsExactlyTheNextAnswer) {
+  const std::string a = RandomBytes(3u << 20, 31), b = RandomBytes((2u << 20) + 123, 32);
+  ObjectStore& store = *store_;  // the interface's defaults
+  ASSERT_TRUE(store.Put(prefix_ + "a", a, PutCondition::None()).ok());
+  ASSERT_TRUE(store.Put(prefix_ + "b", b, PutCondition::None()).ok());
+  auto first = store.Get(prefix_ + "a");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(*first, a);
+  const char* memory = first->data();
+  RecycleResponseBody(std::move(*first));
+  auto second = store.Get(prefix_ + "b");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(*second, b);
+  EXPECT_EQ(second->data(), memory) << "received into the recycled memory";
+  RecycleResponseBody(std::move(*second));
+  auto range = store.Get(prefix_ + "a", ByteRange{1000, 1u << 20});
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  EXPECT_EQ(*range, a.substr(1000, 1u << 20));
+  auto small = store.Get(prefix_ + "a", ByteRange{5, 100});  // below the size it recycles
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(*small, a.substr(5, 100));
 }
 
 TEST_F(S3Transfers, AnAbortedUploadLeavesNothingBehind) {
