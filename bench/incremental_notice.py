@@ -21,8 +21,8 @@ X s from the notice"), with the new stored bytes of that snapshot.
 """
 import argparse, json, os, re, shutil, subprocess, sys, time, urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from agent_run import start_imds
+
 COMMITTED = re.compile(r"interrupted: snapshot \S+ committed in ([0-9.]+)s from the notice")
 
 
@@ -45,19 +45,6 @@ def trainer(ckpt, source):
     print("saved", source, flush=True)
     while True:
         time.sleep(1)  # until the agent stops it
-
-
-def start_imds(work):
-    port_file = os.path.join(work, "imds.port")
-    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests/tools/imds_sim.py"),
-                          "--port-file", port_file],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(400):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            return p, "http://127.0.0.1:" + open(port_file).read().strip()
-        time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("the IMDS simulator did not start")
 
 
 def wait_for(path, text, seconds):

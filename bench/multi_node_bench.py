@@ -14,19 +14,11 @@ the agents' own log lines (their UTC timestamps, one clock: one machine).
                         [--trials N] [--mib M] --tsv OUT.tsv
 """
 import argparse, json, os, re, shutil, signal, subprocess, sys, time, urllib.request
-from datetime import datetime, timezone
+
+from agent_run import stamp_of, start_imds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z ")
-
-
-def stamp_of(line):
-    m = STAMP.match(line)
-    if not m:
-        return None
-    return datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").replace(
-        tzinfo=timezone.utc).timestamp()
 
 
 def first(path, pattern, after=0.0):
@@ -45,16 +37,8 @@ def control(endpoint, path, body):
     urllib.request.urlopen(req, timeout=10).read()
 
 
-def start_imds(work, n):
-    port_file = os.path.join(work, f"imds{n}.port")
-    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests/tools/imds_sim.py"),
-                          "--port-file", port_file],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            break
-        time.sleep(0.05)
-    endpoint = "http://127.0.0.1:" + open(port_file).read().strip()
+def start_imds_for(work, n):
+    p, endpoint = start_imds(work, f"imds{n}")
     control(endpoint, "/_sim/identity", {"instanceId": f"i-bench{n}"})
     return p, endpoint
 
@@ -67,7 +51,7 @@ def trial(args, t, store):
     env = dict(os.environ, SPOTGUARD_CONFIG="", SPOTGUARD_LOG_LEVEL="info")
 
     def start(n):
-        sims[n] = start_imds(work, n)
+        sims[n] = start_imds_for(work, n)
         ckpt = os.path.join(work, f"n{n}", "ckpt")
         os.makedirs(ckpt)
         cfg = {"job": "bench", "store": store, "endpoint": args.endpoint, "checkpoint_dir": ckpt,

@@ -15,20 +15,11 @@ timestamps; one machine, one clock) and the trainer's file.
                     --set NAME=DIR [--set ...] [--trials N] --tsv OUT.tsv
 """
 import argparse, json, os, re, shutil, subprocess, sys, time
-from datetime import datetime, timezone
+
+from agent_run import stamp_of, start_imds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z ")
 RESTORED = re.compile(r"restored snapshot \S+ \(.*\) in ([0-9.]+) s")
-
-
-def stamp_of(line):
-    m = STAMP.match(line)
-    if not m:
-        return None
-    return datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").replace(
-        tzinfo=timezone.utc).timestamp()
 
 
 def find(path, rx):
@@ -53,19 +44,6 @@ def drop_caches():
             f.write("3\n")
     except OSError:
         print("resume_bench: WARNING: cannot drop the page cache", file=sys.stderr)
-
-
-def start_imds(work):
-    port_file = os.path.join(work, "imds.port")
-    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests/tools/imds_sim.py"),
-                          "--port-file", port_file],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(400):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            return p, "http://127.0.0.1:" + open(port_file).read().strip()
-        time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("the IMDS simulator did not start")
 
 
 def trial(args, name, job, t):
