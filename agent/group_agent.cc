@@ -100,6 +100,18 @@ Status GroupAgent::Setup() {
   own_checkpoints_ = std::move(parts.own_checkpoints);
   checkpoints_ = parts.checkpoints;
   monitor_ = std::move(parts.monitor);
+  GroupWatchOptions watch;
+  watch.notice_file = notice_file_;
+  watch.checkpoint_signal = cfg_.checkpoint_signal;
+  watch.stop_signal = cfg_.stop_signal;
+  watch.stop_grace = duration_cast<milliseconds>(std::min<Duration>(cfg_.stop_grace, kMaxLeaveGrace));
+  watch.stop_timeout = duration_cast<milliseconds>(cfg_.stop_timeout);
+  watch.poll_interval = cfg_.imds.poll_interval;
+  watch.untimed_budget = kGroupEndBudget;
+  watch_ = std::make_unique<GroupWatch>(watch, c_.clock, monitor_.get(),
+                                        signal_fd_.get(), trainer_slot_);
+  logs_.Open(c_.env);
+  launcher_.set_output(logs_.TrainerSink());
   self_ = OwnRecord(cfg_, c_.instance, c_.instance + "-" + RandomHex(4),
                     OwnAddress(cfg_, c_.imds));
   LogInfo("member {} of job {} ({} nodes), reachable at {}", self_.agent, cfg_.job, cfg_.nodes,
@@ -107,9 +119,40 @@ Status GroupAgent::Setup() {
   return Status::Ok();
 }
 
-bool GroupAgent::StopRequested() {
-  if (c_.ports.stop_requested) return c_.ports.stop_requested();
-  return StopSignalArrived(signal_fd_.get());
+void GroupAgent::TakeNews(Clock::MonoTime now) {
+  GroupWatch::News news = watch_->Take();
+  if (c_.ports.stop_requested && c_.ports.stop_requested()) news.stop_signal = true;
+  if (news.stop_signal) {
+    if (state_ == State::kInRound) {
+      (void)group_.EndRound(plan_->round, RoundEnd{"stop", c_.instance, "SIGTERM"});
+      BeginEnding(now,
+                  now + duration_cast<milliseconds>(cfg_.stop_timeout) - milliseconds(10'000),
+                  true, watch_->asked_at());
+    } else if (state_ != State::kEnding) {
+      Exit(kExitInterrupted);
+      return;
+    } else {
+      noticed_ = true;
+    }
+  }
+  for (const InterruptionEvent& e : news.notices) {
+    (void)events_.Record("notice", e.ToJson());
+    if (state_ == State::kInRound) {
+      LogWarn("interruption notice: ending round {} on every node", plan_->round);
+      (void)group_.EndRound(plan_->round, RoundEnd{"notice", c_.instance, e.ToJson().dump()});
+      // Until 10 s before the notice's deadline: then the trainer is stopped.
+      const auto left = e.time ? duration_cast<milliseconds>(*e.time - c_.clock.Now()) -
+                                     milliseconds(10'000)
+                               : kGroupEndBudget;
+      BeginEnding(now, now + std::max(left, milliseconds(0)), true, watch_->asked_at());
+    } else if (state_ == State::kEnding) {
+      noticed_ = true;
+    } else if (state_ != State::kDone) {
+      LogWarn("interruption notice while not in a round: leaving the group");
+      Exit(kExitInterrupted);
+      return;
+    }
+  }
 }
 
 void GroupAgent::Beat(Clock::MonoTime now) {
@@ -216,6 +259,7 @@ void GroupAgent::JobComplete() {
 
 void GroupAgent::Exit(int code) {
   exit_code_ = code;
+  if (watch_) watch_->SetExitCode(code);
   state_ = State::kDone;
 }
 
@@ -233,56 +277,27 @@ AgentResult GroupAgent::Run() {
     return result_;
   }
   (void)c_.notifier.Notify("READY=1");
+  watch_->Start();
   while (state_ != State::kDone) {
     if (c_.ports.idle) {
       c_.ports.idle(kTick);
     } else {
-      pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {checkpoints_->fd(), POLLIN, 0}};
-      ::poll(fds, 2, static_cast<int>(kTick.count()));
+      pollfd fd{checkpoints_->fd(), POLLIN, 0};
+      ::poll(&fd, 1, static_cast<int>(kTick.count()));
     }
     const auto now = c_.clock.Monotonic();
     checkpoints_->Poll();
-    if (StopRequested()) {
-      if (state_ == State::kInRound) {
-        (void)group_.EndRound(plan_->round, RoundEnd{"stop", c_.instance, "SIGTERM"});
-        BeginEnding(now, now + duration_cast<milliseconds>(cfg_.stop_timeout) - milliseconds(10'000),
-                    true);
-      } else if (state_ != State::kEnding) {
-        Exit(kExitInterrupted);
-        break;
-      } else {
-        noticed_ = true;
-      }
-    }
+    TakeNews(now);
+    logs_.Tick(now, state_ == State::kInRound, log_round_);
     Beat(now);
     KeepLease(now);
-    if (monitor_ && now >= next_poll_) {
-      next_poll_ = now + cfg_.imds.poll_interval;
-      for (const InterruptionEvent& e : monitor_->PollOnce()) {
-        if (!e.IsNotice()) continue;
-        (void)events_.Record("notice", e.ToJson());
-        if (state_ == State::kInRound) {
-          LogWarn("interruption notice: ending round {} on every node", plan_->round);
-          (void)group_.EndRound(plan_->round, RoundEnd{"notice", c_.instance, e.ToJson().dump()});
-          // Until 10 s before the notice's deadline: then the trainer is stopped.
-          const auto left = e.time ? duration_cast<milliseconds>(*e.time - c_.clock.Now()) -
-                                         milliseconds(10'000)
-                                   : kGroupEndBudget;
-          BeginEnding(now, now + std::max(left, milliseconds(0)), true);
-        } else if (state_ == State::kEnding) {
-          noticed_ = true;
-        } else {
-          LogWarn("interruption notice while not in a round: leaving the group");
-          Exit(kExitInterrupted);
-        }
-      }
-    }
     if (state_ == State::kDone) break;
     Look(now);
     if (state_ == State::kInRound) InRound(now);
     if (state_ == State::kEnding) Ending(now);
     if (state_ == State::kStopping) Stopping(now);
   }
+  watch_->LoopStopsTrainer();
   if (trainer_) {
     auto grace = duration_cast<milliseconds>(cfg_.stop_grace);
     if (stop_deadline_ != Clock::MonoTime{}) {
@@ -295,10 +310,18 @@ AgentResult GroupAgent::Run() {
   }
   if (uploader_.busy()) (void)uploader_.Wait(milliseconds(15'000));
   FinishStoppedTrainers();
+  // Until the process ends the watch keeps its deadline: the store calls
+  // below can hang too.
   (void)group_.RemoveMember(self_.agent);
   if (lease_.held()) {
     if (Status st = lease_.Release(); !st.ok()) LogWarn("releasing the lease failed: {}", st.message());
   }
+  // An upload given up on, or a log shipment, still runs on its thread and
+  // uses the agent and the store: the process ends without destroying them.
+  threads_left_ = uploader_.left_any();
+  if (!logs_.Flush(log_round_, threads_left_, watch_->deadline())) threads_left_ = true;
+  watch_->Stop();
+  result_.abandoned = threads_left_;
   result_.exit_code = exit_code_.value_or(kExitFailure);
   return result_;
 }
@@ -308,8 +331,11 @@ AgentResult GroupAgent::Run() {
 namespace sg {
 
 AgentResult RunGroupAgent(const AgentContext& context) {
-  group_detail::GroupAgent agent(context);
-  return agent.Run();
+  auto agent = std::make_unique<group_detail::GroupAgent>(context);
+  AgentResult result = agent->Run();
+  // A log shipment given up on still uses the agent: the process ends with it.
+  if (agent->threads_left()) (void)agent.release();  // NOLINT(bugprone-unused-return-value)
+  return result;
 }
 
 }  // namespace sg

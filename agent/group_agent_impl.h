@@ -17,8 +17,10 @@
 #include "agent/events.h"
 #include "agent/group_protocol.h"
 #include "agent/group_store.h"
+#include "agent/group_watch.h"
 #include "agent/host_lock.h"
 #include "agent/interruption_monitor.h"
+#include "agent/job_logs.h"
 #include "agent/job_ports_real.h"
 #include "agent/lease.h"
 #include "agent/supervisor.h"
@@ -59,6 +61,8 @@ class GroupAgent {
         autoscaling_(c.aws, c.clock) {}
 
   AgentResult Run();
+  // A log shipment was left running at the exit: it still uses the agent.
+  bool threads_left() const { return threads_left_; }
 
  private:
   // kStopping: the round is left and the trainer was asked to stop; the
@@ -66,7 +70,6 @@ class GroupAgent {
   enum class State { kWaiting, kInRound, kEnding, kStopping, kDone };
 
   Status Setup();
-  bool StopRequested();
   void Beat(Clock::MonoTime now);
   void KeepLease(Clock::MonoTime now);
   void Look(Clock::MonoTime now);
@@ -76,7 +79,12 @@ class GroupAgent {
   void RefuseOdd(Clock::MonoTime now);
   void Join(const RoundPlan& plan);
   void InRound(Clock::MonoTime now);
-  void BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed);
+  // `asked_at`: the watch asked the trainer for its checkpoint then (on this
+  // node's notice or stop signal); the loop does not ask again.
+  void BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed,
+                   std::optional<Clock::WallTime> asked_at = std::nullopt);
+  // Acts on what the watch saw: a stop signal, notices.
+  void TakeNews(Clock::MonoTime now);
   void Ending(Clock::MonoTime now);
   // Leaves the round: asks the trainer to stop (kStopping) and cancels the
   // upload under way, without blocking the loop.
@@ -111,6 +119,8 @@ class GroupAgent {
   std::unique_ptr<CheckpointSource> own_checkpoints_;
   CheckpointSource* checkpoints_ = nullptr;
   std::unique_ptr<InterruptionMonitor> monitor_;
+  SharedTrainer::Slot trainer_slot_;    // the trainer, as the watch reaches it
+  std::unique_ptr<GroupWatch> watch_;   // notices and signals, on its own thread
   std::string staging_root_;
 
   MemberRecord self_;
@@ -120,6 +130,7 @@ class GroupAgent {
   std::unique_ptr<Trainer> trainer_;
   int attempt_ = 0;
   std::optional<int64_t> part_step_;       // of this node's newest stored part in the round
+  std::optional<int64_t> restored_step_;   // of the part restored on joining the round
   std::optional<int64_t> uploading_step_;  // of the part being uploaded
   uint64_t uploading_round_ = 0;           // the round it was started in
   int upload_rank_ = 0;                    // the rank it uploads for (WritePart's)
@@ -149,6 +160,11 @@ class GroupAgent {
   std::optional<RoundPlan> newest_plan_;    // as last read while waiting
   Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{}, next_poll_{};
   std::optional<int> exit_code_;
+  // The node's logs (docs/design.md §13); the attempt a segment is shipped
+  // under is the round.
+  JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};
+  uint64_t log_round_ = 0;  // the round of the newest one joined
+  bool threads_left_ = false;
   AgentResult result_;
 };
 

@@ -24,6 +24,7 @@
 #include "agent/job_ports_real.h"
 #include "agent/job_start.h"
 #include "agent/lease.h"
+#include "agent/log_store.h"
 #include "agent/presets.h"
 #include "agent/restorer.h"
 #include "agent/snapshot_commands.h"
@@ -169,6 +170,9 @@ void GroupAgent::Coordinate(Clock::MonoTime now) {
       // Retention: `keep` whole group snapshots (docs/multi-node.md).
       auto gc = CollectGroupGarbage(c_.store, c_.clock, cfg_.job, cfg_.keep, std::chrono::hours(1));
       if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
+      // The logs of old rounds go with them (logs_keep, docs/design.md §13).
+      auto logs = PruneLogs(c_.store, cfg_.job, cfg_.logs_keep);
+      if (!logs.ok()) LogWarn("log retention failed: {}", logs.status().message());
     } else {
       LogWarn("committing group snapshot {} failed: {}", SeqName(g.seq), st.message());
     }

@@ -42,6 +42,9 @@ void GroupAgent::Join(const RoundPlan& plan) {
   rank_ = *plan.RankOf(self_.agent);
   plan_ = plan;
   part_step_.reset();
+  restored_step_.reset();
+  watch_->SetRound(plan.round);
+  log_round_ = plan.round;
   uploading_step_.reset();
   uploaded_.clear();
   round_parts_.clear();
@@ -79,7 +82,7 @@ void GroupAgent::Join(const RoundPlan& plan) {
                            options);
       if (restored.ok()) {
         resume = restored->resume_path;
-        part_step_ = group->step;
+        part_step_ = restored_step_ = group->step;
         LogInfo("restored rank {}'s part of group snapshot {} (step {})", rank_,
                 SeqName(*plan.resume_seq), group->step);
       } else {
@@ -105,7 +108,7 @@ void GroupAgent::Join(const RoundPlan& plan) {
     LeaveRound("the trainer did not start");
     return;
   }
-  trainer_ = std::move(*trainer);
+  trainer_ = std::make_unique<SharedTrainer>(std::move(*trainer), trainer_slot_);
   state_ = State::kInRound;
   (void)c_.notifier.Notify("STATUS=training: round " + std::to_string(plan.round) + ", rank " +
                            std::to_string(rank_));
@@ -232,7 +235,8 @@ void GroupAgent::InRound(Clock::MonoTime now) {
   }
 }
 
-void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed) {
+void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed,
+                             std::optional<Clock::WallTime> asked_at) {
   state_ = State::kEnding;
   if (noticed && !noticed_) {
     // Leaving: the coordinator must not plan the next round with this node.
@@ -240,10 +244,20 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
   }
   noticed_ = noticed_ || noticed;
   ending_deadline_ = deadline;
+  // A part newer than every checkpoint there was when the trainer was asked
+  // answers the request. The watch may have asked a while ago, while the
+  // loop waited for the store: what was saved since then is the answer.
   auto all = RoundCheckpoints();
   asked_after_.reset();
-  if (all.ok() && !all->empty()) asked_after_ = all->front().step;
-  if (part_step_ && (!asked_after_ || *part_step_ > *asked_after_)) asked_after_ = part_step_;
+  if (all.ok()) {
+    for (const Checkpoint& c : *all) {
+      if (asked_at && c.newest_mtime >= *asked_at) continue;
+      if (c.step && (!asked_after_ || *c.step > *asked_after_)) asked_after_ = c.step;
+      if (!asked_at) break;  // newest first
+    }
+  }
+  const std::optional<int64_t> known = asked_at ? restored_step_ : part_step_;
+  if (known && (!asked_after_ || *known > *asked_after_)) asked_after_ = known;
   asked_ = true;
   answer_step_.reset();
   final_ = false;
@@ -251,6 +265,7 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
     LogWarn("recording the request failed: {}", st.message());
   }
   checkpoints_->SetUrgent(true);
+  if (asked_at) return;  // the watch wrote the notice file and signalled the trainer
   nlohmann::ordered_json notice = {{"action", noticed ? "terminate" : "group"},
                                    {"round", plan_->round}};
   (void)WriteFileAtomic(notice_file_, notice.dump() + "\n");
@@ -274,6 +289,8 @@ void GroupAgent::Ending(Clock::MonoTime now) {
   (void)::unlink(notice_file_.c_str());
   checkpoints_->SetUrgent(false);
   if (noticed_) {
+    Exit(committed ? kExitInterrupted : kExitNotCommitted);
+    watch_->LoopStopsTrainer();
     if (trainer_) {
       if (auto stopped = trainer_->Stop(
               cfg_.stop_signal,
@@ -284,7 +301,6 @@ void GroupAgent::Ending(Clock::MonoTime now) {
       trainer_.reset();
     }
     (void)events_.Record("stop", {{"round", plan_->round}, {"committed", committed}});
-    Exit(committed ? kExitInterrupted : kExitNotCommitted);
     return;
   }
   LeaveRound("waiting for the next round");
@@ -330,6 +346,9 @@ void GroupAgent::FinishLeaving() {
   trainer_.reset();  // what it left in its group is finished off the loop (supervisor.h)
   state_ = State::kWaiting;
   plan_.reset();
+  // A node on its way out whose round ended otherwise (a crash, a member
+  // gone) before the answer was committed: nothing more to wait for.
+  if (noticed_) Exit(final_ ? kExitInterrupted : kExitNotCommitted);
 }
 
 }  // namespace sg::group_detail

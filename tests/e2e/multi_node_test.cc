@@ -260,6 +260,16 @@ TEST_F(GroupTrainerE2E, OnCompleteRunsOnEveryNode) {
     return text.ok() ? std::count(text->begin(), text->end(), '\n') : 0;
   };
   EXPECT_EQ(lines(), 2) << "each node shut its own instance down once\n" << Logs();
+  // Each node's trainer output and agent log were captured and shipped under
+  // its instance, the attempt being the round (docs/multi-node.md, "Logs").
+  for (int n : {1, 2}) {
+    auto [code, out] = Cli({"logs", "-c", path, "--instance", "i-node" + std::to_string(n)});
+    ASSERT_EQ(code, 0) << out;
+    EXPECT_NE(out.find(" #1 trainer.out rank "), std::string::npos) << out;
+    EXPECT_NE(out.find(" of 2 starts at step 0"), std::string::npos) << out;
+    EXPECT_NE(out.find("done at step"), std::string::npos) << out;
+    EXPECT_NE(out.find(" #1 agent info "), std::string::npos) << out;
+  }
   StartNode(3, path, env);
   ASSERT_EQ(nodes_[3].agent->Wait(60s), 0) << Logs();
   EXPECT_NE(nodes_[3].agent->Output().find("already complete"), std::string::npos) << Logs();
