@@ -106,6 +106,8 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
                                      duration_cast<milliseconds>(cfg_.restart.max_backoff));
       wait.count() > 0 && next_plan_at_ == Clock::MonoTime{}) {
     next_plan_at_ = now + wait;
+    LogInfo("round {} waits {:.1f} s (restart.backoff: {} round(s) in a row ended by a crash)",
+            next->round, std::chrono::duration<double>(wait).count(), crash_rounds_);
     return;
   }
   next_plan_at_ = {};

@@ -192,9 +192,32 @@ TEST_F(GroupTrainerE2E, ACheckpointLeftFromBeforeTheRoundIsNotUploadedAsItsPart)
 }
 
 TEST_F(GroupTrainerE2E, ATrainerThatAlwaysCrashesFailsTheJobOnEveryNodeAfterRestartMax) {
-  const std::string config = Config(2, {"--fail-at", "3", "--fail-rank", "0"});
+  auto c = nlohmann::json::parse(*ReadFileToString(Config(2, {"--fail-at", "3", "--fail-rank", "0"})));
+  c["restart"]["backoff"] = "2s";
+  c["restart"]["max_backoff"] = "3s";
+  const std::string config = dir_.WriteFile("always-crashes.json", c.dump(2));
   for (int n : {1, 2}) StartNode(n, config);
   for (int n : {1, 2}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 1) << Logs();
+  // Crash restarts back off as a single node's do: 2 s, then doubled up to 3 s.
+  const std::string logs = Logs();
+  EXPECT_NE(logs.find("round 2 waits 2.0 s (restart.backoff: 1 round(s) in a row"),
+            std::string::npos)
+      << logs;
+  EXPECT_NE(logs.find("round 3 waits 3.0 s (restart.backoff: 2 round(s) in a row"),
+            std::string::npos)
+      << logs;
+  // And the plans came no sooner (LastModified has whole seconds).
+  auto first_modified = [&](const std::string& prefix) {
+    auto listed = ListAll(*store_, prefix);
+    EXPECT_TRUE(listed.ok() && !listed->empty()) << prefix;
+    return listed.ok() && !listed->empty() ? listed->front().modified
+                                           : std::chrono::system_clock::time_point{};
+  };
+  for (uint64_t round : {1u, 2u}) {
+    const auto ended = first_modified("job/group/rounds/" + SeqName(round) + "/end/");
+    const auto planned = first_modified("job/group/rounds/" + SeqName(round + 1) + "/plan.json");
+    EXPECT_GE(planned - ended, std::chrono::seconds(round == 1 ? 1 : 2)) << "round " << round + 1;
+  }
   // restart.max is 2: rounds 1, 2 and 3 crashed, no fourth was planned.
   auto plan = GroupStore(*store_, "job").NewestPlan();
   ASSERT_TRUE(plan.ok() && *plan);
