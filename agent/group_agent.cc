@@ -122,6 +122,16 @@ Status GroupAgent::Setup() {
 void GroupAgent::TakeNews(Clock::MonoTime now) {
   GroupWatch::News news = watch_->Take();
   if (c_.ports.stop_requested && c_.ports.stop_requested()) news.stop_signal = true;
+  if ((news.stop_signal || !news.notices.empty()) && state_ == State::kJoining) {
+    // Leaving while the part is restored: the round cannot go on without
+    // this node; its trainer never started.
+    (void)group_.EndRound(plan_->round, RoundEnd{news.stop_signal ? "stop" : "notice", c_.instance,
+                                                 news.stop_signal ? "SIGTERM" : "notice"});
+    LogWarn("leaving round {} before its trainer started", plan_->round);
+    for (const InterruptionEvent& e : news.notices) (void)events_.Record("notice", e.ToJson());
+    Exit(kExitInterrupted);
+    return;
+  }
   if (news.stop_signal) {
     if (state_ == State::kInRound) {
       (void)group_.EndRound(plan_->round, RoundEnd{"stop", c_.instance, "SIGTERM"});
@@ -293,6 +303,7 @@ AgentResult GroupAgent::Run() {
     KeepLease(now);
     if (state_ == State::kDone) break;
     Look(now);
+    if (state_ == State::kJoining) Joining();
     if (state_ == State::kInRound) InRound(now);
     if (state_ == State::kEnding) Ending(now);
     if (state_ == State::kStopping) Stopping(now);
@@ -309,6 +320,10 @@ AgentResult GroupAgent::Run() {
     trainer_.reset();
   }
   if (uploader_.busy()) (void)uploader_.Wait(milliseconds(15'000));
+  if (restore_.busy() && !restore_.WaitFor(milliseconds(15'000))) {
+    LogWarn("the restore of this node's part still runs at the exit");
+    restore_left_ = true;
+  }
   FinishStoppedTrainers();
   // Until the process ends the watch keeps its deadline: the store calls
   // below can hang too.
@@ -318,7 +333,11 @@ AgentResult GroupAgent::Run() {
   }
   // An upload given up on, or a log shipment, still runs on its thread and
   // uses the agent and the store: the process ends without destroying them.
-  threads_left_ = uploader_.left_any();
+  threads_left_ = uploader_.left_any() || restore_left_;
+  if (!store_work_.DrainFor(milliseconds(10'000))) {
+    LogWarn("retention still runs at the exit; it is left to the next coordinator");
+    threads_left_ = true;
+  }
   if (!logs_.Flush(log_round_, threads_left_, watch_->deadline())) threads_left_ = true;
   watch_->Stop();
   result_.abandoned = threads_left_;

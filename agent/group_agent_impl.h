@@ -25,6 +25,9 @@
 #include "agent/lease.h"
 #include "agent/supervisor.h"
 #include "agent/trainer_record.h"
+#include "agent/restorer.h"
+#include "common/background_call.h"
+#include "common/background_queue.h"
 #include "common/files.h"
 
 namespace sg::group_detail {
@@ -67,7 +70,9 @@ class GroupAgent {
  private:
   // kStopping: the round is left and the trainer was asked to stop; the
   // loop goes on until it has, or until its grace is over.
-  enum class State { kWaiting, kInRound, kEnding, kStopping, kDone };
+  // kJoining: the node's part is being restored on a thread; the trainer
+  // starts once it is (kInRound).
+  enum class State { kWaiting, kJoining, kInRound, kEnding, kStopping, kDone };
 
   Status Setup();
   void Beat(Clock::MonoTime now);
@@ -78,6 +83,10 @@ class GroupAgent {
   // The coordinator refuses fresh members whose settings differ from its own.
   void RefuseOdd(Clock::MonoTime now);
   void Join(const RoundPlan& plan);
+  void Joining();
+  void RestoreFailed(const Status& st);
+  // Starts the round's trainer from `resume` ("" fresh): kInRound.
+  void StartTrainer(const std::string& resume);
   void InRound(Clock::MonoTime now);
   // `asked_at`: the watch asked the trainer for its checkpoint then (on this
   // node's notice or stop signal); the loop does not ask again.
@@ -128,6 +137,9 @@ class GroupAgent {
   std::optional<RoundPlan> plan_;  // the round this agent takes part in
   int rank_ = 0;
   std::unique_ptr<Trainer> trainer_;
+  BackgroundCall<StatusOr<RestoreResult>> restore_;  // kJoining: the restore of this node's part
+  std::optional<GroupCommit> restoring_;             // what it restores
+  bool restore_left_ = false;                        // still running at the exit
   int attempt_ = 0;
   std::optional<int64_t> part_step_;       // of this node's newest stored part in the round
   std::optional<int64_t> restored_step_;   // of the part restored on joining the round
@@ -164,6 +176,9 @@ class GroupAgent {
   // under is the round.
   JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};
   uint64_t log_round_ = 0;  // the round of the newest one joined
+  // Retention, off the loop (the coordinator's); one run at a time.
+  BackgroundQueue store_work_{c_.ports.inline_store_work};
+  std::shared_ptr<std::atomic<bool>> retention_running_ = std::make_shared<std::atomic<bool>>(false);
   bool threads_left_ = false;
   AgentResult result_;
 };

@@ -62,40 +62,55 @@ void GroupAgent::Join(const RoundPlan& plan) {
   if (auto before = checkpoints_->Complete(); before.ok()) {
     for (const Checkpoint& ck : *before) before_round_.push_back(CheckpointMark::Of(ck));
   }
-  std::string resume;
-  if (plan.resume_seq) {
-    auto groups = group_.Groups();
-    std::optional<GroupCommit> group;
-    if (groups.ok()) {
-      for (const GroupCommit& g : *groups) {
-        if (g.seq == *plan.resume_seq) group = g;
-      }
-    }
-    Status st = group ? Status::Ok()
-                      : Status::NotFound("group snapshot " + SeqName(*plan.resume_seq) +
-                                         " cannot be read");
-    if (group) {
-      RestoreOptions options;
-      options.replace_foreign = true;  // the trainer's own files of a step the group did not commit
-      auto restored =
-          RestoreGroupPart(c_.store, cfg_.job, cfg_.preset, *group, rank_, cfg_.checkpoint_dir,
-                           options);
-      if (restored.ok()) {
-        resume = restored->resume_path;
-        part_step_ = restored_step_ = group->step;
-        LogInfo("restored rank {}'s part of group snapshot {} (step {})", rank_,
-                SeqName(*plan.resume_seq), group->step);
-      } else {
-        st = restored.status();
-      }
-    }
-    if (!st.ok()) {
-      LogError("restoring rank {}'s part failed: {}", rank_, st.message());
-      (void)group_.EndRound(plan.round, RoundEnd{"restore", c_.instance, st.message()});
-      LeaveRound("the restore failed");
-      return;
+  if (!plan.resume_seq) {
+    StartTrainer("");
+    return;
+  }
+  auto groups = group_.Groups();
+  std::optional<GroupCommit> group;
+  if (groups.ok()) {
+    for (const GroupCommit& g : *groups) {
+      if (g.seq == *plan.resume_seq) group = g;
     }
   }
+  if (!group) {
+    RestoreFailed(Status::NotFound("group snapshot " + SeqName(*plan.resume_seq) +
+                                   " cannot be read"));
+    return;
+  }
+  // The restore runs on a thread of its own: a large part takes longer than
+  // group.timeout, and the loop beats meanwhile (state kJoining).
+  state_ = State::kJoining;
+  restoring_ = *group;
+  restore_.Start([this, group = *group, rank = rank_] {
+    RestoreOptions options;
+    options.replace_foreign = true;  // the trainer's own files of a step the group did not commit
+    return RestoreGroupPart(c_.store, cfg_.job, cfg_.preset, group, rank, cfg_.checkpoint_dir,
+                            options);
+  });
+}
+
+void GroupAgent::Joining() {
+  std::optional<StatusOr<RestoreResult>> restored = restore_.Poll();
+  if (!restored) return;
+  if (!restored->ok()) {
+    RestoreFailed(restored->status());
+    return;
+  }
+  part_step_ = restored_step_ = restoring_->step;
+  LogInfo("restored rank {}'s part of group snapshot {} (step {})", rank_,
+          SeqName(restoring_->seq), restoring_->step);
+  StartTrainer((*restored)->resume_path);
+}
+
+void GroupAgent::RestoreFailed(const Status& st) {
+  LogError("restoring rank {}'s part failed: {}", rank_, st.message());
+  (void)group_.EndRound(plan_->round, RoundEnd{"restore", c_.instance, st.message()});
+  LeaveRound("the restore failed");
+}
+
+void GroupAgent::StartTrainer(const std::string& resume) {
+  const RoundPlan& plan = *plan_;
   GroupPlacement placement;
   placement.round = plan.round;
   placement.rank = rank_;

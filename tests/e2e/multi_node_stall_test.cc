@@ -8,6 +8,7 @@
 
 #include "common/files.h"
 #include "tests/e2e/multi_node_fixture.h"
+#include "tests/reliability/crash_support.h"
 
 namespace sg::testing {
 namespace {
@@ -121,6 +122,50 @@ TEST_F(GroupStalledStoreE2E, AStoreThatNeverAnswersStillGetsTheTrainerStoppedBef
   const std::string log = a.Output();
   EXPECT_NE(log.find("the trainer stopped"), std::string::npos) << log;
   EXPECT_NE(log.find("asked the trainer for a checkpoint"), std::string::npos) << log;
+}
+
+// A replacement whose restore takes longer than group.timeout (a large part
+// over a slow link) keeps beating while it restores, so the round it joins
+// is not ended `stale` under it, over and over: the restore runs off the
+// agent's loop (design.md §14, kJoining). Its store is behind the proxy at
+// 1 MiB/s, and each part holds 6 MiB that do not compress: 6 s or more
+// against a 4 s member timeout.
+TEST_F(GroupStalledStoreE2E, AReplacementRestoringLongerThanTheMemberTimeoutJoinsTheRound) {
+  constexpr int kSteps = 40;
+  nlohmann::json command = {SPOTGUARD_PYTHON,
+                            std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
+                            "--steps", std::to_string(kSteps), "--step-seconds", "0.2",
+                            "--pad-mib", "6"};
+  auto c = nlohmann::json::parse(*ReadFileToString(JobConfig(2, command, "pytorch")));
+  c["group"]["timeout"] = "4s";
+  c["lease"]["timeout"] = "3s";
+  const std::string config = dir_.WriteFile("direct.json", c.dump(2));
+  c["endpoint"] = proxy_->endpoint();
+  const std::string slow = dir_.WriteFile("slow.json", c.dump(2));
+  proxy_->Control("POST", "/_proxy/config", R"({"bandwidth": 1048576})");
+  StartNode(1, config);
+  StartNode(2, config);
+  ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 90s)) << Logs();
+  ASSERT_TRUE(KillLikeALostInstance(*nodes_[2].agent)) << Logs();
+  StartNode(3, slow);
+  for (int n : {1, 3}) ASSERT_EQ(nodes_[n].agent->Wait(240s), 0) << Logs();
+  // Restored once: the round it joined ran to the end.
+  const std::string log = nodes_[3].agent->Output();
+  size_t restores = 0;
+  for (size_t at = log.find("restored rank"); at != std::string::npos;
+       at = log.find("restored rank", at + 1)) {
+    ++restores;
+  }
+  EXPECT_EQ(restores, 1u) << Logs();
+  EXPECT_EQ(log.find("ended: stale"), std::string::npos) << Logs();
+  std::vector<std::string> finals;
+  for (int rank : {0, 1}) {
+    int64_t total = 0;
+    for (int64_t step = 1; step <= kSteps; ++step) total = (total * 31 + step * (rank + 1)) % 1000000007;
+    finals.push_back(std::to_string(rank) + " " + std::to_string(kSteps) + " " +
+                     std::to_string(total));
+  }
+  EXPECT_EQ(Finals({1, 3}), finals) << Logs();
 }
 
 }  // namespace
