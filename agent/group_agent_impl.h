@@ -80,6 +80,10 @@ class GroupAgent {
   void Look(Clock::MonoTime now);
   void Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan);
   void Coordinate(Clock::MonoTime now);
+  // Retention, `keep` whole group snapshots (docs/multi-node.md), on a
+  // thread of its own: deleting many parts must not hold the loop (its
+  // heartbeats and lease) for longer than group.timeout.
+  void Retain();
   // The coordinator refuses fresh members whose settings differ from its own.
   void RefuseOdd(Clock::MonoTime now);
   void Join(const RoundPlan& plan);
@@ -179,6 +183,7 @@ class GroupAgent {
   // Retention, off the loop (the coordinator's); one run at a time.
   BackgroundQueue store_work_{c_.ports.inline_store_work};
   std::shared_ptr<std::atomic<bool>> retention_running_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<bool>> retention_wanted_ = std::make_shared<std::atomic<bool>>(false);
   bool threads_left_ = false;
   AgentResult result_;
 };

@@ -132,6 +132,25 @@ void GroupAgent::RefuseOdd(Clock::MonoTime now) {
   }
 }
 
+void GroupAgent::Retain() {
+  // Commits while it runs ask for one more run after it.
+  retention_wanted_->store(true);
+  if (retention_running_->exchange(true)) return;
+  store_work_.Post([this, wanted = retention_wanted_, running = retention_running_] {
+    do {
+      while (wanted->exchange(false)) {
+        auto gc = CollectGroupGarbage(c_.store, c_.clock, cfg_.job, cfg_.keep,
+                                      std::chrono::hours(1));
+        if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
+        // The logs of old rounds go with them (logs_keep, docs/design.md §13).
+        auto logs = PruneLogs(c_.store, cfg_.job, cfg_.logs_keep);
+        if (!logs.ok()) LogWarn("log retention failed: {}", logs.status().message());
+      }
+      running->store(false);
+    } while (wanted->load() && !running->exchange(true));
+  });
+}
+
 void GroupAgent::Coordinate(Clock::MonoTime now) {
   RefuseOdd(now);
   // A member of the round that went quiet ends it.
@@ -169,20 +188,7 @@ void GroupAgent::Coordinate(Clock::MonoTime now) {
               SeqName(g.seq), g.step, g.nodes, g.Bytes(), g.Stored());
       (void)events_.Record("snapshot", {{"seq", g.seq}, {"step", g.step}, {"nodes", g.nodes}});
       newest = g;
-      // Retention: `keep` whole group snapshots (docs/multi-node.md), on a
-      // thread of its own: deleting many parts must not hold the loop (its
-      // heartbeats and lease) for longer than group.timeout.
-      if (!retention_running_->exchange(true)) {
-        store_work_.Post([this, running = retention_running_] {
-          auto gc = CollectGroupGarbage(c_.store, c_.clock, cfg_.job, cfg_.keep,
-                                        std::chrono::hours(1));
-          if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
-          // The logs of old rounds go with them (logs_keep, docs/design.md §13).
-          auto logs = PruneLogs(c_.store, cfg_.job, cfg_.logs_keep);
-          if (!logs.ok()) LogWarn("log retention failed: {}", logs.status().message());
-          *running = false;
-        });
-      }
+      Retain();
     } else {
       LogWarn("committing group snapshot {} failed: {}", SeqName(g.seq), st.message());
     }
