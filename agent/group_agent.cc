@@ -250,9 +250,12 @@ void GroupAgent::Look(Clock::MonoTime now) {
                  first.by + (first.detail.empty() ? "" : " (" + first.detail + ")"));
       return;
     }
-    if (auto parts = group_.Parts(plan_->round); parts.ok()) round_parts_ = std::move(*parts);
-    if (auto newest = NewestGroup()) group_step_ = newest->step;
-    if (lease_.held()) Coordinate(now);
+    auto parts = group_.Parts(plan_->round);
+    if (parts.ok()) round_parts_ = *parts;
+    const std::optional<GroupCommit> newest = NewestGroup();
+    if (newest) group_step_ = newest->step;
+    // The coordinator decides on what this look read (no second listing).
+    if (lease_.held()) Coordinate(now, parts.ok() ? &*parts : nullptr, newest);
     if (state_ == State::kEnding && !final_) {
       if (auto f = group_.Final(plan_->round); f.ok() && *f) final_ = true;
     }

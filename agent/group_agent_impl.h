@@ -79,7 +79,10 @@ class GroupAgent {
   void KeepLease(Clock::MonoTime now);
   void Look(Clock::MonoTime now);
   void Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan);
-  void Coordinate(Clock::MonoTime now);
+  // `parts`: the round's parts as just read (null when that failed);
+  // `newest`: the newest group snapshot as just read.
+  void Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* parts,
+                  std::optional<GroupCommit> newest);
   // Retention, `keep` whole group snapshots (docs/multi-node.md), on a
   // thread of its own: deleting many parts must not hold the loop (its
   // heartbeats and lease) for longer than group.timeout.

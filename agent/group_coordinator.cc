@@ -151,7 +151,8 @@ void GroupAgent::Retain() {
   });
 }
 
-void GroupAgent::Coordinate(Clock::MonoTime now) {
+void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* parts,
+                            std::optional<GroupCommit> newest) {
   RefuseOdd(now);
   // A member of the round that went quiet ends it.
   if (state_ == State::kInRound) {
@@ -164,9 +165,7 @@ void GroupAgent::Coordinate(Clock::MonoTime now) {
     }
   }
   // A group snapshot once every rank's part of one step is stored.
-  std::optional<GroupCommit> newest = NewestGroup();
-  auto parts = group_.Parts(plan_->round);
-  if (!parts.ok()) return;
+  if (parts == nullptr) return;
   std::optional<int64_t> committed_step;
   if (newest) committed_step = newest->step;
   if (auto complete = CompleteGroup(*parts, cfg_.nodes, committed_step)) {
