@@ -109,16 +109,16 @@ TEST_F(GroupStalledStoreE2E, AStoreThatNeverAnswersStillGetsTheTrainerStoppedBef
   Freeze();
   const auto posted = Steady::now();
   nodes_[2].imds->Control("POST", "/_sim/spot-notice",
-                          R"({"action": "terminate", "in_seconds": 30})");
+                          R"({"action": "terminate", "in_seconds": 20})");
   AgentProcess& a = *nodes_[2].agent;
   const auto code = a.Wait(150s);
   const auto took = Steady::now() - posted;
   ASSERT_TRUE(code.has_value()) << "the agent hangs on the store\n" << Logs();
   // Nothing could be committed: 74. The trainer was stopped 8 s before the
-  // deadline and the process ended a second before it: 29 s, and a margin
+  // deadline and the process ended a second before it: 19 s, and a margin
   // for a loaded machine (a loop held by the store takes minutes).
   EXPECT_EQ(*code, 74) << Logs();
-  EXPECT_LT(took, 45s) << Logs();
+  EXPECT_LT(took, 35s) << Logs();
   const std::string log = a.Output();
   EXPECT_NE(log.find("the trainer stopped"), std::string::npos) << log;
   EXPECT_NE(log.find("asked the trainer for a checkpoint"), std::string::npos) << log;
