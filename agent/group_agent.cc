@@ -124,10 +124,15 @@ void GroupAgent::TakeNews(Clock::MonoTime now) {
   if (c_.ports.stop_requested && c_.ports.stop_requested()) news.stop_signal = true;
   if ((news.stop_signal || !news.notices.empty()) && state_ == State::kJoining) {
     // Leaving while the part is restored: the round cannot go on without
-    // this node; its trainer never started.
-    (void)group_.EndRound(plan_->round, RoundEnd{news.stop_signal ? "stop" : "notice", c_.instance,
-                                                 news.stop_signal ? "SIGTERM" : "notice"});
+    // this node; its trainer never started. Out of the membership first (no
+    // more beats either), so that the round's end never finds it planned
+    // again; then `left`: the others stop at once, as nothing of this
+    // node's can be saved.
     LogWarn("leaving round {} before its trainer started", plan_->round);
+    noticed_ = true;
+    (void)group_.RemoveMember(self_.agent);
+    (void)group_.EndRound(plan_->round, RoundEnd{"left", c_.instance,
+                                                 news.stop_signal ? "SIGTERM" : "notice"});
     for (const InterruptionEvent& e : news.notices) (void)events_.Record("notice", e.ToJson());
     Exit(kExitInterrupted);
     return;
@@ -159,6 +164,8 @@ void GroupAgent::TakeNews(Clock::MonoTime now) {
       noticed_ = true;
     } else if (state_ != State::kDone) {
       LogWarn("interruption notice while not in a round: leaving the group");
+      noticed_ = true;
+      (void)group_.RemoveMember(self_.agent);
       Exit(kExitInterrupted);
       return;
     }

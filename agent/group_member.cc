@@ -82,6 +82,8 @@ void GroupAgent::Join(const RoundPlan& plan) {
   // group.timeout, and the loop beats meanwhile (state kJoining).
   state_ = State::kJoining;
   restoring_ = *group;
+  LogInfo("restoring rank {}'s part of group snapshot {} (step {})", rank_, SeqName(group->seq),
+          group->step);
   restore_.Start([this, group = *group, rank = rank_] {
     RestoreOptions options;
     options.replace_foreign = true;  // the trainer's own files of a step the group did not commit

@@ -355,14 +355,17 @@ std::optional<std::vector<PartRecord>> CompleteGroup(const std::vector<PartRecor
 
 RoundOutcome OutcomeOfEnds(const std::vector<RoundEnd>& ends) {
   if (ends.empty()) return RoundOutcome::kRunning;
-  bool checkpoint = false;
+  bool checkpoint = false, left = false;
   for (const RoundEnd& e : ends) {
     if (e.reason == "complete") return RoundOutcome::kComplete;
     checkpoint |= e.reason == "notice" || e.reason == "stop";
+    left |= e.reason == "left";
   }
   // A notice wins over a crash or a stale member: what the others can still
   // save is worth the wait, and a member that is gone adds nothing to it.
-  return checkpoint ? RoundOutcome::kCheckpointFirst : RoundOutcome::kStopNow;
+  // Not over a member that left before its trainer started: without its
+  // part no group snapshot of the round can be made.
+  return checkpoint && !left ? RoundOutcome::kCheckpointFirst : RoundOutcome::kStopNow;
 }
 
 std::optional<GroupCommit> ResumePoint(const std::vector<GroupCommit>& oldest_first,

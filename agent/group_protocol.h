@@ -53,7 +53,7 @@ struct RoundPlan {
 
 // Why a round ended, written by whoever ended it (create-only, one per writer).
 struct RoundEnd {
-  std::string reason;  // "notice", "stale", "crash", "restore", "complete", "stop"
+  std::string reason;  // "notice", "stale", "crash", "restore", "complete", "stop", "left"
   std::string by;      // the instance that ended it
   std::string detail;
 };
@@ -165,7 +165,7 @@ enum class RoundOutcome {
   kRunning,          // no end yet
   kComplete,         // the job is complete: exit 0
   kCheckpointFirst,  // a notice or SIGTERM somewhere: checkpoint, commit, then stop
-  kStopNow,          // a stale member, a crash, a failed restore: stop at once
+  kStopNow,          // a stale member, a crash, a failed restore, a member that left: stop at once
 };
 RoundOutcome OutcomeOfEnds(const std::vector<RoundEnd>& ends);
 

@@ -20,15 +20,21 @@ def stamp_of(line):
         tzinfo=timezone.utc).timestamp()
 
 
-def start_imds(work, name="imds"):
-    """Starts tests/tools/imds_sim.py on a free port; returns (process, endpoint)."""
+def start_tool(work, script, name, args=()):
+    """Starts tests/tools/<script> with --port-file on a free port; returns
+    (process, endpoint)."""
     port_file = os.path.join(work, name + ".port")
-    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests/tools/imds_sim.py"),
-                          "--port-file", port_file],
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests/tools", script),
+                          *args, "--port-file", port_file],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(400):
         if os.path.exists(port_file) and open(port_file).read().strip():
             return p, "http://127.0.0.1:" + open(port_file).read().strip()
         time.sleep(0.05)
     p.kill()
-    raise RuntimeError("the IMDS simulator did not start")
+    raise RuntimeError(f"{script} did not start")
+
+
+def start_imds(work, name="imds"):
+    """Starts tests/tools/imds_sim.py on a free port; returns (process, endpoint)."""
+    return start_tool(work, "imds_sim.py", name)

@@ -25,20 +25,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_run import ROOT, start_imds  # noqa: E402
-
-
-def start_proxy(work, upstream, n):
-    port_file = os.path.join(work, f"proxy{n}.port")
-    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests/tools/fault_proxy.py"),
-                          "--upstream", upstream, "--port-file", port_file],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(400):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            return p, "http://127.0.0.1:" + open(port_file).read().strip()
-        time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("the fault proxy did not start")
+from agent_run import ROOT, start_imds, start_tool  # noqa: E402
 
 
 def stats(endpoint):
@@ -88,7 +75,8 @@ def main():
     procs, agents, proxies = [], {}, {}
     try:
         for n in (1, 2):
-            proxy, proxy_endpoint = start_proxy(work, upstream, n)
+            proxy, proxy_endpoint = start_tool(work, "fault_proxy.py", f"proxy{n}",
+                                               ("--upstream", upstream))
             procs.append(proxy)
             proxies[n] = proxy_endpoint
             imds, imds_endpoint = start_imds(work, f"imds{n}")

@@ -19,10 +19,8 @@ class GroupStalledStoreE2E : public MultiNodeE2E {
  protected:
   void SetUp() override {
     MultiNodeE2E::SetUp();
-    std::string upstream = s3_.endpoint.substr(s3_.endpoint.find("://") + 3);
-    while (!upstream.empty() && upstream.back() == '/') upstream.pop_back();
-    proxy_ = std::make_unique<ToolServer>("fault_proxy.py",
-                                          std::vector<std::string>{"--upstream", upstream});
+    proxy_ = std::make_unique<ToolServer>(
+        "fault_proxy.py", std::vector<std::string>{"--upstream", ProxyUpstream(s3_.endpoint)});
     ASSERT_FALSE(proxy_->endpoint().empty());
   }
   void TearDown() override {
@@ -166,6 +164,50 @@ TEST_F(GroupStalledStoreE2E, AReplacementRestoringLongerThanTheMemberTimeoutJoin
                      std::to_string(total));
   }
   EXPECT_EQ(Finals({1, 3}), finals) << Logs();
+}
+
+// A notice while the node's part is still being restored (kJoining): the
+// node ends the round (`left`: nothing of it can be saved, so the others stop
+// at once), never starts its trainer and exits 75; the survivor waits for
+// the next round.
+TEST_F(GroupStalledStoreE2E, ANoticeWhileThePartIsRestoredEndsTheRoundAndTheNodeLeaves) {
+  nlohmann::json command = {SPOTGUARD_PYTHON,
+                            std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
+                            "--steps", "100000", "--step-seconds", "0.2", "--pad-mib", "6"};
+  auto c = nlohmann::json::parse(*ReadFileToString(JobConfig(2, command, "pytorch")));
+  c["group"]["timeout"] = "4s";
+  c["lease"]["timeout"] = "3s";
+  const std::string config = dir_.WriteFile("direct.json", c.dump(2));
+  c["endpoint"] = proxy_->endpoint();
+  const std::string slow = dir_.WriteFile("slow.json", c.dump(2));
+  proxy_->Control("POST", "/_proxy/config", R"({"bandwidth": 1048576})");
+  StartNode(1, config);
+  StartNode(2, config);
+  ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 90s)) << Logs();
+  ASSERT_TRUE(KillLikeALostInstance(*nodes_[2].agent)) << Logs();
+  StartNode(3, slow);
+  AgentProcess& a = *nodes_[3].agent;
+  ASSERT_TRUE(a.WaitForOutput("restoring rank", 120s)) << Logs();
+  nodes_[3].imds->Control("POST", "/_sim/spot-notice",
+                          R"({"action": "terminate", "in_seconds": 120})");
+  const auto code = a.Wait(60s);
+  ASSERT_TRUE(code.has_value()) << Logs();
+  EXPECT_EQ(*code, 75) << Logs();
+  const std::string log = a.Output();
+  EXPECT_NE(log.find("before its trainer started"), std::string::npos) << log;
+  EXPECT_EQ(log.find("starts at step"), std::string::npos) << "no trainer ran on node 3\n" << log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(leaving round (\d+) before)"))) << log;
+  const uint64_t round = std::stoull(m[1]);
+  bool left = false;
+  for (const RoundEnd& e : Ends(round)) left |= e.reason == "left" && e.by == "i-node3";
+  EXPECT_TRUE(left) << Logs();
+  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("ended: left on i-node3 (notice)", 60s)) << Logs();
+  // It left the membership at once: no round was planned with it after that.
+  auto plan = GroupStore(*store_, "job").NewestPlan();
+  ASSERT_TRUE(plan.ok() && *plan);
+  EXPECT_EQ((*plan)->round, round) << Logs();
+  EXPECT_FALSE(nodes_[1].agent->Wait(0ms).has_value()) << "the survivor waits\n" << Logs();
 }
 
 }  // namespace

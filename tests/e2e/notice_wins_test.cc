@@ -103,10 +103,8 @@ class StalledStoreE2E : public AgentE2E {
  protected:
   void SetUp() override {
     AgentE2E::SetUp();
-    std::string upstream = s3_.endpoint.substr(s3_.endpoint.find("://") + 3);
-    while (!upstream.empty() && upstream.back() == '/') upstream.pop_back();
-    proxy_ = std::make_unique<ToolServer>("fault_proxy.py",
-                                          std::vector<std::string>{"--upstream", upstream});
+    proxy_ = std::make_unique<ToolServer>(
+        "fault_proxy.py", std::vector<std::string>{"--upstream", ProxyUpstream(s3_.endpoint)});
     ASSERT_FALSE(proxy_->endpoint().empty());
   }
   void TearDown() override {

@@ -512,9 +512,7 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
   ASSERT_FALSE(imds.endpoint().empty());
   // The store behind a proxy that can hold an upload's answer, so that some
   // kills land in an upload for certain, whatever the machine's speed.
-  std::string upstream = s3_.endpoint.substr(s3_.endpoint.find("://") + 3);
-  while (!upstream.empty() && upstream.back() == '/') upstream.pop_back();
-  ToolServer proxy("fault_proxy.py", {"--upstream", upstream});
+  ToolServer proxy("fault_proxy.py", {"--upstream", ProxyUpstream(s3_.endpoint)});
   ASSERT_FALSE(proxy.endpoint().empty());
   const std::string config =
       WriteConfig({{"endpoint", proxy.endpoint()},

@@ -78,11 +78,7 @@ std::string Tail(const std::string& text, size_t n = 3000) {
   return text.size() <= n ? text : "..." + text.substr(text.size() - n);
 }
 
-std::string Upstream(const std::string& endpoint) {
-  std::string host = endpoint.substr(endpoint.find("://") + 3);
-  while (!host.empty() && host.back() == '/') host.pop_back();
-  return host;
-}
+std::string Upstream(const std::string& endpoint) { return ProxyUpstream(endpoint); }
 
 struct LsRow {
   uint64_t seq = 0;

@@ -29,11 +29,7 @@ std::string RandomSuffix() {
   return buf;
 }
 
-std::string Upstream(const S3TestEnv& env) {
-  std::string host = env.endpoint.substr(env.endpoint.find("://") + 3);
-  while (!host.empty() && host.back() == '/') host.pop_back();
-  return host;
-}
+std::string Upstream(const S3TestEnv& env) { return ProxyUpstream(env.endpoint); }
 
 std::string ConfigJson(const nlohmann::json& j) { return j.dump(); }
 

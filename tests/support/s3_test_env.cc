@@ -53,4 +53,10 @@ std::unique_ptr<S3Store> OpenTestS3Store(const S3TestEnv& env, const std::string
   return std::move(*store);
 }
 
+std::string ProxyUpstream(const std::string& endpoint) {
+  std::string host = endpoint.substr(endpoint.find("://") + 3);
+  while (!host.empty() && host.back() == '/') host.pop_back();
+  return host;
+}
+
 }  // namespace sg::testing

@@ -23,4 +23,8 @@ bool LoadS3TestEnv(S3TestEnv* out);
 // An s3:// store on the test bucket under `prefix` (bucket created if absent).
 std::unique_ptr<S3Store> OpenTestS3Store(const S3TestEnv& env, const std::string& prefix);
 
+// "host:port" of an endpoint URL: what tests/tools/fault_proxy.py's
+// --upstream takes.
+std::string ProxyUpstream(const std::string& endpoint);
+
 }  // namespace sg::testing

@@ -312,6 +312,11 @@ TEST(GroupProtocolTest, WhatARoundsEndsAskOfItsMembers) {
       << "a notice is answered even when another node crashed";
   EXPECT_EQ(OutcomeOfEnds({RoundEnd{"notice", "i-1", ""}, RoundEnd{"complete", "i-2", ""}}),
             RoundOutcome::kComplete);
+  // A member that left before its trainer started (a notice while it
+  // restored): no group snapshot of the round can be made, notice or not.
+  EXPECT_EQ(OutcomeOfEnds({RoundEnd{"left", "i-1", "notice"}}), RoundOutcome::kStopNow);
+  EXPECT_EQ(OutcomeOfEnds({RoundEnd{"notice", "i-2", ""}, RoundEnd{"left", "i-1", "notice"}}),
+            RoundOutcome::kStopNow);
 }
 
 TEST(GroupProtocolTest, TheNextRoundResumesTheNewestGroupSnapshotEveryoneCanRestore) {
