@@ -32,7 +32,9 @@ faults each request with probability `rate`.  Kinds are used in turn from
 cut_response but for a GET) keeps its turn for the next faulted request it
 applies to.  Optional
 `delay_ms` delays every request, `bandwidth` (bytes/s, all connections
-together) slows request and response bodies; `match` (a regular expression
+together) slows request and response bodies (only of the requests that
+`bandwidth_match`, a regular expression searched in "METHOD /path?query",
+matches, when it is set); `match` (a regular expression
 searched in "METHOD /path?query") limits faults to the requests it matches;
 `max_faults` (>= 0) stops injecting after that many faults.
 
@@ -76,7 +78,7 @@ with "_"):
                         "pauses": n, "log": the last 200 requests ["M /p", ...]}
 * POST /_proxy/config  JSON merged into the configuration (rate, schedule,
                        seed, kinds, stall_seconds, hang_seconds, delay_ms,
-                       bandwidth, match, max_faults, freeze_match,
+                       bandwidth, bandwidth_match, match, max_faults, freeze_match,
                        pause_match, pause_arm_match, pause_seconds); restarts
                        the schedule's window (the turn of kinds carries on
                        unless `kinds` changes)
@@ -198,7 +200,7 @@ class Proxy:
         self.lock = threading.Lock()
         self.config = {"rate": 0.0, "schedule": "spread", "seed": 1, "kinds": list(KINDS),
                        "stall_seconds": 3.0, "hang_seconds": 300.0, "delay_ms": 0,
-                       "bandwidth": 0, "match": "", "max_faults": -1,
+                       "bandwidth": 0, "bandwidth_match": "", "match": "", "max_faults": -1,
                        "freeze_match": "", "pause_match": "", "pause_arm_match": "",
                        "pause_seconds": 60.0}
         self.bw_next = 0.0
@@ -220,6 +222,7 @@ class Proxy:
         self.events = []
         self.hang_ends = {}
         self.log = []
+        self.local = threading.local()  # .throttled: this request's bodies are slowed
 
     def apply_config(self, update):
         for k in update:
@@ -276,7 +279,7 @@ class Proxy:
 
     def throttle(self, n):
         bw = float(self.config["bandwidth"])
-        if bw <= 0:
+        if bw <= 0 or not getattr(self.local, "throttled", True):
             return
         with self.lock:
             now = time.monotonic()
@@ -357,6 +360,8 @@ class Proxy:
                     "chunked" in headers.get("transfer-encoding", "").lower()
                 line = method + " " + target
                 with self.lock:
+                    bm = self.config.get("bandwidth_match", "")
+                    self.local.throttled = not bm or bool(re.search(bm, line))
                     self.log = (self.log + [line])[-200:]
                     fm = self.config["freeze_match"]
                     if not self.frozen and fm and re.search(fm, line):
