@@ -67,6 +67,20 @@ class GroupStalledStoreE2E : public MultiNodeE2E {
     return std::stod(m[1]);
   }
 
+  // Two configs of a 2-node job of group_trainer.py with 6 MiB parts and
+  // 8 s member timeouts: {direct, through the proxy}.
+  std::pair<std::string, std::string> SixMibConfigs(const std::string& steps) {
+    nlohmann::json command = {SPOTGUARD_PYTHON,
+                              std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
+                              "--steps", steps, "--step-seconds", "0.2", "--pad-mib", "6"};
+    auto c = nlohmann::json::parse(*ReadFileToString(JobConfig(2, command, "pytorch")));
+    c["group"]["timeout"] = "8s";
+    c["lease"]["timeout"] = "6s";
+    const std::string direct = dir_.WriteFile("direct.json", c.dump(2));
+    c["endpoint"] = proxy_->endpoint();
+    return {direct, dir_.WriteFile("slow.json", c.dump(2))};
+  }
+
   std::unique_ptr<ToolServer> proxy_;
 };
 
@@ -132,16 +146,7 @@ TEST_F(GroupStalledStoreE2E, AStoreThatNeverAnswersStillGetsTheTrainerStoppedBef
 // machine's stalls do not end rounds on their own).
 TEST_F(GroupStalledStoreE2E, AReplacementRestoringLongerThanTheMemberTimeoutJoinsTheRound) {
   constexpr int kSteps = 40;
-  nlohmann::json command = {SPOTGUARD_PYTHON,
-                            std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
-                            "--steps", std::to_string(kSteps), "--step-seconds", "0.2",
-                            "--pad-mib", "6"};
-  auto c = nlohmann::json::parse(*ReadFileToString(JobConfig(2, command, "pytorch")));
-  c["group"]["timeout"] = "8s";
-  c["lease"]["timeout"] = "6s";
-  const std::string config = dir_.WriteFile("direct.json", c.dump(2));
-  c["endpoint"] = proxy_->endpoint();
-  const std::string slow = dir_.WriteFile("slow.json", c.dump(2));
+  const auto [config, slow] = SixMibConfigs(std::to_string(kSteps));
   // Slow downloads only: the restore is what must outlast the timeout, and
   // the node's part uploads need not take as long.
   proxy_->Control("POST", "/_proxy/config",
@@ -177,15 +182,7 @@ TEST_F(GroupStalledStoreE2E, AReplacementRestoringLongerThanTheMemberTimeoutJoin
 // 75; the survivor stops its trainer without waiting for a checkpoint and
 // waits for the next round.
 TEST_F(GroupStalledStoreE2E, ANoticeWhileThePartIsRestoredEndsTheRoundAndTheNodeLeaves) {
-  nlohmann::json command = {SPOTGUARD_PYTHON,
-                            std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
-                            "--steps", "100000", "--step-seconds", "0.2", "--pad-mib", "6"};
-  auto c = nlohmann::json::parse(*ReadFileToString(JobConfig(2, command, "pytorch")));
-  c["group"]["timeout"] = "8s";
-  c["lease"]["timeout"] = "6s";
-  const std::string config = dir_.WriteFile("direct.json", c.dump(2));
-  c["endpoint"] = proxy_->endpoint();
-  const std::string slow = dir_.WriteFile("slow.json", c.dump(2));
+  const auto [config, slow] = SixMibConfigs("100000");
   proxy_->Control("POST", "/_proxy/config", R"({"bandwidth": 1048576})");
   StartNode(1, config);
   StartNode(2, config);
