@@ -108,6 +108,7 @@ Status GroupAgent::Setup() {
   watch.stop_timeout = duration_cast<milliseconds>(cfg_.stop_timeout);
   watch.poll_interval = cfg_.imds.poll_interval;
   watch.untimed_budget = kGroupEndBudget;
+  watch.give_up_before = kGiveUpBefore;
   watch_ = std::make_unique<GroupWatch>(watch, c_.clock, monitor_.get(),
                                         signal_fd_.get(), trainer_slot_);
   logs_.Open(c_.env);
@@ -141,7 +142,7 @@ void GroupAgent::TakeNews(Clock::MonoTime now) {
     if (state_ == State::kInRound) {
       (void)group_.EndRound(plan_->round, RoundEnd{"stop", c_.instance, "SIGTERM"});
       BeginEnding(now,
-                  now + duration_cast<milliseconds>(cfg_.stop_timeout) - milliseconds(10'000),
+                  now + duration_cast<milliseconds>(cfg_.stop_timeout) - kGiveUpBefore,
                   true, watch_->asked_at());
     } else if (state_ != State::kEnding) {
       Exit(kExitInterrupted);
@@ -157,7 +158,7 @@ void GroupAgent::TakeNews(Clock::MonoTime now) {
       (void)group_.EndRound(plan_->round, RoundEnd{"notice", c_.instance, e.ToJson().dump()});
       // Until 10 s before the notice's deadline: then the trainer is stopped.
       const auto left = e.time ? duration_cast<milliseconds>(*e.time - c_.clock.Now()) -
-                                     milliseconds(10'000)
+                                     kGiveUpBefore
                                : kGroupEndBudget;
       BeginEnding(now, now + std::max(left, milliseconds(0)), true, watch_->asked_at());
     } else if (state_ == State::kEnding) {

@@ -43,6 +43,9 @@ constexpr auto kMaxLook = milliseconds(2'000);
 // What a node waits for the group's commit after a notice elsewhere, when
 // stop_timeout is longer: a spot notice gives two minutes.
 constexpr auto kGroupEndBudget = milliseconds(100'000);
+// A noticed node's round is given up on this long before the deadline (the
+// trainer is stopped then); the watch's backstop counts from the same time.
+constexpr auto kGiveUpBefore = milliseconds(10'000);
 // The longest a trainer is given to stop when its node leaves a round.
 constexpr auto kMaxLeaveGrace = milliseconds(10'000);
 
@@ -177,7 +180,7 @@ class GroupAgent {
   Clock::MonoTime next_plan_at_{};
   bool plan_read_ = false;                  // the newest plan was read at least once
   std::optional<RoundPlan> newest_plan_;    // as last read while waiting
-  Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{}, next_poll_{};
+  Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{};
   std::optional<int> exit_code_;
   // The node's logs (docs/design.md §13); the attempt a segment is shipped
   // under is the round.
