@@ -8,6 +8,7 @@
 
 #include "agent/store_layout.h"
 #include "common/strings.h"
+#include "common/xxh3.h"
 
 namespace sg {
 
@@ -18,7 +19,7 @@ uint64_t ManifestFile::FrameRawSize(size_t i) const {
 
 void ManifestFile::AppendOwnFrame(uint64_t stored, std::string frame_sha256) {
   const uint64_t offset = frames.empty() ? 0 : frames.back().offset + frames.back().stored;
-  frames.push_back(FrameRef{key, offset, stored, std::move(frame_sha256)});
+  frames.push_back(FrameRef{key, offset, stored, std::move(frame_sha256), {}});
   stored_size += stored;
 }
 
@@ -103,13 +104,14 @@ nlohmann::ordered_json ManifestToJson(const Manifest& m) {
         frames.push_back(r.stored);
         continue;
       }
-      // {"key"?, "offset", "stored", "sha256"}; "key" only when the frame
-      // lives outside the file's own object.
+      // {"key"?, "offset", "stored", "sha256", "xxh3"?}; "key" only when the
+      // frame lives outside the file's own object, "xxh3" only when known.
       nlohmann::ordered_json jr;
       if (r.key != f.key) jr["key"] = r.key;
       jr["offset"] = r.offset;
       jr["stored"] = r.stored;
       jr["sha256"] = r.sha256;
+      if (!r.xxh3.empty()) jr["xxh3"] = r.xxh3;
       frames.push_back(std::move(jr));
     }
     jf["frames"] = std::move(frames);
@@ -199,7 +201,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
       for (const nlohmann::json& s : frames) {
         if (m.format == 1) {
           const uint64_t stored = WholeNumber(s, "frames");
-          f.frames.push_back(FrameRef{f.key, offset, stored, {}});
+          f.frames.push_back(FrameRef{f.key, offset, stored, {}, {}});
           offset += stored;  // checked against stored_size below
           if (offset < stored) throw BadNumber("\"frames\" do not add up");
           continue;
@@ -210,6 +212,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
         r.offset = WholeNumber(s.at("offset"), "offset");
         r.stored = WholeNumber(s.at("stored"), "stored");
         r.sha256 = s.at("sha256").get<std::string>();
+        if (s.contains("xxh3")) r.xxh3 = s.at("xxh3").get<std::string>();
         f.frames.push_back(std::move(r));
       }
       m.files.push_back(std::move(f));
@@ -268,6 +271,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
                        std::to_string(r.stored));
       }
       if (!IsHexSha256(r.sha256)) return corrupt(frame + " has a malformed sha256");
+      if (!r.xxh3.empty() && !IsHexXxh3(r.xxh3)) return corrupt(frame + " has a malformed xxh3");
     }
     if (stored != f.stored_size) return corrupt("file \"" + f.path + "\" frames do not add up");
   }

@@ -31,6 +31,10 @@ struct FrameRef {
   uint64_t offset = 0;  // of the frame's stored bytes in that object
   uint64_t stored = 0;  // stored bytes of the frame
   std::string sha256;   // hex, of the frame's raw bytes; empty in format 1
+  // XXH3-128 of the frame's raw bytes (hex); empty when the manifest does not
+  // give it (format 1, and format 2 written before it was added): restore
+  // then checks sha256 instead (docs/format.md, "Frame digests").
+  std::string xxh3;
 
   bool operator==(const FrameRef&) const = default;
 };

@@ -13,6 +13,8 @@
 #include "common/crypto.h"
 #include "common/http.h"
 #include "common/strings.h"
+#include "common/xxh3.h"
+#include "common/zstd_codec.h"
 
 namespace sg {
 namespace {
@@ -30,11 +32,16 @@ constexpr uint64_t kRawPerStored = 8;
 constexpr size_t kFilesAtOnce = 4;
 // Read-back chunk for hashing a format 1 file.
 constexpr uint64_t kReadBack = 1ull << 20;
+// Decoded bytes are hashed and written this much at a time: a piece stays in
+// the cache between un-shuffling, hashing and the write, and the kernel
+// copies 1 MiB writes into the page cache for well under half the CPU of
+// 8 MiB ones (bench/analysis/03-restore.md).
+constexpr size_t kWritePiece = 128u << 10;
 
 // A worker's buffers, kept across the ranges it reads.
 struct WorkerBuffers {
-  std::string raw;     // one decoded frame
-  std::string planes;  // a shuffled frame before un-shuffling
+  std::string raw;     // one un-shuffled piece of a frame
+  std::string planes;  // one decompressed frame (byte planes when shuffled)
   std::string back;    // read back for hashing
 };
 
@@ -42,6 +49,35 @@ WorkerBuffers& Buffers() {
   thread_local WorkerBuffers buffers;
   return buffers;
 }
+
+// The check of one frame's decoded bytes against its manifest digests:
+// XXH3-128 when the manifest gives it, SHA-256 otherwise; `thorough`
+// (verify) checks both. No frame digests (format 1): nothing to check here.
+class FrameCheck {
+ public:
+  FrameCheck(const FrameRef* ref, bool thorough) : ref_(ref) {
+    if (!ref_) return;
+    const bool has_xxh3 = !ref_->xxh3.empty();
+    if (has_xxh3) xxh3_.emplace();
+    if (!has_xxh3 || thorough) sha_.emplace();
+  }
+
+  void Update(std::string_view piece) {
+    if (xxh3_) xxh3_->Update(piece);
+    if (sha_) sha_->Update(piece);
+  }
+
+  Status Finish() {
+    if (xxh3_ && xxh3_->FinishHex() != ref_->xxh3) return Status::Corruption("XXH3-128 does not match");
+    if (sha_ && sha_->FinishHex() != ref_->sha256) return Status::Corruption("SHA-256 does not match");
+    return Status::Ok();
+  }
+
+ private:
+  const FrameRef* ref_;
+  std::optional<Xxh3Stream> xxh3_;
+  std::optional<Sha256Stream> sha_;
+};
 
 Status FileError(const ManifestFile& f, StatusCode code, const std::string& what) {
   return Status(code, "file \"" + f.path + "\": " + what);
@@ -73,8 +109,8 @@ class ReadRun {
  public:
   ReadRun(ObjectStore& store, const std::string& job, const OpenFileSink& open, bool name_damage,
           const ProgressFn& progress, size_t file_count)
-      : store_(store), job_(job), open_(open), name_damage_(name_damage), progress_(progress),
-        damaged_(file_count) {}
+      : store_(store), job_(job), open_(open), name_damage_(name_damage), thorough_(name_damage),
+        progress_(progress), damaged_(file_count) {}
 
   std::vector<std::string>& damaged() { return damaged_; }
 
@@ -204,8 +240,11 @@ class ReadRun {
     return stored;
   }
 
-  // Decodes the frames of range `r` from `stored`, checks them and writes
-  // each at its place.
+  // Decodes the frames of range `r` from `stored` and writes each at its
+  // place, a piece at a time (kWritePiece), hashing the pieces as they pass;
+  // a frame whose digest does not match fails the file. Its pieces may have
+  // been written by then: restore writes into a temporary directory that a
+  // failure discards (docs/design.md §7).
   Status WriteFrames(FileRead& fr, size_t r, std::string_view stored, Sha256Stream* inline_sha) {
     const ManifestFile& file = *fr.file;
     const sg::ReadRange& range = fr.ranges[r];
@@ -214,17 +253,24 @@ class ReadRun {
     for (size_t i = range.first_frame; i < range.end_frame; ++i) {
       const FrameRef& ref = file.frames[i];
       const uint64_t raw_size = file.FrameRawSize(i);
-      Status st =
-          DecodeFrameInto(file.codec, stored.substr(at, ref.stored), raw_size, &buf.raw, &buf.planes);
-      if (st.ok() && fr.frame_digests && Sha256Hex(buf.raw) != ref.sha256) {
-        st = Status::Corruption("SHA-256 does not match");
-      }
+      FrameCheck check(fr.frame_digests ? &ref : nullptr, thorough_);
+      uint64_t offset = i * file.frame_size;
+      Status write_st;
+      Status st = DecodeFramePieces(
+          file.codec, stored.substr(at, ref.stored), raw_size, kWritePiece,
+          /*check_zstd_checksum=*/thorough_, &buf.planes, &buf.raw, [&](std::string_view piece) {
+            check.Update(piece);
+            if (inline_sha) inline_sha->Update(piece);
+            if (fr.sink) write_st = fr.sink->WriteAt(offset, piece);
+            offset += piece.size();
+            return write_st;
+          });
+      SG_RETURN_IF_ERROR(write_st);
+      if (st.ok()) st = check.Finish();
       if (!st.ok()) {
         return FileError(file, StatusCode::kCorruption,
                          "frame " + std::to_string(i) + " of " + range.key + ": " + st.message());
       }
-      if (inline_sha) inline_sha->Update(buf.raw);
-      if (fr.sink) SG_RETURN_IF_ERROR(fr.sink->WriteAt(i * file.frame_size, buf.raw));
       Report(raw_size);
       at += ref.stored;
     }
@@ -275,6 +321,8 @@ class ReadRun {
   const std::string& job_;
   const OpenFileSink& open_;
   const bool name_damage_;
+  // Verify: every digest, and zstd's own checksum, is checked.
+  const bool thorough_;
   const ProgressFn& progress_;
   std::vector<std::string> damaged_;
   std::atomic<uint64_t> done_{0};

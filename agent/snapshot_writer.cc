@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/ordered_pipeline.h"
 #include "common/strings.h"
+#include "common/xxh3.h"
 
 namespace sg {
 namespace {
@@ -103,6 +104,7 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   struct Encoded {
     std::string bytes;
     std::string sha256;              // hex, of the raw bytes
+    std::string xxh3;                // hex, of the raw bytes
     std::optional<FrameRef> stored;  // set: reuse this frame
   };
   FrameIndex* const index = index_;
@@ -110,11 +112,15 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   OrderedPipeline<Encoded> pipeline(
       compressors, static_cast<size_t>(2 * threads), [&](Encoded encoded) -> Status {
         if (encoded.stored) {
+          // A frame of a manifest older than "xxh3" gains it here: the
+          // SHA-256 matched, so the bytes are these.
+          if (encoded.stored->xxh3.empty()) encoded.stored->xxh3 = std::move(encoded.xxh3);
           file.stored_size += encoded.stored->stored;
           file.frames.push_back(std::move(*encoded.stored));
           return Status::Ok();
         }
-        FrameRef ref{file.key, own_offset, encoded.bytes.size(), std::move(encoded.sha256)};
+        FrameRef ref{file.key, own_offset, encoded.bytes.size(), std::move(encoded.sha256),
+                     std::move(encoded.xxh3)};
         own_offset += ref.stored;
         file.stored_size += ref.stored;
         if (index) index->Add(file.codec, ref);
@@ -136,6 +142,7 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
         pipeline.Submit([codec, level, index, raw = std::move(raw)]() -> StatusOr<Encoded> {
           Encoded e;
           e.sha256 = Sha256Hex(raw);
+          e.xxh3 = Xxh3Hex(raw);
           // While the history is still being read, the frame is compressed
           // first and looked up after, so that the first frames do not wait
           // for the index; a frame found then drops its bytes.
@@ -220,12 +227,14 @@ Status SnapshotWriter::UploadPack(const std::string& job, uint64_t seq, int numb
     // referenced, not packed again; docs/design.md §4).
     file.key = FileObjectKey(seq, file.path, file.codec);
     file.sha256 = Sha256Hex(raw);
+    std::string xxh3 = Xxh3Hex(raw);
     if (auto stored = index_ ? index_->Find(file.codec, file.sha256) : std::nullopt) {
+      if (stored->xxh3.empty()) stored->xxh3 = std::move(xxh3);
       file.stored_size = stored->stored;
       file.frames.push_back(std::move(*stored));
     } else {
       SG_ASSIGN_OR_RETURN(std::string encoded, EncodeFrame(file.codec, raw, options_.level));
-      FrameRef ref{key, object.size(), encoded.size(), file.sha256};
+      FrameRef ref{key, object.size(), encoded.size(), file.sha256, std::move(xxh3)};
       file.stored_size = ref.stored;
       if (index_) index_->Add(file.codec, ref);
       file.frames.push_back(std::move(ref));

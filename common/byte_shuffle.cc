@@ -1,5 +1,6 @@
 #include "common/byte_shuffle.h"
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -19,10 +20,13 @@ void ShuffleTail(const char* src, size_t from, size_t groups, size_t w, char* ds
   }
 }
 
-void UnshuffleTail(const char* src, size_t from, size_t groups, size_t w, char* dst) {
+// Groups [from, end) of planes of `groups` groups, to `dst` (where group
+// `first` goes to dst[0]).
+void UnshuffleTail(const char* src, size_t from, size_t end, size_t groups, size_t w,
+                   size_t first, char* dst) {
   for (size_t plane = 0; plane < w; ++plane) {
     const char* in = src + plane * groups;
-    for (size_t g = from; g < groups; ++g) dst[g * w + plane] = in[g];
+    for (size_t g = from; g < end; ++g) dst[(g - first) * w + plane] = in[g];
   }
 }
 
@@ -65,21 +69,24 @@ size_t ShuffleVector(const char* src, size_t groups, size_t w, char* dst) {
   return g;
 }
 
-size_t UnshuffleVector(const char* src, size_t groups, size_t w, char* dst) {
-  size_t g = 0;
+// Groups [first, end), 16 at a time, to `dst` as UnshuffleTail; returns
+// the group it stopped at.
+size_t UnshuffleVector(const char* src, size_t first, size_t end, size_t groups, size_t w,
+                       char* dst) {
+  size_t g = first;
   if (w == 2) {
-    for (; g + 16 <= groups; g += 16) {
+    for (; g + 16 <= end; g += 16) {
       const __m128i a = Load(src + g), b = Load(src + groups + g);
-      Store(dst + 2 * g, _mm_unpacklo_epi8(a, b));
-      Store(dst + 2 * g + 16, _mm_unpackhi_epi8(a, b));
+      Store(dst + 2 * (g - first), _mm_unpacklo_epi8(a, b));
+      Store(dst + 2 * (g - first) + 16, _mm_unpackhi_epi8(a, b));
     }
   } else if (w == 4) {
-    for (; g + 16 <= groups; g += 16) {
+    for (; g + 16 <= end; g += 16) {
       const __m128i a = Load(src + g), b = Load(src + groups + g);
       const __m128i c = Load(src + 2 * groups + g), d = Load(src + 3 * groups + g);
       const __m128i ab_lo = _mm_unpacklo_epi8(a, b), ab_hi = _mm_unpackhi_epi8(a, b);
       const __m128i cd_lo = _mm_unpacklo_epi8(c, d), cd_hi = _mm_unpackhi_epi8(c, d);
-      char* out = dst + 4 * g;
+      char* out = dst + 4 * (g - first);
       Store(out, _mm_unpacklo_epi16(ab_lo, cd_lo));
       Store(out + 16, _mm_unpackhi_epi16(ab_lo, cd_lo));
       Store(out + 32, _mm_unpacklo_epi16(ab_hi, cd_hi));
@@ -90,7 +97,9 @@ size_t UnshuffleVector(const char* src, size_t groups, size_t w, char* dst) {
 }
 #else
 size_t ShuffleVector(const char*, size_t, size_t, char*) { return 0; }
-size_t UnshuffleVector(const char*, size_t, size_t, char*) { return 0; }
+size_t UnshuffleVector(const char*, size_t first, size_t, size_t, size_t, char*) {
+  return first;
+}
 #endif
 
 }  // namespace
@@ -107,14 +116,29 @@ void ShuffleInto(const char* src, size_t n, int width, char* dst) {
 }
 
 void UnshuffleInto(const char* src, size_t n, int width, char* dst) {
+  UnshufflePart(src, n, width, 0, n, dst);
+}
+
+void UnshufflePart(const char* src, size_t n, int width, size_t begin, size_t end, char* dst) {
   const size_t w = width > 1 ? static_cast<size_t>(width) : 1;
-  const size_t groups = n / w;
+  end = std::min(end, n);
+  if (begin >= end) return;
   if (w == 1) {
-    if (n > 0) std::memcpy(dst, src, n);
+    std::memcpy(dst, src + begin, end - begin);
     return;
   }
-  UnshuffleTail(src, UnshuffleVector(src, groups, w, dst), groups, w, dst);
-  if (n > groups * w) std::memcpy(dst + groups * w, src + groups * w, n - groups * w);
+  const size_t groups = n / w;
+  const size_t whole = groups * w;  // bytes [whole, n) are copied unchanged
+  if (begin < whole) {
+    // `begin` is a multiple of w; `end` is too, or lies in the copied tail.
+    const size_t first = begin / w, last = std::min(end, whole) / w;
+    const size_t g = UnshuffleVector(src, first, last, groups, w, dst);
+    UnshuffleTail(src, g, last, groups, w, first, dst);
+  }
+  if (end > whole) {
+    const size_t from = std::max(begin, whole);
+    std::memcpy(dst + (from - begin), src + from, end - from);
+  }
 }
 
 std::string ShuffleBytes(std::string_view in, int width) {

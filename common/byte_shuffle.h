@@ -18,6 +18,11 @@ namespace sg {
 void ShuffleInto(const char* src, size_t n, int width, char* dst);
 // The inverse of ShuffleInto.
 void UnshuffleInto(const char* src, size_t n, int width, char* dst);
+// Bytes [begin, end) of what UnshuffleInto makes of the `n` bytes at `src`,
+// to dst[0, end - begin): a frame un-shuffled a piece at a time, each piece
+// small enough to stay in the cache for what reads it next. `begin` must be
+// a multiple of `width`, and so must `end` unless it is `n`.
+void UnshufflePart(const char* src, size_t n, int width, size_t begin, size_t end, char* dst);
 
 std::string ShuffleBytes(std::string_view in, int width);
 std::string UnshuffleBytes(std::string_view in, int width);

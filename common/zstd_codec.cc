@@ -1,5 +1,7 @@
 #include "common/zstd_codec.h"
 
+// ZSTD_d_forceIgnoreChecksum is among zstd's experimental parameters.
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include <algorithm>
@@ -106,16 +108,12 @@ StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t
   return out;
 }
 
-Status DecodeFrameInto(Codec codec, std::string_view stored, uint64_t raw_size, std::string* out,
-                       std::string* scratch) {
-  if (codec == Codec::kNone) {
-    if (stored.size() != raw_size) {
-      return Status::Corruption("stored frame has " + std::to_string(stored.size()) +
-                                " bytes, expected " + std::to_string(raw_size));
-    }
-    out->assign(stored);
-    return Status::Ok();
-  }
+namespace {
+
+// Checks that `stored` is one whole zstd frame of `raw_size` bytes and
+// decompresses it into `out` (resized; a reused buffer costs no fill).
+Status DecompressFrame(std::string_view stored, uint64_t raw_size, std::string* out,
+                       bool check_checksum = true) {
   const unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
   if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corruption("not a zstd frame");
   if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != raw_size) {
@@ -125,17 +123,65 @@ Status DecodeFrameInto(Codec codec, std::string_view stored, uint64_t raw_size, 
   if (ZSTD_findFrameCompressedSize(stored.data(), stored.size()) != stored.size()) {
     return Status::Corruption("stored frame is truncated or has trailing bytes");
   }
-  const int width = ShuffleWidth(codec);
-  std::string* planes = width == 1 ? out : scratch;
   // resize() fills only bytes past the old size: a reused buffer costs no fill.
-  planes->resize(raw_size);
-  const size_t n =
-      ZSTD_decompressDCtx(ThreadDCtx(), planes->data(), planes->size(), stored.data(), stored.size());
+  out->resize(raw_size);
+  ZSTD_DCtx* dctx = ThreadDCtx();
+  ZSTD_DCtx_setParameter(dctx, ZSTD_d_forceIgnoreChecksum,
+                         check_checksum ? ZSTD_d_validateChecksum : ZSTD_d_ignoreChecksum);
+  const size_t n = ZSTD_decompressDCtx(dctx, out->data(), out->size(), stored.data(), stored.size());
   if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != raw_size) return Status::Corruption("zstd frame decoded to the wrong size");
+  return Status::Ok();
+}
+
+Status CheckStoredSize(std::string_view stored, uint64_t raw_size) {
+  if (stored.size() == raw_size) return Status::Ok();
+  return Status::Corruption("stored frame has " + std::to_string(stored.size()) +
+                            " bytes, expected " + std::to_string(raw_size));
+}
+
+}  // namespace
+
+Status DecodeFrameInto(Codec codec, std::string_view stored, uint64_t raw_size, std::string* out,
+                       std::string* scratch) {
+  if (codec == Codec::kNone) {
+    SG_RETURN_IF_ERROR(CheckStoredSize(stored, raw_size));
+    out->assign(stored);
+    return Status::Ok();
+  }
+  const int width = ShuffleWidth(codec);
+  std::string* planes = width == 1 ? out : scratch;
+  SG_RETURN_IF_ERROR(DecompressFrame(stored, raw_size, planes));
   if (width == 1) return Status::Ok();
   out->resize(raw_size);
   UnshuffleInto(planes->data(), raw_size, width, out->data());
+  return Status::Ok();
+}
+
+Status DecodeFramePieces(Codec codec, std::string_view stored, uint64_t raw_size, size_t piece,
+                         bool check_zstd_checksum, std::string* scratch, std::string* piece_buf,
+                         const std::function<Status(std::string_view)>& each) {
+  std::string_view whole = stored;
+  if (codec == Codec::kNone) {
+    SG_RETURN_IF_ERROR(CheckStoredSize(stored, raw_size));
+  } else {
+    SG_RETURN_IF_ERROR(DecompressFrame(stored, raw_size, scratch, check_zstd_checksum));
+    whole = *scratch;
+  }
+  const int width = ShuffleWidth(codec);
+  piece = std::max<size_t>(piece - piece % 4, 4);  // a multiple of every width
+  if (width > 1 && piece_buf->size() < std::min<uint64_t>(piece, raw_size)) {
+    piece_buf->resize(std::min<uint64_t>(piece, raw_size));
+  }
+  for (uint64_t at = 0; at < raw_size; at += piece) {
+    const uint64_t end = std::min<uint64_t>(at + piece, raw_size);
+    if (width == 1) {
+      SG_RETURN_IF_ERROR(each(whole.substr(at, end - at)));
+      continue;
+    }
+    UnshufflePart(whole.data(), raw_size, width, at, end, piece_buf->data());
+    SG_RETURN_IF_ERROR(each(std::string_view(piece_buf->data(), end - at)));
+  }
   return Status::Ok();
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,19 @@ StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t
 // shuffled codec. `out` holds exactly `raw_size` bytes on success.
 Status DecodeFrameInto(Codec codec, std::string_view stored, uint64_t raw_size, std::string* out,
                        std::string* scratch);
+// Decodes one stored frame as DecodeFrameInto does, then hands its raw bytes
+// to `each` in order, at most `piece` bytes at a time. A shuffled frame is
+// un-shuffled one piece at a time into `piece_buf`, so the piece is still in
+// the cache when `each` hashes and writes it; other pieces are views of
+// `scratch` (the decompressed frame) or of `stored` (codec none). Writing a
+// file in small pieces also costs the kernel far less than in 8 MiB writes
+// (docs/design.md §7). Without `check_zstd_checksum`, zstd's own XXH64 of the
+// frame is not checked: for a caller that checks a digest of the bytes
+// itself. A bad frame fails before `each` is called; `each`'s error ends the
+// decoding.
+Status DecodeFramePieces(Codec codec, std::string_view stored, uint64_t raw_size, size_t piece,
+                         bool check_zstd_checksum, std::string* scratch, std::string* piece_buf,
+                         const std::function<Status(std::string_view)>& each);
 
 // Decodes one zstd frame that declares its content size, refusing one that
 // declares more than `max_size` bytes (a stored log segment, say).

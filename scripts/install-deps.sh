@@ -9,9 +9,9 @@ packages=(
   build-essential cmake pkg-config git ca-certificates clang-format bsdutils
   # libraries (each wrapped in one place under common/)
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libzstd-dev libpugixml-dev libcli11-dev
+  libzstd-dev libpugixml-dev libcli11-dev libxxhash-dev
   # tests and benches
-  libgtest-dev libgmock-dev libbenchmark-dev python3 zstd curl procps openssl time bc
+  libgtest-dev libgmock-dev libbenchmark-dev python3 zstd xxhash curl procps openssl time bc
   # real S3 for integration tests: a single-node Ceph RADOS Gateway
   ceph-mon ceph-osd radosgw ceph-common
   # cross-checks and side-by-side benchmarks (bench/run.sh), with plots

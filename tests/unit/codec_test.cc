@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -56,6 +57,82 @@ TEST(ZstdCodec, TheVectorShuffleEqualsTheDefinitionAtEveryLength) {
   ShuffleInto(in.data(), in.size(), 4, out.data() + 1);
   EXPECT_EQ(out.substr(1), ReferenceShuffle(in, 4));
   EXPECT_EQ(ShuffleBytes("abc", 1), "abc");
+}
+
+// Any piece of a frame un-shuffles to the same bytes as the whole frame
+// does: every start (a multiple of the width) and end around the 16-group
+// blocks and the tail, at sizes with and without a tail.
+TEST(ZstdCodec, UnshufflePartEqualsThePieceOfTheWhole) {
+  for (size_t w : {1u, 2u, 4u}) {
+    for (size_t n : {0u, 3u, 64u, 67u, 130u, 263u}) {
+      const std::string raw = RandomBytes(n, static_cast<unsigned>(n * 3 + w));
+      const std::string planes = ShuffleBytes(raw, static_cast<int>(w));
+      for (size_t begin = 0; begin <= n; begin += w) {
+        for (size_t end = begin; end <= n; ++end) {
+          if (end % w != 0 && end != n) continue;
+          std::string out(end - begin + 1, '#');
+          UnshufflePart(planes.data(), n, static_cast<int>(w), begin, end, out.data());
+          ASSERT_EQ(out.substr(0, end - begin), raw.substr(begin, end - begin))
+              << "width " << w << ", " << n << " bytes, [" << begin << ", " << end << ")";
+          ASSERT_EQ(out.back(), '#') << "wrote past the piece";
+        }
+      }
+    }
+  }
+}
+
+// A frame decoded in pieces gives the frame's bytes in order, no piece
+// larger than asked, for every codec; a damaged frame fails before any
+// piece is handed on.
+TEST(ZstdCodec, DecodeFramePiecesHandsOnTheFrameInOrder) {
+  const std::string raw = RandomBytes(70'001, 9) + std::string(30'000, 'z');
+  for (Codec c : {Codec::kNone, Codec::kZstd, Codec::kZstdShuffle2, Codec::kZstdShuffle4}) {
+    const std::string enc = *EncodeFrame(c, raw, 1);
+    for (size_t piece : {4u, 4096u, 10'002u, 1u << 20}) {
+      std::string got, scratch, buf;
+      size_t largest = 0;
+      Status st = DecodeFramePieces(c, enc, raw.size(), piece, true, &scratch, &buf,
+                                    [&](std::string_view p) {
+                                      largest = std::max(largest, p.size());
+                                      got += p;
+                                      return Status::Ok();
+                                    });
+      ASSERT_TRUE(st.ok()) << CodecName(c) << ": " << st.ToString();
+      EXPECT_EQ(got, raw) << CodecName(c) << ", pieces of " << piece;
+      EXPECT_LE(largest, piece) << CodecName(c);
+    }
+    std::string damaged = enc, scratch, buf;
+    damaged[damaged.size() / 2] ^= 0x10;
+    int calls = 0;
+    Status st = DecodeFramePieces(c, damaged.substr(0, damaged.size() - 1), raw.size(), 4096, true,
+                                  &scratch, &buf, [&](std::string_view) {
+                                    ++calls;
+                                    return Status::Ok();
+                                  });
+    EXPECT_TRUE(st.Is(StatusCode::kCorruption)) << CodecName(c) << ": " << st.ToString();
+    EXPECT_EQ(calls, 0) << CodecName(c);
+  }
+}
+
+// zstd's own checksum (the XXH64 in the frame's last 4 bytes) is checked
+// unless the caller says it checks a digest of the bytes itself.
+TEST(ZstdCodec, TheZstdChecksumIsSkippedOnlyWhenAsked) {
+  const std::string raw(50'000, 'q');
+  std::string enc = *EncodeFrame(Codec::kZstd, raw, 3);
+  enc.back() ^= 0x01;  // the checksum, not the content
+  std::string got, scratch, buf;
+  auto collect = [&](std::string_view p) {
+    got += p;
+    return Status::Ok();
+  };
+  EXPECT_TRUE(DecodeFramePieces(Codec::kZstd, enc, raw.size(), 4096, true, &scratch, &buf, collect)
+                  .Is(StatusCode::kCorruption));
+  got.clear();
+  ASSERT_TRUE(
+      DecodeFramePieces(Codec::kZstd, enc, raw.size(), 4096, false, &scratch, &buf, collect).ok());
+  EXPECT_EQ(got, raw);
+  EXPECT_TRUE(DecodeFrame(Codec::kZstd, enc, raw.size()).status().Is(StatusCode::kCorruption))
+      << "other decoders still check it";
 }
 
 TEST(ZstdCodec, EveryCodecRoundTrips) {

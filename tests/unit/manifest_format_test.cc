@@ -9,6 +9,7 @@
 #include "agent/store_layout.h"
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/xxh3.h"
 #include "tests/support/file_store_fixture.h"
 #include "tests/support/random_bytes.h"
 
@@ -43,9 +44,13 @@ TEST_F(ManifestFormatTest, TheWriterWritesFormat2WithEveryFramesDigest) {
   EXPECT_EQ(frames[1]["offset"], frames[0]["stored"]);
   EXPECT_EQ(frames[0]["sha256"], Sha256Hex(std::string_view(big).substr(0, kFrameSize)));
   EXPECT_EQ(frames[1]["sha256"], Sha256Hex(std::string_view(big).substr(kFrameSize)));
+  EXPECT_EQ(frames[0]["xxh3"], Xxh3Hex(std::string_view(big).substr(0, kFrameSize)));
+  EXPECT_EQ(frames[1]["xxh3"], Xxh3Hex(std::string_view(big).substr(kFrameSize)));
+  EXPECT_EQ(j["files"][1]["frames"][0]["xxh3"], Xxh3Hex("tiny"));
   auto m = ParseManifest(j.dump(), "job", r->seq);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->format, 2);
+  EXPECT_EQ(m->files[0].frames[1].xxh3, Xxh3Hex(std::string_view(big).substr(kFrameSize)));
   EXPECT_EQ(m->files[0].frames[1].key, m->files[0].key);
   EXPECT_EQ(m->NewStored(), m->TotalStored());
   EXPECT_EQ(m->ReusedStored(), 0u);
@@ -101,6 +106,47 @@ TEST_F(ManifestFormatTest, ReferencesToAnEarlierSnapshotOrAPackParse) {
   EXPECT_EQ(Refusal(j, 9), "");
 }
 
+// A format 2 manifest written before frames carried "xxh3" (spotguard up to
+// 2026-11-27) parses and restores byte for byte: each frame is then checked
+// against its SHA-256, and a damaged one is still caught.
+TEST_F(ManifestFormatTest, AFormat2ManifestWithoutXxh3StillRestoresAndIsChecked) {
+  const std::string big = RandomBytes(kFrameSize * 2 + 5, 8);
+  auto r = CommitTree({{"big", {big, 0644}}, {"small", {"small file", 0600}}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  nlohmann::json j = ReadJson(r->seq);
+  for (auto& f : j["files"]) {
+    for (auto& frame : f["frames"]) {
+      ASSERT_TRUE(frame.contains("xxh3"));
+      frame.erase("xxh3");
+    }
+  }
+  ASSERT_TRUE(WriteFileAtomic(ManifestPath(r->seq), j.dump(1)).ok());
+  auto m = ParseManifest(j.dump(), "job", r->seq);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->files[0].frames[0].xxh3.empty());
+  const std::string to = dir_.Join("restored");
+  auto restored = Restorer(*store_, RestoreOptions{}).Restore("job", to, r->seq);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(*ReadFileToString(to + "/big"), big);
+  EXPECT_EQ(*ReadFileToString(to + "/small"), "small file");
+
+  // Frame 1's stored bytes replaced by frame 0's: every size still fits, and
+  // only its SHA-256 tells.
+  const std::string object = dir_.Join("store/job/") + m->files[0].key;
+  std::string stored = *ReadFileToString(object);
+  const FrameRef& f0 = m->files[0].frames[0];
+  const FrameRef& f1 = m->files[0].frames[1];
+  ASSERT_EQ(f0.stored, f1.stored) << "random bytes are stored raw, frames of equal size";
+  stored.replace(f1.offset, f1.stored, stored.substr(f0.offset, f0.stored));
+  ASSERT_TRUE(WriteFileAtomic(object, stored).ok());
+  auto damaged = Restorer(*store_, RestoreOptions{}).Restore("job", dir_.Join("again"), r->seq);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("\"big\""), std::string::npos)
+      << damaged.status().message();
+  EXPECT_NE(damaged.status().message().find("SHA-256 does not match"), std::string::npos)
+      << damaged.status().message();
+}
+
 TEST_F(ManifestFormatTest, BadReferencesAreRefusedWithTheReason) {
   auto r = CommitTree({{"a", {RandomBytes(1000, 6), 0644}}});
   ASSERT_TRUE(r.ok());
@@ -122,6 +168,9 @@ TEST_F(ManifestFormatTest, BadReferencesAreRefusedWithTheReason) {
   EXPECT_NE(with_frame("offset", UINT64_MAX).find("has offset"), std::string::npos);
   EXPECT_NE(with_frame("offset", -1).find("whole number"), std::string::npos);
   EXPECT_NE(with_frame("sha256", "abc").find("malformed sha256"), std::string::npos);
+  EXPECT_NE(with_frame("xxh3", "abc").find("malformed xxh3"), std::string::npos);
+  EXPECT_NE(with_frame("xxh3", std::string(32, 'A')).find("malformed xxh3"), std::string::npos);
+  EXPECT_NE(with_frame("xxh3", 7).find("missing or mistyped"), std::string::npos);
   EXPECT_NE(with_frame("stored", 0).find("has offset"), std::string::npos)
       << with_frame("stored", 0);
   EXPECT_NE(with_frame("stored", 1).find("do not add up"), std::string::npos);

@@ -5,6 +5,7 @@
 // gaps between frames, digests) is the test's choice.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "agent/store_layout.h"
 #include "common/crypto.h"
 #include "common/file_store.h"
+#include "common/xxh3.h"
 #include "common/zstd_codec.h"
 #include "tests/support/random_bytes.h"
 #include "tests/support/temp_dir.h"
@@ -96,11 +98,15 @@ class GateStore final : public ObjectStore {
 // disk that wrote something else would.
 class MemorySink final : public FileSink {
  public:
-  MemorySink(std::string* out, uint64_t size, std::optional<uint64_t> flip_at)
-      : out_(out), flip_at_(flip_at) {
+  MemorySink(std::string* out, uint64_t size, std::optional<uint64_t> flip_at,
+             std::atomic<size_t>* largest_write)
+      : out_(out), flip_at_(flip_at), largest_write_(largest_write) {
     out_->assign(size, '\0');
   }
   Status WriteAt(uint64_t offset, std::string_view raw) override {
+    size_t seen = largest_write_->load();
+    while (raw.size() > seen && !largest_write_->compare_exchange_weak(seen, raw.size())) {
+    }
     std::memcpy(out_->data() + offset, raw.data(), raw.size());
     if (flip_at_ && *flip_at_ >= offset && *flip_at_ < offset + raw.size()) {
       (*out_)[*flip_at_] ^= 1;
@@ -116,6 +122,7 @@ class MemorySink final : public FileSink {
  private:
   std::string* out_;
   std::optional<uint64_t> flip_at_;
+  std::atomic<size_t>* largest_write_;
 };
 
 class RestorePipelineTest : public ::testing::Test {
@@ -125,7 +132,8 @@ class RestorePipelineTest : public ::testing::Test {
 
   // Stores `raw` as frames of `frame_size` in one object with `gap` bytes
   // between frames (each frame is then its own ranged read), optionally with
-  // frame digests (format 2), and returns its manifest entry.
+  // frame digests (format 2: SHA-256, and XXH3-128 unless `with_xxh3_` is
+  // off), and returns its manifest entry.
   ManifestFile Put(const std::string& path, const std::string& raw, uint64_t frame_size,
                    Codec codec, bool digests, uint64_t gap = 0) {
     ManifestFile f;
@@ -140,8 +148,9 @@ class RestorePipelineTest : public ::testing::Test {
       const std::string_view slice = std::string_view(raw).substr(at, frame_size);
       auto stored = EncodeFrame(codec, slice, 1);
       EXPECT_TRUE(stored.ok());
-      f.frames.push_back(
-          FrameRef{f.key, object.size(), stored->size(), digests ? Sha256Hex(slice) : ""});
+      f.frames.push_back(FrameRef{f.key, object.size(), stored->size(),
+                                  digests ? Sha256Hex(slice) : "",
+                                  digests && with_xxh3_ ? Xxh3Hex(slice) : ""});
       object += *stored;
       object += std::string(gap, 'g');
     }
@@ -169,7 +178,8 @@ class RestorePipelineTest : public ::testing::Test {
         const std::string_view slice = std::string_view(raw).substr(at, frame_size);
         auto stored = EncodeFrame(f.codec, slice, 1);
         EXPECT_TRUE(stored.ok());
-        f.frames.push_back(FrameRef{key, object.size(), stored->size(), Sha256Hex(slice)});
+        f.frames.push_back(
+            FrameRef{key, object.size(), stored->size(), Sha256Hex(slice), Xxh3Hex(slice)});
         f.stored_size += stored->size();
         object += *stored;
       }
@@ -185,13 +195,16 @@ class RestorePipelineTest : public ::testing::Test {
     SnapshotFileReader reader(store, "job", 4);
     return reader.Read(m, [&](const ManifestFile& f) -> StatusOr<std::unique_ptr<FileSink>> {
       std::lock_guard<std::mutex> lock(mu);
-      return std::unique_ptr<FileSink>(new MemorySink(&(*got)[f.path], f.size, flip_at));
+      return std::unique_ptr<FileSink>(
+          new MemorySink(&(*got)[f.path], f.size, flip_at, &largest_write_));
     });
   }
 
   TempDir dir_;
   std::unique_ptr<FileStore> store_holder_;
   ObjectStore& store_;
+  bool with_xxh3_ = true;
+  std::atomic<size_t> largest_write_{0};
 };
 
 // Two files of two 8 MiB-bounded ranges each: ranges of both are fetched at
@@ -325,6 +338,77 @@ TEST_F(RestorePipelineTest, ADamagedPackNamesTheBadFile) {
   Status read = ReadInto(store_, m, &got);
   EXPECT_TRUE(IsDamage(read)) << read.ToString();
   EXPECT_NE(read.message().find("\"b\""), std::string::npos) << read.message();
+}
+
+// A frame larger than a write piece is decoded, checked and written a
+// piece at a time, and every codec's pieces land at their places: frames of
+// 300 KiB + 6 bytes (not a multiple of any width, so each frame has a tail
+// that is not un-shuffled) with gaps between them.
+TEST_F(RestorePipelineTest, FramesAreWrittenInPiecesThatMakeTheWholeFile) {
+  const uint64_t frame = (300 << 10) + 6;
+  Manifest m;
+  m.job = "job";
+  m.seq = 1;
+  std::map<std::string, std::string> want;
+  int n = 0;
+  for (Codec codec : {Codec::kNone, Codec::kZstd, Codec::kZstdShuffle2, Codec::kZstdShuffle4}) {
+    const std::string path = "f" + std::to_string(n);
+    want[path] = RandomBytes(3 * frame + 1001, 40 + n++);
+    m.files.push_back(Put(path, want[path], frame, codec, true, /*gap=*/3));
+  }
+  std::map<std::string, std::string> got;
+  ASSERT_TRUE(ReadInto(store_, m, &got).ok());
+  for (const auto& [path, raw] : want) EXPECT_EQ(got[path], raw) << path;
+  EXPECT_LE(largest_write_.load(), 128u << 10) << "frames are written in pieces, not whole";
+  EXPECT_GT(largest_write_.load(), 0u);
+}
+
+// Restore checks each frame against its XXH3-128 when the manifest gives it
+// (and does not spend a SHA-256 on it); verify checks both digests. A frame
+// whose XXH3-128 does not match fails the restore, naming file and frame.
+TEST_F(RestorePipelineTest, RestoreChecksTheXxh3AndVerifyChecksBothDigests) {
+  const std::string raw = RandomBytes(20 * 1024, 7);
+  Manifest m;
+  m.job = "job";
+  m.seq = 1;
+  m.files = {Put("x.bin", raw, 4096, Codec::kZstdShuffle4, true)};
+  const FrameRef good = m.files[0].frames[1];
+
+  m.files[0].frames[1].sha256 = Sha256Hex("something else");
+  std::map<std::string, std::string> got;
+  ASSERT_TRUE(ReadInto(store_, m, &got).ok());
+  EXPECT_EQ(got["x.bin"], raw);
+  Status verify = SnapshotFileReader(store_, "job").Verify(m);
+  EXPECT_TRUE(verify.Is(StatusCode::kCorruption)) << verify.ToString();
+  EXPECT_NE(verify.message().find("frame 1"), std::string::npos) << verify.message();
+  EXPECT_NE(verify.message().find("SHA-256 does not match"), std::string::npos) << verify.message();
+
+  m.files[0].frames[1] = good;
+  m.files[0].frames[1].xxh3 = Xxh3Hex("something else");
+  Status read = ReadInto(store_, m, &got);
+  EXPECT_TRUE(read.Is(StatusCode::kCorruption)) << read.ToString();
+  EXPECT_NE(read.message().find("\"x.bin\""), std::string::npos) << read.message();
+  EXPECT_NE(read.message().find("frame 1"), std::string::npos) << read.message();
+  EXPECT_NE(read.message().find("XXH3-128 does not match"), std::string::npos) << read.message();
+}
+
+// Without XXH3-128 (a format 2 manifest from before it), each frame is
+// checked against its SHA-256.
+TEST_F(RestorePipelineTest, WithoutXxh3EachFrameIsCheckedBySha256) {
+  with_xxh3_ = false;
+  const std::string raw = RandomBytes(20 * 1024, 8);
+  Manifest m;
+  m.job = "job";
+  m.seq = 1;
+  m.files = {Put("y.bin", raw, 4096, Codec::kZstd, true)};
+  std::map<std::string, std::string> got;
+  ASSERT_TRUE(ReadInto(store_, m, &got).ok());
+  EXPECT_EQ(got["y.bin"], raw);
+  m.files[0].frames[3].sha256 = Sha256Hex("something else");
+  Status read = ReadInto(store_, m, &got);
+  EXPECT_TRUE(read.Is(StatusCode::kCorruption)) << read.ToString();
+  EXPECT_NE(read.message().find("frame 3"), std::string::npos) << read.message();
+  EXPECT_NE(read.message().find("SHA-256 does not match"), std::string::npos) << read.message();
 }
 
 // Ranges grow with the file: fewer requests for large objects, and never

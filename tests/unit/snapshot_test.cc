@@ -452,8 +452,8 @@ TEST(PlanReadRanges, NeverJoinsFramesOfDifferentObjectsOrWithAGap) {
   ManifestFile f;
   f.frame_size = 1024;
   f.size = 4 * 1024;
-  f.frames = {FrameRef{"a", 0, 100, {}}, FrameRef{"a", 100, 100, {}}, FrameRef{"b", 200, 100, {}},
-              FrameRef{"b", 400, 100, {}}};
+  f.frames = {FrameRef{"a", 0, 100, {}, {}}, FrameRef{"a", 100, 100, {}, {}}, FrameRef{"b", 200, 100, {}, {}},
+              FrameRef{"b", 400, 100, {}, {}}};
   const std::vector<ReadRange> ranges = PlanReadRanges(f, 8 << 20);
   ASSERT_EQ(ranges.size(), 3u);
   EXPECT_EQ(ranges[0].key, "a");
