@@ -176,7 +176,8 @@ TEST_F(S3Snapshots, ASnapshotOfReferencesRestoresByHandWithAwsCliJqAndZstd) {
 }
 
 // docs/format.md, "Packs": one file of a pack comes out with a ranged GET
-// of its frame and `zstd -d`, as the recipe there says.
+// of its frame and `zstd -d`, as the recipe there says; and its frame's
+// "xxh3" is what `xxh128sum` prints for the decoded bytes ("Frame digests").
 TEST_F(S3Snapshots, APackedFileExtractsWithARangedGetAndZstd) {
   Tree tree;
   for (int i = 0; i < 20; ++i) {
@@ -200,7 +201,8 @@ TEST_F(S3Snapshots, APackedFileExtractsWithARangedGetAndZstd) {
   auto cmd = RunCommand(
       {"bash", "-c",
        "set -e; aws --endpoint-url \"$EP\" s3api get-object --bucket \"$BUCKET\" --key \"$KEY\" "
-       "--range \"bytes=$FIRST-$LAST\" \"$OUT.zst\" > /dev/null && zstd -d -q \"$OUT.zst\" -o \"$OUT\""},
+       "--range \"bytes=$FIRST-$LAST\" \"$OUT.zst\" > /dev/null && zstd -d -q \"$OUT.zst\" -o \"$OUT\" "
+       "&& xxh128sum \"$OUT\""},
       AwsCliEnv({{"BUCKET", env_.bucket},
                  {"KEY", prefix_ + "/job/" + frame.key},
                  {"FIRST", std::to_string(frame.offset)},
@@ -212,6 +214,8 @@ TEST_F(S3Snapshots, APackedFileExtractsWithARangedGetAndZstd) {
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(*plain, tree["cfg/part-7.json"].content);
   EXPECT_EQ(Sha256Hex(*plain), f->sha256);
+  ASSERT_EQ(frame.xxh3.size(), 32u);
+  EXPECT_EQ(cmd.out.substr(0, 33), frame.xxh3 + " ") << cmd.out;
 }
 
 }  // namespace
