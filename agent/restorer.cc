@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 
 #include "agent/restore_placement.h"
 #include "agent/snapshot_file_reader.h"
@@ -22,6 +23,8 @@ namespace {
 
 constexpr uint64_t kFreeSpaceMargin = 64ull << 20;
 constexpr char kRestoreTempInfix[] = ".spotguard-restore-";
+// Restored bytes are handed to writeback in blocks of this size.
+constexpr uint64_t kWritebackBlock = 1ull << 20;
 
 // Opens (creating when missing) the directory `rel` below `root_fd`, one
 // component at a time and never following a symlink, so no path can lead
@@ -144,19 +147,30 @@ class RestoredFile final : public FileSink {
   }
 
   Status WriteAt(uint64_t offset, std::string_view raw) override {
-    const uint64_t begin = offset, length = raw.size();
-    while (!raw.empty()) {
-      const ssize_t n = ::pwrite(out_.get(), raw.data(), raw.size(), static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Status::FromErrno(errno, "write " + file_.path);
-      raw.remove_prefix(static_cast<size_t>(n));
-      offset += static_cast<uint64_t>(n);
+    if (raw.empty()) return Status::Ok();
+    const uint64_t end = offset + raw.size();
+    {
+      // Workers writing the same file take turns here, asleep, rather than
+      // in the kernel's inode lock, whose waiters spin while the holder
+      // copies: on 2 cores that spinning took 15% of a 4 GiB restore's CPU.
+      std::lock_guard<std::mutex> lock(write_mu_);
+      while (!raw.empty()) {
+        const ssize_t n = ::pwrite(out_.get(), raw.data(), raw.size(), static_cast<off_t>(offset));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Status::FromErrno(errno, "write " + file_.path);
+        raw.remove_prefix(static_cast<size_t>(n));
+        offset += static_cast<uint64_t>(n);
+      }
     }
-    // Starts writing these pages back now, while the download goes on, so
-    // that Finish's fsync of a large file has little left to do. Advisory:
-    // the fsync is what makes the bytes durable.
-    (void)::sync_file_range(out_.get(), static_cast<off_t>(begin), static_cast<off_t>(length),
-                            SYNC_FILE_RANGE_WRITE);
+    // Starts writing back each 1 MiB block once its last piece is written
+    // (a frame's pieces come in order from one worker), while the download
+    // goes on, so that Finish's fsync of a large file has little left to
+    // do. Advisory: the fsync is what makes the bytes durable.
+    if (end % kWritebackBlock == 0 || end == file_.size) {
+      const uint64_t from = (end - 1) / kWritebackBlock * kWritebackBlock;
+      (void)::sync_file_range(out_.get(), static_cast<off_t>(from), static_cast<off_t>(end - from),
+                              SYNC_FILE_RANGE_WRITE);
+    }
     return Status::Ok();
   }
 
@@ -188,6 +202,7 @@ class RestoredFile final : public FileSink {
 
   const ManifestFile& file_;
   UniqueFd out_;
+  std::mutex write_mu_;
 };
 
 // fsyncs every directory that holds a restored file, once each, deepest
