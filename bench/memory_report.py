@@ -24,12 +24,13 @@ MALLOC_TEXT = {"default": "as shipped", "arena2": "`MALLOC_ARENA_MAX=2`",
 # Buffers, MiB: writing, 2 x threads frames of 8 MiB raw plus their compressed
 # form (up to 8 MiB more), plus the S3 writer's 8 parts of 8 MiB and the part
 # being filled (docs/format.md: "with 2 cores ... about 136 MiB"); reading,
-# 33 MiB per worker, two workers per core from 4 to 8 (docs/format.md: "about
-# 264 MiB at the very most with 8 workers").
+# 26 MiB per worker (a 16 MiB range, an 8 MiB decompressed frame, a 128 KiB
+# piece, 1 MiB read back), two workers per core from 4 to 8 (docs/format.md:
+# "208 MiB with 8 workers").
 def bound_mib(op, cores):
     if op == "snapshot":
         return 2 * cores * 16 + 64 + 8
-    return 33 * min(8, max(4, 2 * cores))
+    return 26 * min(8, max(4, 2 * cores))
 
 
 def mib(kib):
@@ -87,7 +88,7 @@ def main():
         "raw plus their compressed form, up to 8 MiB more) plus the S3 writer's parts in flight "
         "(docs/s3.md \"Transfers\": 8 x 8 MiB) and the part being filled, \"with 2 cores "
         "about 136 MiB\": %d MiB; the same "
-        "figure is used for `file://` (the documents give none of its own). Restore: 33 MiB per "
+        "figure is used for `file://` (the documents give none of its own). Restore: 26 MiB per "
         "worker, two workers per core from 4 to 8 (%d MiB here), whatever the compression ratio or "
         "the number of files." % (base, bound_mib("snapshot", args.cores), bound_mib("restore", args.cores)))
     out.append("")

@@ -96,8 +96,11 @@ TEST_F(GroupStalledStoreE2E, ANoticeIsTakenAtOnceWhileTheStoreHangsAndAnsweredOn
   // One poll interval (200 ms) plus a margin for a loaded machine; a loop
   // held by the store reads it 30 s or more late.
   EXPECT_LT(*delay, 5.0) << Logs();
-  // The trainer was asked while the store still held every request.
-  EXPECT_TRUE(a.WaitForOutput("asked the trainer for a checkpoint (SIGUSR1) on the notice", 0ms))
+  // The trainer is asked while the store still holds every request: the
+  // proxy stays frozen until the release below, so any wait here is before
+  // it. (The watch logs the notice first and the request just after, so
+  // looking for the request without waiting raced with it.)
+  EXPECT_TRUE(a.WaitForOutput("asked the trainer for a checkpoint (SIGUSR1) on the notice", 20s))
       << Logs();
   EXPECT_TRUE(nlohmann::json::parse(proxy_->Control("GET", "/_proxy/stats"))["frozen"].get<bool>());
 
