@@ -34,8 +34,9 @@ constexpr size_t kFilesAtOnce = 4;
 constexpr uint64_t kReadBack = 1ull << 20;
 // Decoded bytes are hashed and written this much at a time: a piece stays in
 // the cache between un-shuffling, hashing and the write, and the kernel
-// copies 1 MiB writes into the page cache for well under half the CPU of
-// 8 MiB ones (bench/analysis/03-restore.md).
+// copies small writes into the page cache for well under half the CPU of
+// 8 MiB ones; in a 4 GiB restore 128 KiB beat 1 MiB by a quarter of the wall
+// time (bench/analysis/03-restore.md).
 constexpr size_t kWritePiece = 128u << 10;
 
 // A worker's buffers, kept across the ranges it reads.
