@@ -110,8 +110,8 @@ class ReadRun {
  public:
   ReadRun(ObjectStore& store, const std::string& job, const OpenFileSink& open, bool name_damage,
           const ProgressFn& progress, size_t file_count)
-      : store_(store), job_(job), open_(open), name_damage_(name_damage), thorough_(name_damage),
-        progress_(progress), damaged_(file_count) {}
+      : store_(store), job_(job), open_(open), name_damage_(name_damage), progress_(progress),
+        damaged_(file_count) {}
 
   std::vector<std::string>& damaged() { return damaged_; }
 
@@ -254,12 +254,12 @@ class ReadRun {
     for (size_t i = range.first_frame; i < range.end_frame; ++i) {
       const FrameRef& ref = file.frames[i];
       const uint64_t raw_size = file.FrameRawSize(i);
-      FrameCheck check(fr.frame_digests ? &ref : nullptr, thorough_);
+      FrameCheck check(fr.frame_digests ? &ref : nullptr, /*thorough=*/name_damage_);
       uint64_t offset = i * file.frame_size;
       Status write_st;
       Status st = DecodeFramePieces(
           file.codec, stored.substr(at, ref.stored), raw_size, kWritePiece,
-          /*check_zstd_checksum=*/thorough_, &buf.planes, &buf.raw, [&](std::string_view piece) {
+          /*check_zstd_checksum=*/name_damage_, &buf.planes, &buf.raw, [&](std::string_view piece) {
             check.Update(piece);
             if (inline_sha) inline_sha->Update(piece);
             if (fr.sink) write_st = fr.sink->WriteAt(offset, piece);
@@ -321,9 +321,9 @@ class ReadRun {
   ObjectStore& store_;
   const std::string& job_;
   const OpenFileSink& open_;
+  // Verify: every damaged file is named, and every digest (and zstd's own
+  // checksum) is checked.
   const bool name_damage_;
-  // Verify: every digest, and zstd's own checksum, is checked.
-  const bool thorough_;
   const ProgressFn& progress_;
   std::vector<std::string> damaged_;
   std::atomic<uint64_t> done_{0};
