@@ -34,10 +34,12 @@ constexpr size_t kFilesAtOnce = 4;
 constexpr uint64_t kReadBack = 1ull << 20;
 // Decoded bytes are hashed and written this much at a time: a piece stays in
 // the cache between un-shuffling, hashing and the write, and the kernel
-// copies small writes into the page cache for well under half the CPU of
-// 8 MiB ones; in a 4 GiB restore 128 KiB beat 1 MiB by a quarter of the wall
-// time (bench/analysis/03-restore.md).
-constexpr size_t kWritePiece = 128u << 10;
+// copies small writes into the page cache for far less CPU than large ones.
+// In 4 GiB restores on this project's bench machine (bench/analysis/
+// 03-restore.md), 64 KiB pieces took 2.1-2.8 s of system time against
+// 5.2-5.7 s for 128 KiB and more still for 1 MiB; 32 KiB was no better than
+// 64 KiB, 16 KiB worse.
+constexpr size_t kWritePiece = 64u << 10;
 
 // A worker's buffers, kept across the ranges it reads.
 struct WorkerBuffers {

@@ -46,6 +46,23 @@ Status WriteAll(int fd, std::string_view data, std::string_view what) {
   return Status::Ok();
 }
 
+Status AllocateFile(int fd, uint64_t size, std::string_view what) {
+  if (size == 0) return Status::Ok();
+  int rc;
+  do {
+    rc = ::fallocate(fd, 0, 0, static_cast<off_t>(size));
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0) return Status::Ok();
+  if (errno != EOPNOTSUPP && errno != ENOSYS) {
+    return Status::FromErrno(errno, "allocate " + std::to_string(size) + " bytes for " +
+                                        std::string(what));
+  }
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    return Status::FromErrno(errno, "size " + std::string(what));
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::string> PreadUpTo(int fd, uint64_t offset, uint64_t length, std::string_view what) {
   std::string out(length, '\0');
   uint64_t done = 0;

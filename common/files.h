@@ -36,6 +36,12 @@ class UniqueFd {
 StatusOr<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode = 0644);
 
 Status WriteAll(int fd, std::string_view data, std::string_view what);
+// Makes the empty file `fd` `size` bytes long with its blocks allocated
+// (fallocate), so that writes into it need no block reservation each and
+// a disk too small fails here, before any byte is written. Where the
+// filesystem cannot allocate ahead (EOPNOTSUPP), the file is only sized
+// (ftruncate: a sparse file, filled as written).
+Status AllocateFile(int fd, uint64_t size, std::string_view what);
 // Reads exactly `length` bytes at `offset`, or fewer only at end of file.
 StatusOr<std::string> PreadUpTo(int fd, uint64_t offset, uint64_t length, std::string_view what);
 StatusOr<std::string> ReadFileToString(const std::string& path);

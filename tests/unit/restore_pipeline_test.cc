@@ -359,7 +359,7 @@ TEST_F(RestorePipelineTest, FramesAreWrittenInPiecesThatMakeTheWholeFile) {
   std::map<std::string, std::string> got;
   ASSERT_TRUE(ReadInto(store_, m, &got).ok());
   for (const auto& [path, raw] : want) EXPECT_EQ(got[path], raw) << path;
-  EXPECT_LE(largest_write_.load(), 128u << 10) << "frames are written in pieces, not whole";
+  EXPECT_LE(largest_write_.load(), 64u << 10) << "frames are written in 64 KiB pieces, not whole";
   EXPECT_GT(largest_write_.load(), 0u);
 }
 
