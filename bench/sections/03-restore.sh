@@ -3,8 +3,10 @@
 # restore, aws s3 cp --recursive + zstd -d, aws s3 cp --recursive (raw files)
 # and rclone copy; every restore is checked file for file (SHA-256) against
 # the source, and the page cache is dropped before each. What a tool restores
-# is first uploaded by that tool (not timed); to keep the gateway's RAM use at
-# one copy of a data set, each upload is deleted before the next is made.
+# is first uploaded by that tool (not timed). spotguard's snapshot and the raw
+# files are stored side by side and their restores alternate; the zstd'ed
+# upload comes after both are deleted, to keep the gateway's RAM use below
+# two copies of a data set.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
@@ -59,9 +61,22 @@ measure() {  # set tool label compress fsync rep raw stored command...
   rm -rf "$dest"
 }
 
+# More runs than the other sections (4, 5 of torch-4g; 1 with --quick): the
+# runs are short, and this machine's page cache and loopback move one run's
+# time by a fifth, so a median of 2-3 decides nothing.
+restore_reps() {
+  if [ "${BENCH_QUICK:-0}" = 1 ]; then
+    echo 1
+  elif [ "$1" = torch-4g ]; then
+    echo "${BENCH_REPS_4G:-5}"
+  else
+    echo "${BENCH_REPS:-4}"
+  fi
+}
+
 for set in $(bench_sets); do
   raw=$(bench_dir_bytes "$DATA/$set")
-  reps=$(bench_reps "$set")
+  reps=$(restore_reps "$set")
   mode=files
   zlabel='aws s3 cp --recursive + zstd -d'
   if [ "$set" = small-files ]; then
@@ -70,16 +85,36 @@ for set in $(bench_sets); do
   fi
   p="$RUN_ID/restore-$set"
 
+  # spotguard's snapshot and the raw files are stored together (1.8 copies of
+  # the set, within the gateway's RAM), so the runs of spotguard, awscli and
+  # rclone take turns: a slow minute of the machine falls on all three.
+  sg_stored=0 raw_stored=0
   if bench_tool_on spotguard; then
     bench_log "restore $set: uploading with spotguard (not timed)"
     "$SG" snapshot --job "$set" --store "s3://$BUCKET/$p-sg" --dir "$DATA/$set" > /dev/null
-    stored=$(bench_stored_bytes "$p-sg")
-    for rep in $(seq 1 "$reps"); do
-      measure "$set" spotguard "spotguard restore" 1 1 "$rep" "$raw" "$stored" \
-        "$SG" restore --job "$set" --store "s3://$BUCKET/$p-sg" --to "$dest"
-    done
-    bench_s3_rm "$p-sg" "$stored"
+    sg_stored=$(bench_stored_bytes "$p-sg")
   fi
+  if bench_tool_on aws || bench_tool_on rclone; then
+    bench_log "restore $set: uploading the raw files with aws (not timed)"
+    "${aws_s3[@]}" cp --recursive --only-show-errors "$DATA/$set" "s3://$BUCKET/$p-raw/"
+    raw_stored=$(bench_stored_bytes "$p-raw")
+  fi
+  for rep in $(seq 1 "$reps"); do
+    if bench_tool_on spotguard; then
+      measure "$set" spotguard "spotguard restore" 1 1 "$rep" "$raw" "$sg_stored" \
+        "$SG" restore --job "$set" --store "s3://$BUCKET/$p-sg" --to "$dest"
+    fi
+    if bench_tool_on aws; then
+      measure "$set" aws "aws s3 cp --recursive (raw files)" 0 0 "$rep" "$raw" "$raw_stored" \
+        "${aws_s3[@]}" cp --recursive --only-show-errors "s3://$BUCKET/$p-raw/" "$dest/"
+    fi
+    if bench_tool_on rclone; then
+      measure "$set" rclone "rclone copy (raw files)" 0 0 "$rep" "$raw" "$raw_stored" \
+        env -u AWS_CA_BUNDLE rclone copy -q "sg:$BUCKET/$p-raw/" "$dest/"
+    fi
+  done
+  if bench_tool_on spotguard; then bench_s3_rm "$p-sg" "$sg_stored"; fi
+  if bench_tool_on aws || bench_tool_on rclone; then bench_s3_rm "$p-raw" "$raw_stored"; fi
 
   if bench_tool_on zstd-aws; then
     bench_log "restore $set: uploading with zstd + aws (not timed)"
@@ -91,23 +126,6 @@ for set in $(bench_sets); do
     done
     bench_s3_rm "$p-zaws" "$stored"
   fi
-
-  if bench_tool_on aws || bench_tool_on rclone; then
-    bench_log "restore $set: uploading the raw files with aws (not timed)"
-    "${aws_s3[@]}" cp --recursive --only-show-errors "$DATA/$set" "s3://$BUCKET/$p-raw/"
-    stored=$(bench_stored_bytes "$p-raw")
-    for rep in $(seq 1 "$reps"); do
-      if bench_tool_on aws; then
-        measure "$set" aws "aws s3 cp --recursive (raw files)" 0 0 "$rep" "$raw" "$stored" \
-          "${aws_s3[@]}" cp --recursive --only-show-errors "s3://$BUCKET/$p-raw/" "$dest/"
-      fi
-      if bench_tool_on rclone; then
-        measure "$set" rclone "rclone copy (raw files)" 0 0 "$rep" "$raw" "$stored" \
-          env -u AWS_CA_BUNDLE rclone copy -q "sg:$BUCKET/$p-raw/" "$dest/"
-      fi
-    done
-    bench_s3_rm "$p-raw" "$stored"
-  fi
 done
 
 # shellcheck source=/dev/null
@@ -118,10 +136,13 @@ md="$OUT/03-restore.md"
   echo
   echo "Measured by \`bench/sections/03-restore.sh\`: each tool restores what it uploaded itself (the upload is not timed; awscli"
   echo "and rclone share one upload of the raw files) into an empty directory, page cache dropped before each restore, and"
+  echo "the runs of spotguard, awscli and rclone alternate (rep 1 of each, then rep 2, ...; the zstd pipeline's runs follow),"
+  echo "so a slow spell of the machine falls on all of them; spotguard, awscli and rclone have 4 runs (torch-4g 5),"
+  echo "more than the other sections, because a run here is a few seconds and this machine moves such a run by a fifth;"
   echo "every restored file is compared with the source by SHA-256 (a mismatch fails the run). Wall and CPU are medians"
   echo "(each run's wall time in brackets); MB/s is checkpoint bytes per wall second. spotguard fsyncs each restored file"
   echo "and its directory, so its bound uses the fsync'd write rate; the other tools leave their writes in the page cache."
-  echo "Settings: defaults (spotguard two workers per core, 4 to 8, each with one ranged GET of 8 or 16 MiB in flight that it decodes, hashes and writes; awscli 10 concurrent"
+  echo "Settings: defaults (spotguard two workers per core, 4 to 8, each with one ranged GET of 8 or 16 MiB in flight that it decodes, hashes and writes in 64 KiB pieces into files allocated up front; awscli 10 concurrent"
   echo "requests; rclone 4 transfers; the zstd CLI decompresses one file at a time, single-threaded, as zstd always does)."
   echo
 } > "$md"
