@@ -19,7 +19,7 @@ rate=${BENCH_LINK_RATE:-1gbit}
 md="$OUT/12-link.md"
 tsv="$OUT/link.tsv"
 if [ "$(id -u)" != 0 ] || ! command -v tc > /dev/null || ! command -v iptables > /dev/null; then
-  printf '## 11. Limited link\n\nSkipped: needs root, tc and iptables.\n' > "$md"
+  printf '## 12. Limited link\n\nSkipped: needs root, tc and iptables.\n' > "$md"
   exit 0
 fi
 
@@ -117,7 +117,7 @@ for set in $(bench_sets); do
 done
 
 {
-  echo "## 11. Limited link: upload and restore at $rate"
+  echo "## 12. Limited link: upload and restore at $rate"
   echo
   echo "Measured by \`bench/sections/12-link.sh\`: every client runs in a network namespace that reaches the gateway only"
   echo "through a veth pair on a private /30; traffic to and from the S3 port is shaped to $rate each way (tc htb, u32"
