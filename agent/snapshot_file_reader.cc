@@ -36,9 +36,9 @@ constexpr uint64_t kReadBack = 1ull << 20;
 // the cache between un-shuffling, hashing and the write, and the kernel
 // copies small writes into the page cache for far less CPU than large ones.
 // In 4 GiB restores on this project's bench machine (bench/analysis/
-// 03-restore.md), 64 KiB pieces took 2.1-2.8 s of system time against
-// 5.2-5.7 s for 128 KiB and more still for 1 MiB; 32 KiB was no better than
-// 64 KiB, 16 KiB worse.
+// 03-restore.md), 64 KiB pieces took 3.0-3.4 s of system time against
+// 5.2-5.7 s for 128 KiB in the same round, and more still for 1 MiB; 32 KiB
+// was no better than 64 KiB, 16 KiB worse.
 constexpr size_t kWritePiece = 64u << 10;
 
 // A worker's buffers, kept across the ranges it reads.
