@@ -11,7 +11,7 @@
 #include "agent/store_layout.h"
 #include "common/bounded_executor.h"
 #include "common/crypto.h"
-#include "common/http.h"
+#include "common/spare_buffer.h"
 #include "common/strings.h"
 #include "common/xxh3.h"
 #include "common/zstd_codec.h"

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "common/files.h"
+#include "common/spare_buffer.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -268,7 +269,11 @@ StatusOr<std::string> FileStore::Get(const std::string& key, std::optional<ByteR
     offset = std::min(range->offset, size);
     length = std::min(range->length.value_or(size), size - offset);
   }
-  return PreadUpTo(opened->get(), offset, length, path);
+  // A large range goes into the thread's spare buffer (common/spare_buffer.h),
+  // as an S3 body does: a restore's worker then holds one range, not two.
+  std::string out = TakeSpareBuffer(length);
+  SG_RETURN_IF_ERROR(PreadInto(opened->get(), offset, length, &out, path));
+  return out;
 }
 
 StatusOr<ObjectInfo> FileStore::Head(const std::string& key) {

@@ -63,11 +63,11 @@ Status AllocateFile(int fd, uint64_t size, std::string_view what) {
   return Status::Ok();
 }
 
-StatusOr<std::string> PreadUpTo(int fd, uint64_t offset, uint64_t length, std::string_view what) {
-  std::string out(length, '\0');
+Status PreadInto(int fd, uint64_t offset, uint64_t length, std::string* out, std::string_view what) {
+  out->resize(length);
   uint64_t done = 0;
   while (done < length) {
-    ssize_t n = ::pread(fd, out.data() + done, length - done, static_cast<off_t>(offset + done));
+    ssize_t n = ::pread(fd, out->data() + done, length - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "read " + std::string(what));
@@ -75,7 +75,13 @@ StatusOr<std::string> PreadUpTo(int fd, uint64_t offset, uint64_t length, std::s
     if (n == 0) break;
     done += static_cast<uint64_t>(n);
   }
-  out.resize(done);
+  out->resize(done);
+  return Status::Ok();
+}
+
+StatusOr<std::string> PreadUpTo(int fd, uint64_t offset, uint64_t length, std::string_view what) {
+  std::string out;
+  SG_RETURN_IF_ERROR(PreadInto(fd, offset, length, &out, what));
   return out;
 }
 

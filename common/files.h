@@ -44,6 +44,8 @@ Status WriteAll(int fd, std::string_view data, std::string_view what);
 Status AllocateFile(int fd, uint64_t size, std::string_view what);
 // Reads exactly `length` bytes at `offset`, or fewer only at end of file.
 StatusOr<std::string> PreadUpTo(int fd, uint64_t offset, uint64_t length, std::string_view what);
+// The same into `out` (its memory reused): out->size() becomes the bytes read.
+Status PreadInto(int fd, uint64_t offset, uint64_t length, std::string* out, std::string_view what);
 StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // mkdir -p; existing directories are fine.

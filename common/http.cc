@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "common/spare_buffer.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -26,45 +27,27 @@ struct Transfer {
   bool answer_timed_out = false;
 };
 
-// RecycleResponseBody's spare, and the sizes it takes.
-constexpr size_t kRecycleMin = 1u << 20;
-constexpr size_t kRecycleMax = 64u << 20;
-thread_local std::string spare_body;
-
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   t->answered = true;
   std::string& body = t->response.body;
   if (body.empty()) {
-    // The whole body at once, at its announced size: no regrowing (a copy
-    // of everything received so far each time) and no capacity beyond it.
-    // Up to 64 MiB (a restore's range is at most 16 MiB): a larger or false
-    // announcement grows the buffer as the bytes come, as before.
+    // The whole body at once, at its announced size (in the thread's spare
+    // when it fits): no regrowing (a copy of everything received so far
+    // each time) and no capacity beyond it. Up to 64 MiB (a restore's range
+    // is at most 16 MiB): a larger or false announcement grows the buffer
+    // as the bytes come.
     const std::string length = t->response.Header("content-length");
     uint64_t announced = 0;
     if (!length.empty() && length.size() <= 12 &&
         length.find_first_not_of("0123456789") == std::string::npos) {
       announced = std::stoull(length);
     }
-    if (announced >= kRecycleMin && announced <= spare_body.capacity()) {
-      body.swap(spare_body);  // a large body into the memory of the last one
-      body.clear();
-    } else if (announced > body.capacity()) {
-      body.reserve(std::min<uint64_t>(announced, kRecycleMax));
-    }
+    if (announced > body.capacity()) body = TakeSpareBuffer(announced);
   }
   body.append(data, size * n);
   return size * n;
 }
-
-}  // namespace
-
-void RecycleResponseBody(std::string&& body) {
-  if (body.capacity() < kRecycleMin || body.capacity() > kRecycleMax) return;
-  if (body.capacity() > spare_body.capacity()) spare_body = std::move(body);
-}
-
-namespace {
 
 // The answer timeout: counted from the moment the body was all sent, so that
 // neither a long upload nor a long download is cut short.

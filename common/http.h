@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/spare_buffer.h"  // RecycleResponseBody, for large bodies
 #include "common/status.h"
 
 namespace sg {
@@ -56,14 +57,6 @@ class HttpTransport {
   // byte of the answer came. Any HTTP status is a successful Send.
   virtual StatusOr<HttpResponse> Send(const HttpRequest& request) = 0;
 };
-
-// Gives a large response body back once its bytes are used, so that the
-// next large body received on this thread goes into the same memory instead
-// of a fresh allocation: a restore receives gigabytes in 16 MiB ranges, and
-// each fresh buffer costs a page fault per 4 KiB (glibc maps large blocks
-// anew each time). One spare per thread, of at least 1 MiB and at most
-// 64 MiB; anything else is freed as usual.
-void RecycleResponseBody(std::string&& body);
 
 // libcurl easy handles, reused between calls so connections stay open. TLS
 // peer and host verification are always on; there is no switch to turn them
