@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/spare_buffer.h"  // RecycleResponseBody, for large bodies
 #include "common/status.h"
 
 namespace sg {

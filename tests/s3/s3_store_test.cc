@@ -13,6 +13,7 @@
 #include "common/files.h"
 #include "common/http.h"
 #include "common/s3_multipart.h"
+#include "common/spare_buffer.h"
 #include "tests/conformance/object_store_conformance.h"
 #include "tests/support/s3_test_env.h"
 #include "tests/support/temp_dir.h"
