@@ -8,13 +8,12 @@
 #include <thread>
 #include <vector>
 
+#include "agent/range_decoder.h"
 #include "agent/store_layout.h"
 #include "common/bounded_executor.h"
 #include "common/crypto.h"
 #include "common/spare_buffer.h"
 #include "common/strings.h"
-#include "common/xxh3.h"
-#include "common/zstd_codec.h"
 
 namespace sg {
 namespace {
@@ -32,55 +31,12 @@ constexpr uint64_t kRawPerStored = 8;
 constexpr size_t kFilesAtOnce = 4;
 // Read-back chunk for hashing a format 1 file.
 constexpr uint64_t kReadBack = 1ull << 20;
-// Decoded bytes are hashed and written this much at a time: a piece stays in
-// the cache between un-shuffling, hashing and the write, and the kernel
-// copies small writes into the page cache for far less CPU than large ones.
-// In 4 GiB restores on this project's bench machine (bench/analysis/
-// 03-restore.md), 64 KiB pieces took 3.0-3.4 s of system time against
-// 5.2-5.7 s for 128 KiB in the same round, and more still for 1 MiB; 32 KiB
-// was no better than 64 KiB, 16 KiB worse.
-constexpr size_t kWritePiece = 64u << 10;
 
-// A worker's buffers, kept across the ranges it reads.
-struct WorkerBuffers {
-  std::string raw;     // one un-shuffled piece of a frame
-  std::string planes;  // one decompressed frame (byte planes when shuffled)
-  std::string back;    // read back for hashing
-};
-
-WorkerBuffers& Buffers() {
-  thread_local WorkerBuffers buffers;
-  return buffers;
+// A worker's read-back buffer for hashing, kept across the ranges it reads.
+std::string& ReadBackBuffer() {
+  thread_local std::string back;
+  return back;
 }
-
-// The check of one frame's decoded bytes against its manifest digests:
-// XXH3-128 when the manifest gives it, SHA-256 otherwise; `thorough`
-// (verify) checks both. No frame digests (format 1): nothing to check here.
-class FrameCheck {
- public:
-  FrameCheck(const FrameRef* ref, bool thorough) : ref_(ref) {
-    if (!ref_) return;
-    const bool has_xxh3 = !ref_->xxh3.empty();
-    if (has_xxh3) xxh3_.emplace();
-    if (!has_xxh3 || thorough) sha_.emplace();
-  }
-
-  void Update(std::string_view piece) {
-    if (xxh3_) xxh3_->Update(piece);
-    if (sha_) sha_->Update(piece);
-  }
-
-  Status Finish() {
-    if (xxh3_ && xxh3_->FinishHex() != ref_->xxh3) return Status::Corruption("XXH3-128 does not match");
-    if (sha_ && sha_->FinishHex() != ref_->sha256) return Status::Corruption("SHA-256 does not match");
-    return Status::Ok();
-  }
-
- private:
-  const FrameRef* ref_;
-  std::optional<Xxh3Stream> xxh3_;
-  std::optional<Sha256Stream> sha_;
-};
 
 Status FileError(const ManifestFile& f, StatusCode code, const std::string& what) {
   return Status(code, "file \"" + f.path + "\": " + what);
@@ -126,16 +82,20 @@ class ReadRun {
     return Status::Ok();
   }
 
-  // Fetches range `r` and writes each frame at its place, checking frame
-  // digests when there are; `inline_sha` (verify of format 1, in order)
-  // hashes what is decoded.
+  // Reads range `r` and writes each frame at its place as soon as its bytes
+  // are in (RangeDecoder), checking frame digests when there are;
+  // `inline_sha` (verify of format 1, in order) hashes what is decoded.
   Status ReadRange(FileRead& fr, size_t r, Sha256Stream* inline_sha) {
     const sg::ReadRange& range = fr.ranges[r];
     SG_RETURN_IF_ERROR(Open(fr));
-    SG_ASSIGN_OR_RETURN(std::string stored, Fetch(*fr.file, range.key, range.offset, range.stored));
-    Status st = WriteFrames(fr, r, stored, inline_sha);
-    RecycleResponseBody(std::move(stored));  // the next range's GET reuses its memory
-    return st;
+    RangeDecoder decoder(Target(fr, r, inline_sha));
+    Status st = store_.GetTo(JobPrefix(job_) + range.key, ByteRange{range.offset, range.stored},
+                             [&decoder](uint64_t at, std::string_view bytes) {
+                               return decoder.Feed(at, bytes);
+                             });
+    if (!decoder.error().ok()) return decoder.error();  // as the decoder named it
+    if (!st.ok()) return FileError(*fr.file, st.code(), st.message());
+    return decoder.Finish();
   }
 
   // Files of one range each that lie back to back in one object (a pack):
@@ -243,50 +203,32 @@ class ReadRun {
     return stored;
   }
 
-  // Decodes the frames of range `r` from `stored` and writes each at its
-  // place, a piece at a time (kWritePiece), hashing the pieces as they pass;
-  // a frame whose digest does not match fails the file. Its pieces may have
-  // been written by then: restore writes into a temporary directory that a
-  // failure discards (docs/design.md §7).
+  // Decodes the frames of range `r` from `stored`, all of it at hand.
   Status WriteFrames(FileRead& fr, size_t r, std::string_view stored, Sha256Stream* inline_sha) {
-    const ManifestFile& file = *fr.file;
-    const sg::ReadRange& range = fr.ranges[r];
-    WorkerBuffers& buf = Buffers();
-    uint64_t at = 0;
-    for (size_t i = range.first_frame; i < range.end_frame; ++i) {
-      const FrameRef& ref = file.frames[i];
-      const uint64_t raw_size = file.FrameRawSize(i);
-      FrameCheck check(fr.frame_digests ? &ref : nullptr, /*thorough=*/name_damage_);
-      uint64_t offset = i * file.frame_size;
-      Status write_st;
-      Status st = DecodeFramePieces(
-          file.codec, stored.substr(at, ref.stored), raw_size, kWritePiece,
-          /*check_zstd_checksum=*/name_damage_, &buf.planes, &buf.raw, [&](std::string_view piece) {
-            check.Update(piece);
-            if (inline_sha) inline_sha->Update(piece);
-            if (fr.sink) write_st = fr.sink->WriteAt(offset, piece);
-            offset += piece.size();
-            return write_st;
-          });
-      SG_RETURN_IF_ERROR(write_st);
-      if (st.ok()) st = check.Finish();
-      if (!st.ok()) {
-        return FileError(file, StatusCode::kCorruption,
-                         "frame " + std::to_string(i) + " of " + range.key + ": " + st.message());
-      }
-      Report(raw_size);
-      at += ref.stored;
-    }
-    return Status::Ok();
+    RangeDecoder decoder(Target(fr, r, inline_sha));
+    SG_RETURN_IF_ERROR(decoder.Feed(0, stored));
+    return decoder.Finish();
+  }
+
+  RangeDecoder::Target Target(FileRead& fr, size_t r, Sha256Stream* inline_sha) {
+    RangeDecoder::Target t;
+    t.file = fr.file;
+    t.range = &fr.ranges[r];
+    t.sink = fr.sink.get();
+    t.frame_digests = fr.frame_digests;
+    t.thorough = name_damage_;
+    t.inline_sha = inline_sha;
+    t.written = [this](uint64_t n) { Report(n); };
+    return t;
   }
 
   Status HashBack(FileRead& fr, const sg::ReadRange& range) {
-    WorkerBuffers& buf = Buffers();
+    std::string& back = ReadBackBuffer();
     const uint64_t begin = range.first_frame * fr.file->frame_size;
     for (uint64_t at = begin; at < begin + range.raw; at += kReadBack) {
       const uint64_t n = std::min(kReadBack, begin + range.raw - at);
-      SG_RETURN_IF_ERROR(fr.sink->ReadAt(at, n, &buf.back));
-      fr.sha->Update(buf.back);
+      SG_RETURN_IF_ERROR(fr.sink->ReadAt(at, n, &back));
+      fr.sha->Update(back);
     }
     return Status::Ok();
   }

@@ -151,6 +151,7 @@ StatusOr<HttpResponse> SignedCallExecutor::Execute(SignedRequest request,
   http.timeout = request.timeout;
   http.stall_timeout = request.stall_timeout;
   http.answer_timeout = request.answer_timeout;
+  http.body_sink = std::move(request.body_sink);
   const int max_attempts = options_.retry.max_attempts;
   const auto give_up = request.give_up_after;
   // Since when no attempt has had an answer (docs/design.md §12).

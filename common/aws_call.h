@@ -107,6 +107,8 @@ struct SignedRequest {
   // last attempt that got one, and fail with "no answer from ENDPOINT within
   // N s" (0: only the retry policy ends it; docs/design.md §12).
   std::chrono::milliseconds give_up_after{0};
+  // Streams a successful answer's body (HttpRequest::body_sink).
+  BodySink body_sink;
   // Names the call in errors and logs ("PutObject bkt/key", "Auto Scaling UpdateAutoScalingGroup").
   std::string what;
 };

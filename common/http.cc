@@ -17,8 +17,19 @@ void GlobalInitOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// libcurl's receive buffer for a streamed body (CURLOPT_BUFFERSIZE; 16 KiB by
+// default). The sink decodes zstd blocks (up to 128 KiB) straight from the
+// pieces it is handed, and copies only a block that straddles two pieces:
+// larger pieces, fewer copies (docs/design.md §7).
+constexpr long kStreamBuffer = 1L << 20;
+
 // One transfer's answer and what is known of its timing.
 struct Transfer {
+  CURL* curl = nullptr;
+  const BodySink* sink = nullptr;  // streams a 2xx body, when set
+  int streaming = -1;              // -1: not known until the body starts
+  uint64_t streamed = 0;           // bytes handed to the sink
+  Status sink_status;              // the sink's error, which ended the transfer
   HttpResponse response;
   bool answered = false;  // a byte of the answer has come
   std::chrono::milliseconds answer_timeout{0};
@@ -30,6 +41,17 @@ struct Transfer {
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   t->answered = true;
+  if (t->sink != nullptr && t->streaming < 0) {
+    long status = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+    t->streaming = status >= 200 && status < 300 ? 1 : 0;
+  }
+  if (t->streaming == 1) {
+    t->sink_status = (*t->sink)(t->streamed, std::string_view(data, size * n));
+    if (!t->sink_status.ok()) return 0;  // ends the transfer: CURLE_WRITE_ERROR
+    t->streamed += size * n;
+    return size * n;
+  }
   std::string& body = t->response.body;
   if (body.empty()) {
     // The whole body at once, at its announced size (in the thread's spare
@@ -124,7 +146,12 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
   curl_easy_reset(curl);
 
   Transfer transfer;
+  transfer.curl = curl;
   transfer.answer_timeout = request.answer_timeout;
+  if (request.body_sink) {
+    transfer.sink = &request.body_sink;
+    curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, kStreamBuffer);
+  }
   HttpResponse& response = transfer.response;
   curl_slist* headers = nullptr;
   for (const auto& [k, v] : request.headers) {
@@ -178,6 +205,10 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
 
   const CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
+  if (rc == CURLE_WRITE_ERROR && !transfer.sink_status.ok()) {
+    Return(curl);
+    return transfer.sink_status;  // the sink's own error, not the network's
+  }
   if (rc != CURLE_OK) {
     // Only the method and the host part of the URL go into the message: a
     // presigned query string may carry credentials.

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/body_sink.h"
 #include "common/status.h"
 
 namespace sg {
@@ -37,6 +38,12 @@ struct HttpRequest {
   std::chrono::milliseconds answer_timeout{0};
   // Connect directly even when a proxy is configured (link-local services).
   bool no_proxy = false;
+  // When set, the body of a 2xx answer goes here as it arrives instead of
+  // into HttpResponse::body (the body of any other answer, an error, is kept
+  // as usual). An error the sink returns ends the transfer and is what Send
+  // returns. A transport may also ignore it and fill HttpResponse::body:
+  // callers hand a non-empty body to the sink themselves.
+  BodySink body_sink;
 };
 
 struct HttpResponse {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/body_sink.h"
 #include "common/status.h"
 
 namespace sg {
@@ -77,6 +78,15 @@ class ObjectStore {
   // When `info` is given it receives the object's size and etag.
   virtual StatusOr<std::string> Get(const std::string& key, std::optional<ByteRange> range = {},
                                     ObjectInfo* info = nullptr) = 0;
+
+  // The bytes of `range`, as Get reads them, handed to `sink` as they arrive
+  // (BodySink, common/body_sink.h): in order, each piece with its offset from the
+  // range's start, offset 0 again when a retried read starts over. An error
+  // the sink returns ends the read at once, without a retry, and is returned
+  // with its code (its message may name the request). The default
+  // reads with Get and hands the bytes over in one piece; the S3 store
+  // streams them, so that a large range is never held whole.
+  virtual Status GetTo(const std::string& key, ByteRange range, const BodySink& sink);
 
   // Size and etag without the bytes; NotFound when absent.
   virtual StatusOr<ObjectInfo> Head(const std::string& key) = 0;

@@ -119,6 +119,11 @@ class S3Client {
                                   const std::string& content_md5 = "");
   StatusOr<std::string> GetObject(const std::string& bucket, const std::string& key,
                                   std::optional<ByteRange> range = {}, ObjectInfo* info = nullptr);
+  // The `range.length` bytes at `range.offset` handed to `sink` as they
+  // arrive (ObjectStore::GetTo); a retried attempt hands them again from
+  // offset 0.
+  Status GetObjectTo(const std::string& bucket, const std::string& key,
+                     ByteRange range, const BodySink& sink);
   StatusOr<ObjectInfo> HeadObject(const std::string& bucket, const std::string& key);
   StatusOr<ListPage> ListObjectsV2(const std::string& bucket, const std::string& prefix,
                                    const std::string& continuation_token, int max_keys = 1000);
@@ -165,6 +170,7 @@ class S3Client {
     std::string body;
     bool sign_payload = true;   // else UNSIGNED-PAYLOAD (large bodies carry Content-MD5)
     bool error_in_200 = false;  // CompleteMultipartUpload may answer 200 with <Error>
+    BodySink body_sink;         // streams the body of a 2xx answer
   };
   // Builds the signed request for `call` and hands it to the executor.
   StatusOr<HttpResponse> Execute(Call call);

@@ -95,6 +95,10 @@ StatusOr<std::string> S3Store::Get(const std::string& key, std::optional<ByteRan
   return data;
 }
 
+Status S3Store::GetTo(const std::string& key, ByteRange range, const BodySink& sink) {
+  return client_->GetObjectTo(bucket_, FullKey(key), range, sink);
+}
+
 StatusOr<ObjectInfo> S3Store::Head(const std::string& key) {
   SG_ASSIGN_OR_RETURN(ObjectInfo info, client_->HeadObject(bucket_, FullKey(key)));
   info.key = key;

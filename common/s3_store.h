@@ -52,6 +52,7 @@ class S3Store final : public ObjectStore {
                             const PutCondition& condition) override;
   StatusOr<std::string> Get(const std::string& key, std::optional<ByteRange> range,
                             ObjectInfo* info) override;
+  Status GetTo(const std::string& key, ByteRange range, const BodySink& sink) override;
   StatusOr<ObjectInfo> Head(const std::string& key) override;
   StatusOr<ListPage> List(const std::string& prefix, const std::string& token,
                           int max_keys) override;

@@ -5,6 +5,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 namespace sg {
@@ -24,6 +25,12 @@ ZSTD_CCtx* ThreadCCtx() {
   return ctx.get();
 }
 ZSTD_DCtx* ThreadDCtx() {
+  thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> ctx(ZSTD_createDCtx());
+  return ctx.get();
+}
+// The streaming decoder's own: its parameters (a stable output buffer) must
+// not leak into whole-frame decoding.
+ZSTD_DCtx* ThreadStreamDCtx() {
   thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> ctx(ZSTD_createDCtx());
   return ctx.get();
 }
@@ -158,16 +165,12 @@ Status DecodeFrameInto(Codec codec, std::string_view stored, uint64_t raw_size, 
   return Status::Ok();
 }
 
-Status DecodeFramePieces(Codec codec, std::string_view stored, uint64_t raw_size, size_t piece,
-                         bool check_zstd_checksum, std::string* scratch, std::string* piece_buf,
-                         const std::function<Status(std::string_view)>& each) {
-  std::string_view whole = stored;
-  if (codec == Codec::kNone) {
-    SG_RETURN_IF_ERROR(CheckStoredSize(stored, raw_size));
-  } else {
-    SG_RETURN_IF_ERROR(DecompressFrame(stored, raw_size, scratch, check_zstd_checksum));
-    whole = *scratch;
-  }
+namespace {
+
+// Hands the `raw_size` decoded bytes in `whole` (byte planes when shuffled)
+// to `each`, at most `piece` at a time (DecodeFramePieces).
+Status EmitPieces(Codec codec, std::string_view whole, uint64_t raw_size, size_t piece,
+                  std::string* piece_buf, const std::function<Status(std::string_view)>& each) {
   const int width = ShuffleWidth(codec);
   piece = std::max<size_t>(piece - piece % 4, 4);  // a multiple of every width
   if (width > 1 && piece_buf->size() < std::min<uint64_t>(piece, raw_size)) {
@@ -183,6 +186,90 @@ Status DecodeFramePieces(Codec codec, std::string_view stored, uint64_t raw_size
     SG_RETURN_IF_ERROR(each(std::string_view(piece_buf->data(), end - at)));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status DecodeFramePieces(Codec codec, std::string_view stored, uint64_t raw_size, size_t piece,
+                         bool check_zstd_checksum, std::string* scratch, std::string* piece_buf,
+                         const std::function<Status(std::string_view)>& each) {
+  std::string_view whole = stored;
+  if (codec == Codec::kNone) {
+    SG_RETURN_IF_ERROR(CheckStoredSize(stored, raw_size));
+  } else {
+    SG_RETURN_IF_ERROR(DecompressFrame(stored, raw_size, scratch, check_zstd_checksum));
+    whole = *scratch;
+  }
+  return EmitPieces(codec, whole, raw_size, piece, piece_buf, each);
+}
+
+void FrameStreamDecoder::Begin(Codec codec, uint64_t raw_size, bool check_zstd_checksum,
+                               std::string* scratch) {
+  codec_ = codec;
+  raw_size_ = raw_size;
+  scratch_ = scratch;
+  out_pos_ = 0;
+  ended_ = false;
+  // resize() fills only bytes past the old size: a reused buffer costs no fill.
+  scratch_->resize(raw_size);
+  if (codec_ == Codec::kNone) {
+    ended_ = raw_size == 0;
+    return;
+  }
+  ZSTD_DCtx* dctx = ThreadStreamDCtx();
+  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_and_parameters);
+  // zstd writes into `scratch` where it stands, with no window buffer of its
+  // own: the scratch stays put until the frame ends.
+  ZSTD_DCtx_setParameter(dctx, ZSTD_d_stableOutBuffer, 1);
+  ZSTD_DCtx_setParameter(dctx, ZSTD_d_forceIgnoreChecksum,
+                         check_zstd_checksum ? ZSTD_d_validateChecksum : ZSTD_d_ignoreChecksum);
+}
+
+Status FrameStreamDecoder::Feed(std::string_view bytes) {
+  if (bytes.empty()) return Status::Ok();
+  if (ended_) return Status::Corruption("stored frame has trailing bytes");
+  if (codec_ == Codec::kNone) {
+    if (bytes.size() > raw_size_ - out_pos_) {
+      return Status::Corruption("stored frame has more than " + std::to_string(raw_size_) +
+                                " bytes");
+    }
+    std::memcpy(scratch_->data() + out_pos_, bytes.data(), bytes.size());
+    out_pos_ += bytes.size();
+    ended_ = out_pos_ == raw_size_;
+    return Status::Ok();
+  }
+  ZSTD_DCtx* dctx = ThreadStreamDCtx();
+  ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+  ZSTD_outBuffer out{scratch_->data(), raw_size_, out_pos_};
+  while (in.pos < in.size) {
+    const size_t in_before = in.pos, out_before = out.pos;
+    const size_t r = ZSTD_decompressStream(dctx, &out, &in);
+    out_pos_ = out.pos;
+    if (ZSTD_isError(r)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(r));
+    if (r == 0) {
+      ended_ = true;
+      if (in.pos < in.size) return Status::Corruption("stored frame has trailing bytes");
+      break;
+    }
+    if (in.pos == in_before && out.pos == out_before) {
+      // Input left, output full: the frame holds more than it should.
+      return Status::Corruption("zstd frame holds more than " + std::to_string(raw_size_) +
+                                " bytes");
+    }
+  }
+  return Status::Ok();
+}
+
+Status FrameStreamDecoder::Finish(size_t piece, std::string* piece_buf,
+                                  const std::function<Status(std::string_view)>& each) {
+  if (!ended_) {
+    return Status::Corruption(codec_ == Codec::kNone
+                                  ? "stored frame has " + std::to_string(out_pos_) +
+                                        " bytes, expected " + std::to_string(raw_size_)
+                                  : std::string("stored frame is truncated"));
+  }
+  if (out_pos_ != raw_size_) return Status::Corruption("zstd frame decoded to the wrong size");
+  return EmitPieces(codec_, *scratch_, raw_size_, piece, piece_buf, each);
 }
 
 Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy policy, int level) {

@@ -52,6 +52,32 @@ Status DecodeFramePieces(Codec codec, std::string_view stored, uint64_t raw_size
                          bool check_zstd_checksum, std::string* scratch, std::string* piece_buf,
                          const std::function<Status(std::string_view)>& each);
 
+// Decodes one stored frame whose bytes arrive in pieces (a ranged read, as
+// its body comes), as DecodeFramePieces does with the frame whole. zstd
+// decodes straight from each piece into `scratch`, and copies only a block
+// that straddles two pieces into its own buffer: nothing is gathered first.
+// Begin, Feed the frame's stored bytes in order, then Finish. One decoder
+// per thread at a time (it uses the thread's zstd context); Begin again
+// starts over.
+class FrameStreamDecoder {
+ public:
+  void Begin(Codec codec, uint64_t raw_size, bool check_zstd_checksum, std::string* scratch);
+  // Corruption when the bytes are not a zstd frame of raw_size bytes, or
+  // run on past its end.
+  Status Feed(std::string_view bytes);
+  // Checks that the frame was whole, then hands its raw bytes to `each`
+  // (DecodeFramePieces).
+  Status Finish(size_t piece, std::string* piece_buf,
+                const std::function<Status(std::string_view)>& each);
+
+ private:
+  Codec codec_ = Codec::kNone;
+  uint64_t raw_size_ = 0;
+  std::string* scratch_ = nullptr;
+  uint64_t out_pos_ = 0;
+  bool ended_ = false;  // zstd saw the end of the frame
+};
+
 // Decodes one zstd frame that declares its content size, refusing one that
 // declares more than `max_size` bytes (a stored log segment, say).
 StatusOr<std::string> DecodeSizedFrame(std::string_view stored, uint64_t max_size);
