@@ -114,6 +114,68 @@ TEST(ZstdCodec, DecodeFramePiecesHandsOnTheFrameInOrder) {
   }
 }
 
+// Fed in pieces of any size, split anywhere (inside zstd's block headers
+// too), a frame decodes to what it decodes to whole, for every codec.
+TEST(FrameStreamDecoder, FramesFedInPiecesOfAnySizeDecodeAsWhole) {
+  const std::string raw = RandomBytes(300'001, 5) + std::string(200'000, 'k');
+  std::mt19937 rng(17);
+  for (Codec c : {Codec::kNone, Codec::kZstd, Codec::kZstdShuffle2, Codec::kZstdShuffle4}) {
+    const std::string enc = *EncodeFrame(c, raw, 1);
+    for (size_t piece : {1u, 7u, 4096u, 131'075u, 0u /* random */}) {
+      std::string scratch, buf, got;
+      FrameStreamDecoder d;
+      d.Begin(c, raw.size(), true, &scratch);
+      for (size_t at = 0; at < enc.size();) {
+        const size_t n = std::min(enc.size() - at, piece ? piece : 1 + rng() % 200'000);
+        ASSERT_TRUE(d.Feed(std::string_view(enc).substr(at, n)).ok()) << CodecName(c) << " " << at;
+        at += n;
+      }
+      ASSERT_TRUE(d.Finish(65536, &buf, [&](std::string_view p) {
+                     got += p;
+                     return Status::Ok();
+                   }).ok())
+          << CodecName(c);
+      EXPECT_TRUE(got == raw) << CodecName(c) << ", pieces of " << piece;
+    }
+  }
+}
+
+// A frame cut short fails at Finish, before any byte is handed on; bytes past
+// its end fail as they are fed; one that holds more or fewer bytes than the
+// manifest says fails; Begin starts a frame over.
+TEST(FrameStreamDecoder, ShortLongAndMisSizedFramesFail) {
+  const std::string raw = RandomBytes(100'000, 6) + std::string(100'000, 'm');
+  std::string scratch, buf;
+  int calls = 0;
+  auto count = [&](std::string_view) {
+    ++calls;
+    return Status::Ok();
+  };
+  for (Codec c : {Codec::kNone, Codec::kZstd, Codec::kZstdShuffle4}) {
+    const std::string enc = *EncodeFrame(c, raw, 1);
+    FrameStreamDecoder d;
+    d.Begin(c, raw.size(), true, &scratch);
+    ASSERT_TRUE(d.Feed(std::string_view(enc).substr(0, enc.size() - 1)).ok());
+    EXPECT_TRUE(d.Finish(4096, &buf, count).Is(StatusCode::kCorruption)) << CodecName(c);
+    EXPECT_EQ(calls, 0) << CodecName(c);
+
+    d.Begin(c, raw.size(), true, &scratch);  // over again, whole this time
+    ASSERT_TRUE(d.Feed(enc).ok()) << CodecName(c);
+    EXPECT_TRUE(d.Feed("x").Is(StatusCode::kCorruption)) << CodecName(c) << ": trailing byte";
+    ASSERT_TRUE(d.Finish(4096, &buf, count).ok()) << CodecName(c);
+    EXPECT_GT(calls, 0);
+    calls = 0;
+
+    d.Begin(c, raw.size() - 1000, true, &scratch);  // the manifest says less
+    Status fed = d.Feed(enc);
+    EXPECT_TRUE(!fed.ok() || !d.Finish(4096, &buf, count).ok()) << CodecName(c);
+    d.Begin(c, raw.size() + 1000, true, &scratch);  // the manifest says more
+    fed = d.Feed(enc);
+    EXPECT_TRUE(!fed.ok() || !d.Finish(4096, &buf, count).ok()) << CodecName(c);
+    EXPECT_EQ(calls, 0) << CodecName(c);
+  }
+}
+
 // zstd's own checksum (the XXH64 in the frame's last 4 bytes) is checked
 // unless the caller says it checks a digest of the bytes itself.
 TEST(ZstdCodec, TheZstdChecksumIsSkippedOnlyWhenAsked) {
