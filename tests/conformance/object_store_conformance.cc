@@ -15,6 +15,17 @@ std::string Body(const StatusOr<std::string>& r) {
   return r.ok() ? *r : "<" + r.status().ToString() + ">";
 }
 
+// What GetTo hands over, gathered; offsets must follow on.
+std::string Streamed(ObjectStore& store, const std::string& key, ByteRange range) {
+  std::string got;
+  Status st = store.GetTo(key, range, [&](uint64_t at, std::string_view piece) {
+    if (at != got.size()) return Status::IOError("piece at " + std::to_string(at));
+    got.append(piece);
+    return Status::Ok();
+  });
+  return st.ok() ? got : "<" + st.ToString() + ">";
+}
+
 }  // namespace
 
 void ObjectStoreConformance::SetUp() {
@@ -158,6 +169,28 @@ TEST_P(ObjectStoreConformance, RangeRunningPastTheEndIsCut) {
 TEST_P(ObjectStoreConformance, RangeStartingAtTheEndIsOutOfRange) {
   ASSERT_TRUE(store_->Put(Key("r"), "0123456789", PutCondition::None()).ok());
   EXPECT_TRUE(store_->Get(Key("r"), ByteRange{10, 5}).status().Is(StatusCode::kOutOfRange));
+}
+
+// GetTo hands over what Get reads, with the same errors.
+TEST_P(ObjectStoreConformance, AStreamedRangeIsTheSliceGetReads) {
+  const std::string data = RandomBytes(3 << 20, 12);
+  ASSERT_TRUE(store_->Put(Key("s"), data, PutCondition::None()).ok());
+  EXPECT_TRUE(Streamed(*store_, Key("s"), ByteRange{1000, 2 << 20}) ==
+              data.substr(1000, 2 << 20));
+  EXPECT_EQ(Streamed(*store_, Key("s"), ByteRange{(3 << 20) - 2, 100}), data.substr((3 << 20) - 2));
+  ASSERT_TRUE(store_->Put(Key("e"), "", PutCondition::None()).ok());
+  EXPECT_EQ(Streamed(*store_, Key("e"), ByteRange{0, 10}), "");
+  Status past = store_->GetTo(Key("s"), ByteRange{3 << 20, 5},
+                              [](uint64_t, std::string_view) { return Status::Ok(); });
+  EXPECT_TRUE(past.Is(StatusCode::kOutOfRange)) << past.ToString();
+  Status missing = store_->GetTo(Key("absent"), ByteRange{0, 5},
+                                 [](uint64_t, std::string_view) { return Status::Ok(); });
+  EXPECT_TRUE(missing.Is(StatusCode::kNotFound)) << missing.ToString();
+  // The sink's error ends the read, with its code.
+  Status refused = store_->GetTo(Key("s"), ByteRange{0, 1 << 20}, [](uint64_t, std::string_view) {
+    return Status::Corruption("refused by the sink");
+  });
+  EXPECT_TRUE(refused.Is(StatusCode::kCorruption)) << refused.ToString();
 }
 
 TEST_P(ObjectStoreConformance, GetFillsInTheObjectInfo) {
