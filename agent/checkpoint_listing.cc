@@ -13,13 +13,13 @@
 namespace sg {
 namespace {
 
-using Clock = std::chrono::system_clock;
+using FileClock = std::chrono::system_clock;
 using preset_detail::JoinRel;
 using preset_detail::NormalizeRelative;
 using preset_detail::ParentOf;
 
-Clock::time_point ToTimePoint(const struct timespec& ts) {
-  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+FileClock::time_point ToTimePoint(const struct timespec& ts) {
+  return FileClock::time_point(std::chrono::duration_cast<FileClock::duration>(
       std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
 }
 

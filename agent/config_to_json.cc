@@ -16,7 +16,7 @@ using config_detail::kShuffleNames;
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 // Replaces what looks like a secret with "<redacted>": user:password@ in a URL,
 // the value of --api-key=..., and the argument after --password.
@@ -60,8 +60,8 @@ std::vector<std::string> RedactArgs(const std::vector<std::string>& args) {
 
 }  // namespace
 
-json ConfigToJson(const Config& c, bool redact) {
-  auto opt = [](const auto& o) -> json { return o ? json(*o) : json(nullptr); };
+ojson ConfigToJson(const Config& c, bool redact) {
+  auto opt = [](const auto& o) -> ojson { return o ? ojson(*o) : ojson(nullptr); };
   auto url = [&](const std::string& u) { return redact ? RedactUrl(u) : u; };
   auto args = [&](const std::vector<std::string>& a) { return redact ? RedactArgs(a) : a; };
   auto choice = [](auto value, const auto& table) {
@@ -71,11 +71,11 @@ json ConfigToJson(const Config& c, bool redact) {
     return std::string();
   };
 
-  json j;
+  ojson j;
   j["job"] = c.job;
   j["store"] = url(c.store);
   j["region"] = opt(c.region);
-  j["endpoint"] = c.endpoint ? json(url(*c.endpoint)) : json(nullptr);
+  j["endpoint"] = c.endpoint ? ojson(url(*c.endpoint)) : ojson(nullptr);
   j["checkpoint_dir"] = c.checkpoint_dir;
   j["preset"] = PresetName(c.preset);
   j["patterns"] = c.patterns;
@@ -86,15 +86,15 @@ json ConfigToJson(const Config& c, bool redact) {
   j["stop_grace"] = FormatDuration(c.stop_grace);
   j["stop_timeout"] = FormatDuration(c.stop_timeout);
   j["upload_interval"] = FormatDuration(c.upload_interval);
-  j["settle_time"] = c.settle_time ? json(FormatDuration(*c.settle_time)) : json(nullptr);
+  j["settle_time"] = c.settle_time ? ojson(FormatDuration(*c.settle_time)) : ojson(nullptr);
   j["checkpoint_interval"] =
-      c.checkpoint_interval ? json(FormatDuration(*c.checkpoint_interval)) : json(nullptr);
+      c.checkpoint_interval ? ojson(FormatDuration(*c.checkpoint_interval)) : ojson(nullptr);
   j["keep"] = c.keep;
   const std::string shuffle = choice(c.compression.shuffle, kShuffleNames);
   j["compression"] = {
       {"level", c.compression.level},
       {"threads", c.compression.threads},
-      {"shuffle", shuffle == "2" || shuffle == "4" ? json(std::stoi(shuffle)) : json(shuffle)}};
+      {"shuffle", shuffle == "2" || shuffle == "4" ? ojson(std::stoi(shuffle)) : ojson(shuffle)}};
   j["reuse"] = choice(c.reuse, kReuse);
   j["imds"] = {{"endpoint", url(c.imds.endpoint)},
                {"poll_interval", FormatDuration(c.imds.poll_interval)}};
@@ -113,7 +113,7 @@ json ConfigToJson(const Config& c, bool redact) {
                 {"timeout", FormatDuration(c.group.timeout)}};
   j["log_level"] = LogLevelName(c.log_level);
   j["log_format"] = c.log_format == LogFormat::kJson ? "json" : "text";
-  j["log_dir"] = c.log_dir.empty() ? json(nullptr) : json(c.log_dir);
+  j["log_dir"] = c.log_dir.empty() ? ojson(nullptr) : ojson(c.log_dir);
   j["log_ship_interval"] = FormatDuration(c.log_ship_interval);
   j["log_max_mib"] = c.log_max_mib;
   j["logs_keep"] = c.logs_keep;

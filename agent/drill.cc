@@ -38,7 +38,7 @@ class DrillMetadata final : public MetadataService {
   const Clock::WallTime notice_at_;
 };
 
-std::string StepText(const std::optional<int64_t>& step) {
+std::string DrillStepText(const std::optional<int64_t>& step) {
   return step ? std::to_string(*step) : "unknown";
 }
 
@@ -88,11 +88,13 @@ int RunDrillCommand(const Config& config, const std::map<std::string, std::strin
   std::optional<int64_t> lost;
   if (r1.local_step && r2.resumed_step) lost = *r1.local_step - *r2.resumed_step;
   std::printf("\nspotguard drill report (job %s)\n", first.job.c_str());
-  std::printf("  steps done before the interruption   %s\n", StepText(r1.local_step).c_str());
-  std::printf("  step committed after the notice      %s\n", StepText(r1.committed_step).c_str());
+  std::printf("  steps done before the interruption   %s\n", DrillStepText(r1.local_step).c_str());
+  std::printf("  step committed after the notice      %s\n",
+              DrillStepText(r1.committed_step).c_str());
   std::printf("  notice to commit                     %.1f s\n", r1.notice_to_commit_seconds);
   std::printf("  replacement restored in              %.1f s\n", r2.restore_seconds);
-  std::printf("  replacement resumed from step        %s\n", StepText(r2.resumed_step).c_str());
+  std::printf("  replacement resumed from step        %s\n",
+              DrillStepText(r2.resumed_step).c_str());
   std::printf("  steps lost                           %s\n",
               lost ? std::to_string(*lost).c_str() : "unknown");
   std::printf("  replacement ended with               exit %d (%s)\n", r2.exit_code,

@@ -25,7 +25,7 @@
 namespace sg {
 namespace {
 
-int Fail(std::string_view command, const Status& st, int code = kExitFailure) {
+int FailGroupCommand(std::string_view command, const Status& st, int code = kExitFailure) {
   std::cerr << "spotguard " << command << ": " << st.message() << "\n";
   return code;
 }
@@ -139,7 +139,7 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
 
 int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
   auto groups = GroupStore(store, config.job).Groups();
-  if (!groups.ok()) return Fail("ls", groups.status());
+  if (!groups.ok()) return FailGroupCommand("ls", groups.status());
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (!json) {
     std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %s\n", "SEQ", "CREATED", "NODES", "SIZE",
@@ -178,14 +178,14 @@ int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
 
 int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq) {
   auto groups = GroupStore(store, config.job).Groups();
-  if (!groups.ok()) return Fail("verify", groups.status());
+  if (!groups.ok()) return FailGroupCommand("verify", groups.status());
   std::optional<GroupCommit> g = FindGroup(*groups, seq);
   if (!g) {
-    return Fail("verify",
-                Status::NotFound(seq ? "job " + config.job + " has no group snapshot " +
-                                           SeqName(*seq)
-                                     : "the store has no group snapshot of job " + config.job),
-                kExitNothingToRestore);
+    return FailGroupCommand(
+        "verify",
+        Status::NotFound(seq ? "job " + config.job + " has no group snapshot " + SeqName(*seq)
+                             : "the store has no group snapshot of job " + config.job),
+        kExitNothingToRestore);
   }
   std::vector<std::string> bad;
   uint64_t files = 0, bytes = 0;
@@ -203,8 +203,8 @@ int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint6
     if (!st.ok()) bad.push_back("rank " + std::to_string(p.rank) + ": " + st.message());
   }
   if (!bad.empty()) {
-    return Fail("verify", Status::Corruption("group snapshot " + SeqName(g->seq) +
-                                             " is damaged: " + Join(bad, "; ")));
+    return FailGroupCommand("verify", Status::Corruption("group snapshot " + SeqName(g->seq) +
+                                                         " is damaged: " + Join(bad, "; ")));
   }
   std::cout << "group snapshot " << SeqName(g->seq) << ": " << g->nodes << " nodes, " << files
             << " files, " << HumanBytes(bytes) << ", every checksum matches\n";
@@ -320,42 +320,45 @@ std::string GroupStatusText(const nlohmann::ordered_json& j) {
 int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint64_t> seq,
                     std::optional<int> rank, const std::string& target, bool force) {
   if (!rank) {
-    return Fail("restore",
-                Status::InvalidArgument("job " + config.job + " has nodes: " +
-                                        std::to_string(config.nodes) +
-                                        "; say which node's part to restore with --rank N"),
-                kExitUsage);
+    return FailGroupCommand(
+        "restore",
+        Status::InvalidArgument("job " + config.job +
+                                " has nodes: " + std::to_string(config.nodes) +
+                                "; say which node's part to restore with --rank N"),
+        kExitUsage);
   }
   auto groups = GroupStore(store, config.job).Groups();
-  if (!groups.ok()) return Fail("restore", groups.status());
+  if (!groups.ok()) return FailGroupCommand("restore", groups.status());
   std::optional<GroupCommit> g = FindGroup(*groups, seq);
   if (!g) {
-    return Fail("restore",
-                Status::NotFound(seq ? "job " + config.job + " has no group snapshot " +
-                                           SeqName(*seq)
-                                     : "the store has no group snapshot of job " + config.job),
-                seq ? kExitFailure : kExitNothingToRestore);
+    return FailGroupCommand(
+        "restore",
+        Status::NotFound(seq ? "job " + config.job + " has no group snapshot " + SeqName(*seq)
+                             : "the store has no group snapshot of job " + config.job),
+        seq ? kExitFailure : kExitNothingToRestore);
   }
   if (g->nodes != config.nodes) {
-    return Fail("restore",
-                Status::InvalidArgument("group snapshot " + SeqName(g->seq) + " was made by " +
-                                        std::to_string(g->nodes) + " nodes, and the config says " +
-                                        "nodes: " + std::to_string(config.nodes)),
-                kExitUsage);
+    return FailGroupCommand(
+        "restore",
+        Status::InvalidArgument("group snapshot " + SeqName(g->seq) + " was made by " +
+                                std::to_string(g->nodes) + " nodes, and the config says " +
+                                "nodes: " + std::to_string(config.nodes)),
+        kExitUsage);
   }
   if (*rank < 0 || *rank >= g->nodes) {
-    return Fail("restore",
-                Status::InvalidArgument("--rank " + std::to_string(*rank) + " is not a rank of " +
-                                        std::to_string(g->nodes) + " nodes (0 to " +
-                                        std::to_string(g->nodes - 1) + ")"),
-                kExitUsage);
+    return FailGroupCommand(
+        "restore",
+        Status::InvalidArgument("--rank " + std::to_string(*rank) + " is not a rank of " +
+                                std::to_string(g->nodes) + " nodes (0 to " +
+                                std::to_string(g->nodes - 1) + ")"),
+        kExitUsage);
   }
   RestoreOptions options;
   options.replace_foreign = force;
   auto result = RestoreGroupPart(store, config.job, config.preset, *g, *rank, target, options);
   if (!result.ok()) {
-    return Fail("restore", result.status(),
-                result.status().reason() == "ForeignFiles" ? kExitUsage : kExitFailure);
+    return FailGroupCommand("restore", result.status(),
+                            result.status().reason() == "ForeignFiles" ? kExitUsage : kExitFailure);
   }
   LogInfo("restored rank {}'s part of group snapshot {} (step {}) into {}", *rank,
           SeqName(g->seq), g->step, result->dir);

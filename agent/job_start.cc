@@ -30,7 +30,7 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr auto kTick = milliseconds(100);
+constexpr auto kStartPollTick = milliseconds(100);
 
 double SecondsSince(Clock& clock, Clock::MonoTime t) {
   return std::chrono::duration<double>(clock.Monotonic() - t).count();
@@ -97,7 +97,7 @@ StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config
                        std::min<milliseconds>(config.lease.heartbeat, config.lease.timeout / 10);
     while (clock.Monotonic() < until) {
       if (stop_requested()) return false;
-      clock.SleepFor(kTick);
+      clock.SleepFor(kStartPollTick);
     }
   }
 }

@@ -29,7 +29,7 @@ std::optional<std::chrono::seconds> AgeOf(const std::string& utc, Clock::WallTim
   return std::chrono::duration_cast<std::chrono::seconds>(now - *t);
 }
 
-nlohmann::ordered_json OrNull(const std::optional<std::chrono::seconds>& age) {
+nlohmann::ordered_json AgeOrNull(const std::optional<std::chrono::seconds>& age) {
   return age ? nlohmann::ordered_json(age->count()) : nlohmann::ordered_json(nullptr);
 }
 
@@ -191,7 +191,7 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
     out["lease"] = {{"generation", s.lease->generation},
                     {"instance", s.lease->instance},
                     {"heartbeat", s.lease->heartbeat},
-                    {"heartbeat_age_seconds", OrNull(AgeOf(s.lease->heartbeat, now))},
+                    {"heartbeat_age_seconds", AgeOrNull(AgeOf(s.lease->heartbeat, now))},
                     {"released", s.lease->released},
                     {"agent_pid", s.lease->agent ? nlohmann::ordered_json(s.lease->agent->pid)
                                                  : nlohmann::ordered_json(nullptr)},
@@ -204,7 +204,7 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
     const Manifest& m = *s.newest;
     newest = {{"seq", m.seq},
               {"created", m.created},
-              {"age_seconds", OrNull(AgeOf(m.created, now))},
+              {"age_seconds", AgeOrNull(AgeOf(m.created, now))},
               {"instance", m.instance},
               {"generation", m.generation},
               {"files", m.files.size()},

@@ -8,7 +8,7 @@
 namespace sg {
 namespace {
 
-AutoScalingErrorInfo ErrorOf(const HttpResponse& resp) {
+AutoScalingErrorInfo AutoScalingErrorOf(const HttpResponse& resp) {
   static const std::map<long, std::string> kStatusCodes = {
       {400, "BadRequest"}, {403, "AccessDenied"},    {404, "NotFound"},
       {429, "Throttling"}, {500, "InternalFailure"}, {503, "ServiceUnavailable"},
@@ -41,7 +41,7 @@ std::string DefaultEndpoint(const std::string& region) {
   return "https://autoscaling." + region + suffix;
 }
 
-std::string ChildText(const pugi::xml_node& node, const char* name) {
+std::string XmlChildText(const pugi::xml_node& node, const char* name) {
   return node.child(name).text().as_string();
 }
 
@@ -85,7 +85,7 @@ Outcome ClassifyAutoScalingResponse(const StatusOr<HttpResponse>& response) {
       .server_error = {"ResourceContention", "ScalingActivityInProgress", "InternalFailure",
                        "ServiceUnavailable"},
       .server_failed = [](long status) { return status >= 500; }};
-  return ClassifyAwsAnswer(response, ErrorOf, kOutcomes);
+  return ClassifyAwsAnswer(response, AutoScalingErrorOf, kOutcomes);
 }
 
 Status AutoScalingErrorStatus(std::string_view action, const AutoScalingErrorInfo& e) {
@@ -123,11 +123,11 @@ StatusOr<std::vector<AutoScalingInstance>> ParseDescribeAutoScalingInstancesXml(
   std::vector<AutoScalingInstance> out;
   for (pugi::xml_node m : result.child("AutoScalingInstances").children("member")) {
     AutoScalingInstance i;
-    i.instance_id = ChildText(m, "InstanceId");
-    i.group_name = ChildText(m, "AutoScalingGroupName");
-    i.lifecycle_state = ChildText(m, "LifecycleState");
-    i.health_status = ChildText(m, "HealthStatus");
-    i.availability_zone = ChildText(m, "AvailabilityZone");
+    i.instance_id = XmlChildText(m, "InstanceId");
+    i.group_name = XmlChildText(m, "AutoScalingGroupName");
+    i.lifecycle_state = XmlChildText(m, "LifecycleState");
+    i.health_status = XmlChildText(m, "HealthStatus");
+    i.availability_zone = XmlChildText(m, "AvailabilityZone");
     if (i.instance_id.empty() || i.group_name.empty()) {
       return Status::Corruption(
           "DescribeAutoScalingInstances: a member without InstanceId or AutoScalingGroupName");
@@ -167,7 +167,7 @@ StatusOr<HttpResponse> AutoScalingClient::Execute(std::string_view action,
   AnswerRules rules;
   rules.classify = ClassifyAutoScalingResponse;
   rules.error = [action](const HttpResponse& resp) {
-    return AutoScalingErrorStatus(action, ErrorOf(resp));
+    return AutoScalingErrorStatus(action, AutoScalingErrorOf(resp));
   };
   return executor_.Execute(std::move(request), rules);
 }

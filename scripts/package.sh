@@ -19,8 +19,10 @@ jobs=${SPOTGUARD_JOBS:-$(nproc)}
 if [ "${SPOTGUARD_SKIP_DEPS:-0}" != 1 ]; then
   bash scripts/install-deps.sh
 fi
+# Unity batches (SPOTGUARD_UNITY_BUILD, CMakeLists.txt): on a fresh clone this
+# whole build runs inside the test suite (CTest test package_build).
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOTGUARD_PORTABLE=ON \
-  -DSPOTGUARD_BUILD_TESTS=OFF -DSPOTGUARD_BUILD_BENCH=OFF > /dev/null
+  -DSPOTGUARD_BUILD_TESTS=OFF -DSPOTGUARD_BUILD_BENCH=OFF -DSPOTGUARD_UNITY_BUILD=ON > /dev/null
 cmake --build "$build" -j "$jobs" --target spotguard manpage
 mkdir -p "$out"
 out=$(cd "$out" && pwd)

@@ -47,7 +47,13 @@ bash scripts/install-deps.sh
 
 build=${SPOTGUARD_TEST_BUILD_DIR:-build/test}
 jobs=$(nproc)
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DSPOTGUARD_SANITIZE=ON
+# A fresh build dir (CI's) compiles the common and agent libraries in unity
+# batches (SPOTGUARD_UNITY_BUILD, CMakeLists.txt), the quicker way through a
+# whole build; an existing one keeps what it was configured with, so the
+# edit-compile loop of `--unit` still recompiles one file per edit.
+unity=()
+[ -f "$build/CMakeCache.txt" ] || unity=(-DSPOTGUARD_UNITY_BUILD=ON)
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DSPOTGUARD_SANITIZE=ON "${unity[@]}"
 if [ "$unit_only" = 1 ]; then
   cmake --build "$build" -j "$jobs" --target tests_unit
 else
@@ -83,13 +89,15 @@ rm -rf "$SPOTGUARD_RELIABILITY_DIR"
 # a crash fails the run and prints the reproducer's path. Run with the whole
 # suite or with `-L fuzz`. Their build runs while the CTest tests do, at the
 # lowest CPU priority (most e2e tests wait on processes and the network, not
-# on the CPU); its output goes to $build/fuzz-build.log.
+# on the CPU), with the libraries in unity batches; its output goes to
+# $build/fuzz-build.log.
 fuzz=0
 if [ "$unit_only" = 0 ] && { [ ${#ctest_args[@]} -eq 0 ] || [[ " ${ctest_args[*]} " == *" fuzz "* ]]; }; then
   fuzz=1
   fuzz_build=${SPOTGUARD_FUZZ_BUILD_DIR:-build/fuzz}
   fuzz_log=$build/fuzz-build.log
-  (CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTGUARD_FUZZ=ON &&
+  (CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTGUARD_FUZZ=ON \
+    -DSPOTGUARD_UNITY_BUILD=ON &&
     nice -n 19 cmake --build "$fuzz_build" -j "$jobs" --target fuzz_targets) > "$fuzz_log" 2>&1 &
   fuzz_pid=$!
 fi
