@@ -99,14 +99,15 @@ for set in $(bench_sets); do
     "${aws_s3[@]}" cp --recursive --only-show-errors "$DATA/$set" "s3://$BUCKET/$p-raw/"
     raw_stored=$(bench_stored_bytes "$p-raw")
   fi
-  # The order rotates every rep (spotguard, aws, rclone; then aws, rclone,
-  # spotguard; ...), so that no tool always runs right after the same other
-  # tool: on this VM a run right after another tool's costs more system time
-  # than one right after its own (bench/analysis/03-restore.md).
-  rotation=(spotguard aws rclone)
+  # The order reverses every rep (spotguard, aws, rclone; then rclone, aws,
+  # spotguard; ...): on this VM a run right after another tool's run costs
+  # more system time than one right after its own (bench/analysis/
+  # 03-restore.md), and this way spotguard and rclone each follow aws
+  # within a rep and themselves across reps, never each other.
   for rep in $(seq 1 "$reps"); do
-    for k in 0 1 2; do
-      tool=${rotation[$(((rep - 1 + k) % 3))]}
+    order=(spotguard aws rclone)
+    if [ $((rep % 2)) = 0 ]; then order=(rclone aws spotguard); fi
+    for tool in "${order[@]}"; do
       bench_tool_on "$tool" || continue
       case $tool in
         spotguard)
@@ -145,9 +146,10 @@ md="$OUT/03-restore.md"
   echo "Measured by \`bench/sections/03-restore.sh\`: each tool restores what it uploaded itself (the upload is not timed; awscli"
   echo "and rclone share one upload of the raw files) into an empty directory, page cache dropped before each restore, and"
   echo "the runs of spotguard, awscli and rclone alternate (rep 1 of each, then rep 2, ...; the zstd pipeline's runs follow),"
-  echo "so a slow spell of the machine falls on all of them. Their order rotates every rep (spotguard, awscli, rclone; then"
-  echo "awscli, rclone, spotguard; ...): on this VM a run right after another tool's run costs more system time than one"
-  echo "right after its own, so no tool always follows the same other tool. spotguard, awscli and rclone have 4 runs (torch-4g 5),"
+  echo "so a slow spell of the machine falls on all of them. Their order reverses every rep (spotguard, awscli, rclone; then"
+  echo "rclone, awscli, spotguard; ...): on this VM a run right after another tool's run costs more system time than one"
+  echo "right after its own, and so spotguard and rclone each follow awscli, or themselves, never each other."
+  echo "spotguard, awscli and rclone have 4 runs (torch-4g 5),"
   echo "more than the other sections, because a run here is a few seconds and this machine moves such a run by a fifth;"
   echo "every restored file is compared with the source by SHA-256 (a mismatch fails the run). Wall and CPU are medians"
   echo "(each run's wall time in brackets); MB/s is checkpoint bytes per wall second. spotguard fsyncs each restored file"
