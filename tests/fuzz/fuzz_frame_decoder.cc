@@ -1,8 +1,10 @@
 // libFuzzer target: common/zstd_codec DecodeFrame (zstd, zstd+shuffle2/4,
-// none) on arbitrary stored frames, and Encode/Decode and Shuffle/Unshuffle
-// round trips on arbitrary raw bytes.
+// none) on arbitrary stored frames, the same frames fed to FrameStreamDecoder
+// in pieces, and Encode/Decode and Shuffle/Unshuffle round trips on
+// arbitrary raw bytes.
 //
-// Input: byte 0 picks the mode and codec, bytes 1..4 the expected raw size
+// Input: byte 0 picks the mode and codec (bits 2-5: the streamed pieces'
+// size, 1 << n bytes), bytes 1..4 the expected raw size
 // (little endian, capped at 4 MiB so one input never allocates more), the
 // rest is the stored frame (decode mode) or the raw slice (round-trip mode).
 #include <cstddef>
@@ -34,6 +36,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto out = sg::DecodeFrame(codec, rest, raw_size);
     // Whatever it accepts has exactly the size the manifest promised.
     if (out.ok()) SG_FUZZ_CHECK(out->size() == raw_size, "decoded to the wrong size");
+    // Streamed in pieces, the frame never decodes to other bytes. (It may
+    // refuse what the whole-frame decoder takes, e.g. a window larger than
+    // a streaming decoder allows.)
+    const size_t piece = size_t{1} << ((data[0] >> 2) & 15);
+    std::string scratch, buf, streamed;
+    sg::FrameStreamDecoder d;
+    d.Begin(codec, raw_size, true, &scratch);
+    sg::Status st;
+    for (size_t at = 0; st.ok() && at < rest.size(); at += piece) st = d.Feed(rest.substr(at, piece));
+    if (st.ok()) {
+      st = d.Finish(4096, &buf, [&](std::string_view p) {
+        streamed.append(p);
+        return sg::Status::Ok();
+      });
+    }
+    if (st.ok()) {
+      SG_FUZZ_CHECK(streamed.size() == raw_size, "streamed to the wrong size");
+      if (out.ok()) SG_FUZZ_CHECK(streamed == *out, "streamed to other bytes than decoded whole");
+    }
     return 0;
   }
   const int width = sg::ShuffleWidth(codec);
