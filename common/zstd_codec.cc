@@ -210,12 +210,13 @@ void FrameStreamDecoder::Begin(Codec codec, uint64_t raw_size, bool check_zstd_c
   scratch_ = scratch;
   out_pos_ = 0;
   ended_ = false;
-  // resize() fills only bytes past the old size: a reused buffer costs no fill.
-  scratch_->resize(raw_size);
+  in_place_ = {};
   if (codec_ == Codec::kNone) {
     ended_ = raw_size == 0;
-    return;
+    return;  // the scratch is sized only when the frame comes in pieces (Feed)
   }
+  // resize() fills only bytes past the old size: a reused buffer costs no fill.
+  scratch_->resize(raw_size);
   ZSTD_DCtx* dctx = ThreadStreamDCtx();
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_and_parameters);
   // zstd writes into `scratch` where it stands, with no window buffer of its
@@ -233,6 +234,13 @@ Status FrameStreamDecoder::Feed(std::string_view bytes) {
       return Status::Corruption("stored frame has more than " + std::to_string(raw_size_) +
                                 " bytes");
     }
+    if (out_pos_ == 0 && bytes.size() == raw_size_) {
+      in_place_ = bytes;  // whole in one piece: used where it lies, not copied
+      out_pos_ = raw_size_;
+      ended_ = true;
+      return Status::Ok();
+    }
+    if (out_pos_ == 0) scratch_->resize(raw_size_);
     std::memcpy(scratch_->data() + out_pos_, bytes.data(), bytes.size());
     out_pos_ += bytes.size();
     ended_ = out_pos_ == raw_size_;
@@ -269,7 +277,8 @@ Status FrameStreamDecoder::Finish(size_t piece, std::string* piece_buf,
                                   : std::string("stored frame is truncated"));
   }
   if (out_pos_ != raw_size_) return Status::Corruption("zstd frame decoded to the wrong size");
-  return EmitPieces(codec_, *scratch_, raw_size_, piece, piece_buf, each);
+  const std::string_view whole = in_place_.empty() ? std::string_view(*scratch_) : in_place_;
+  return EmitPieces(codec_, whole, raw_size_, piece, piece_buf, each);
 }
 
 Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy policy, int level) {

@@ -58,7 +58,8 @@ Status DecodeFramePieces(Codec codec, std::string_view stored, uint64_t raw_size
 // that straddles two pieces into its own buffer: nothing is gathered first.
 // Begin, Feed the frame's stored bytes in order, then Finish. One decoder
 // per thread at a time (it uses the thread's zstd context); Begin again
-// starts over.
+// starts over. A frame of codec none fed whole in one piece is not copied:
+// Finish hands on that piece's bytes, so it must come before they change.
 class FrameStreamDecoder {
  public:
   void Begin(Codec codec, uint64_t raw_size, bool check_zstd_checksum, std::string* scratch);
@@ -74,6 +75,7 @@ class FrameStreamDecoder {
   Codec codec_ = Codec::kNone;
   uint64_t raw_size_ = 0;
   std::string* scratch_ = nullptr;
+  std::string_view in_place_;  // codec none, fed whole in one piece
   uint64_t out_pos_ = 0;
   bool ended_ = false;  // zstd saw the end of the frame
 };

@@ -140,6 +140,35 @@ TEST(FrameStreamDecoder, FramesFedInPiecesOfAnySizeDecodeAsWhole) {
   }
 }
 
+// A stored-as-is frame that comes whole in one piece (every frame from a
+// file:// store) is handed on where it lies: the scratch is not touched.
+TEST(FrameStreamDecoder, AWholeRawFrameIsNotCopied) {
+  const std::string raw = RandomBytes(200'000, 8);
+  std::string scratch, buf, got;
+  FrameStreamDecoder d;
+  d.Begin(Codec::kNone, raw.size(), true, &scratch);
+  ASSERT_TRUE(d.Feed(raw).ok());
+  ASSERT_TRUE(d.Finish(65536, &buf, [&](std::string_view p) {
+                 EXPECT_TRUE(p.data() >= raw.data() && p.data() + p.size() <= raw.data() + raw.size())
+                     << "a piece not from the fed bytes";
+                 got += p;
+                 return Status::Ok();
+               }).ok());
+  EXPECT_TRUE(got == raw);
+  EXPECT_EQ(scratch.size(), 0u);
+  // In two pieces it is gathered in the scratch.
+  got.clear();
+  d.Begin(Codec::kNone, raw.size(), true, &scratch);
+  ASSERT_TRUE(d.Feed(std::string_view(raw).substr(0, 1000)).ok());
+  ASSERT_TRUE(d.Feed(std::string_view(raw).substr(1000)).ok());
+  ASSERT_TRUE(d.Finish(65536, &buf, [&](std::string_view p) {
+                 got += p;
+                 return Status::Ok();
+               }).ok());
+  EXPECT_TRUE(got == raw);
+  EXPECT_EQ(scratch.size(), raw.size());
+}
+
 // A frame cut short fails at Finish, before any byte is handed on; bytes past
 // its end fail as they are fed; one that holds more or fewer bytes than the
 // manifest says fails; Begin starts a frame over.
