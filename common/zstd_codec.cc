@@ -119,8 +119,7 @@ namespace {
 
 // Checks that `stored` is one whole zstd frame of `raw_size` bytes and
 // decompresses it into `out` (resized; a reused buffer costs no fill).
-Status DecompressFrame(std::string_view stored, uint64_t raw_size, std::string* out,
-                       bool check_checksum = true) {
+Status DecompressFrame(std::string_view stored, uint64_t raw_size, std::string* out) {
   const unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
   if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corruption("not a zstd frame");
   if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != raw_size) {
@@ -133,9 +132,8 @@ Status DecompressFrame(std::string_view stored, uint64_t raw_size, std::string* 
   // resize() fills only bytes past the old size: a reused buffer costs no fill.
   out->resize(raw_size);
   ZSTD_DCtx* dctx = ThreadDCtx();
-  ZSTD_DCtx_setParameter(dctx, ZSTD_d_forceIgnoreChecksum,
-                         check_checksum ? ZSTD_d_validateChecksum : ZSTD_d_ignoreChecksum);
-  const size_t n = ZSTD_decompressDCtx(dctx, out->data(), out->size(), stored.data(), stored.size());
+  const size_t n =
+      ZSTD_decompressDCtx(dctx, out->data(), out->size(), stored.data(), stored.size());
   if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != raw_size) return Status::Corruption("zstd frame decoded to the wrong size");
   return Status::Ok();
@@ -168,7 +166,7 @@ Status DecodeFrameInto(Codec codec, std::string_view stored, uint64_t raw_size, 
 namespace {
 
 // Hands the `raw_size` decoded bytes in `whole` (byte planes when shuffled)
-// to `each`, at most `piece` at a time (DecodeFramePieces).
+// to `each`, at most `piece` at a time (FrameStreamDecoder::Finish).
 Status EmitPieces(Codec codec, std::string_view whole, uint64_t raw_size, size_t piece,
                   std::string* piece_buf, const std::function<Status(std::string_view)>& each) {
   const int width = ShuffleWidth(codec);
@@ -189,19 +187,6 @@ Status EmitPieces(Codec codec, std::string_view whole, uint64_t raw_size, size_t
 }
 
 }  // namespace
-
-Status DecodeFramePieces(Codec codec, std::string_view stored, uint64_t raw_size, size_t piece,
-                         bool check_zstd_checksum, std::string* scratch, std::string* piece_buf,
-                         const std::function<Status(std::string_view)>& each) {
-  std::string_view whole = stored;
-  if (codec == Codec::kNone) {
-    SG_RETURN_IF_ERROR(CheckStoredSize(stored, raw_size));
-  } else {
-    SG_RETURN_IF_ERROR(DecompressFrame(stored, raw_size, scratch, check_zstd_checksum));
-    whole = *scratch;
-  }
-  return EmitPieces(codec, whole, raw_size, piece, piece_buf, each);
-}
 
 void FrameStreamDecoder::Begin(Codec codec, uint64_t raw_size, bool check_zstd_checksum,
                                std::string* scratch) {

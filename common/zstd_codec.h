@@ -27,7 +27,6 @@ std::string_view CodecName(Codec codec);  // "none", "zstd", "zstd+shuffle2", "z
 StatusOr<Codec> ParseCodec(std::string_view name);
 int ShuffleWidth(Codec codec);  // 1 when the codec does not shuffle
 
-
 // Encodes one slice into one stored frame (zstd frames carry their content
 // size and an XXH64 checksum).
 StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level);
@@ -38,36 +37,29 @@ StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t
 // shuffled codec. `out` holds exactly `raw_size` bytes on success.
 Status DecodeFrameInto(Codec codec, std::string_view stored, uint64_t raw_size, std::string* out,
                        std::string* scratch);
-// Decodes one stored frame as DecodeFrameInto does, then hands its raw bytes
-// to `each` in order, at most `piece` bytes at a time. A shuffled frame is
+// Decodes one stored frame whose bytes arrive in pieces (a ranged read, as
+// its body comes, or the whole frame at once). zstd decodes straight from
+// each piece into `scratch`, and copies only a block that straddles two
+// pieces into its own buffer: nothing is gathered first. Begin, Feed the
+// frame's stored bytes in order, then Finish, which hands the raw bytes to
+// `each` in order, at most `piece` bytes at a time: a shuffled frame is
 // un-shuffled one piece at a time into `piece_buf`, so the piece is still in
 // the cache when `each` hashes and writes it; other pieces are views of
-// `scratch` (the decompressed frame) or of `stored` (codec none). Writing a
-// file in small pieces also costs the kernel far less than in 8 MiB writes
-// (docs/design.md §7). Without `check_zstd_checksum`, zstd's own XXH64 of the
-// frame is not checked: for a caller that checks a digest of the bytes
-// itself. A bad frame fails before `each` is called; `each`'s error ends the
-// decoding.
-Status DecodeFramePieces(Codec codec, std::string_view stored, uint64_t raw_size, size_t piece,
-                         bool check_zstd_checksum, std::string* scratch, std::string* piece_buf,
-                         const std::function<Status(std::string_view)>& each);
-
-// Decodes one stored frame whose bytes arrive in pieces (a ranged read, as
-// its body comes), as DecodeFramePieces does with the frame whole. zstd
-// decodes straight from each piece into `scratch`, and copies only a block
-// that straddles two pieces into its own buffer: nothing is gathered first.
-// Begin, Feed the frame's stored bytes in order, then Finish. One decoder
-// per thread at a time (it uses the thread's zstd context); Begin again
-// starts over. A frame of codec none fed whole in one piece is not copied:
-// Finish hands on that piece's bytes, so it must come before they change.
+// `scratch`. Writing a file in small pieces also costs the kernel far less
+// than in 8 MiB writes (docs/design.md §7). Without `check_zstd_checksum`,
+// zstd's own XXH64 of the frame is not checked: for a caller that checks a
+// digest of the bytes itself. A bad frame fails before `each` is called;
+// `each`'s error ends the decoding. One decoder per thread at a time (it
+// uses the thread's zstd context); Begin again starts over. A frame of codec
+// none fed whole in one piece is not copied: Finish hands on that piece's
+// bytes, so it must come before they change.
 class FrameStreamDecoder {
  public:
   void Begin(Codec codec, uint64_t raw_size, bool check_zstd_checksum, std::string* scratch);
   // Corruption when the bytes are not a zstd frame of raw_size bytes, or
   // run on past its end.
   Status Feed(std::string_view bytes);
-  // Checks that the frame was whole, then hands its raw bytes to `each`
-  // (DecodeFramePieces).
+  // Checks that the frame was whole, then hands its raw bytes to `each`.
   Status Finish(size_t piece, std::string* piece_buf,
                 const std::function<Status(std::string_view)>& each);
 

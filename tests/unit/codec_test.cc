@@ -14,6 +14,16 @@ namespace {
 
 using testing::RandomBytes;
 
+// A stored frame decoded whole: fed in one piece to FrameStreamDecoder.
+Status DecodeWhole(Codec codec, std::string_view stored, uint64_t raw_size, size_t piece,
+                   bool check_zstd_checksum, std::string* scratch, std::string* piece_buf,
+                   const std::function<Status(std::string_view)>& each) {
+  FrameStreamDecoder d;
+  d.Begin(codec, raw_size, check_zstd_checksum, scratch);
+  SG_RETURN_IF_ERROR(d.Feed(stored));
+  return d.Finish(piece, piece_buf, each);
+}
+
 TEST(ZstdCodec, ShuffleGroupsBytesIntoPlanesAndKeepsTheTail) {
   EXPECT_EQ(ShuffleBytes("aAbBcC", 2), "abcABC");
   EXPECT_EQ(ShuffleBytes("aAbBcCd", 2), "abcABCd");
@@ -81,22 +91,22 @@ TEST(ZstdCodec, UnshufflePartEqualsThePieceOfTheWhole) {
   }
 }
 
-// A frame decoded in pieces gives the frame's bytes in order, no piece
+// A frame decoded whole gives the frame's bytes in order, no piece
 // larger than asked, for every codec; a damaged frame fails before any
 // piece is handed on.
-TEST(ZstdCodec, DecodeFramePiecesHandsOnTheFrameInOrder) {
+TEST(ZstdCodec, AWholeFrameIsHandedOnInOrder) {
   const std::string raw = RandomBytes(70'001, 9) + std::string(30'000, 'z');
   for (Codec c : {Codec::kNone, Codec::kZstd, Codec::kZstdShuffle2, Codec::kZstdShuffle4}) {
     const std::string enc = *EncodeFrame(c, raw, 1);
     for (size_t piece : {4u, 4096u, 10'002u, 1u << 20}) {
       std::string got, scratch, buf;
       size_t largest = 0;
-      Status st = DecodeFramePieces(c, enc, raw.size(), piece, true, &scratch, &buf,
-                                    [&](std::string_view p) {
-                                      largest = std::max(largest, p.size());
-                                      got += p;
-                                      return Status::Ok();
-                                    });
+      Status st =
+          DecodeWhole(c, enc, raw.size(), piece, true, &scratch, &buf, [&](std::string_view p) {
+            largest = std::max(largest, p.size());
+            got += p;
+            return Status::Ok();
+          });
       ASSERT_TRUE(st.ok()) << CodecName(c) << ": " << st.ToString();
       EXPECT_EQ(got, raw) << CodecName(c) << ", pieces of " << piece;
       EXPECT_LE(largest, piece) << CodecName(c);
@@ -104,11 +114,11 @@ TEST(ZstdCodec, DecodeFramePiecesHandsOnTheFrameInOrder) {
     std::string damaged = enc, scratch, buf;
     damaged[damaged.size() / 2] ^= 0x10;
     int calls = 0;
-    Status st = DecodeFramePieces(c, damaged.substr(0, damaged.size() - 1), raw.size(), 4096, true,
-                                  &scratch, &buf, [&](std::string_view) {
-                                    ++calls;
-                                    return Status::Ok();
-                                  });
+    Status st = DecodeWhole(c, damaged.substr(0, damaged.size() - 1), raw.size(), 4096, true,
+                            &scratch, &buf, [&](std::string_view) {
+                              ++calls;
+                              return Status::Ok();
+                            });
     EXPECT_TRUE(st.Is(StatusCode::kCorruption)) << CodecName(c) << ": " << st.ToString();
     EXPECT_EQ(calls, 0) << CodecName(c);
   }
@@ -130,10 +140,12 @@ TEST(FrameStreamDecoder, FramesFedInPiecesOfAnySizeDecodeAsWhole) {
         ASSERT_TRUE(d.Feed(std::string_view(enc).substr(at, n)).ok()) << CodecName(c) << " " << at;
         at += n;
       }
-      ASSERT_TRUE(d.Finish(65536, &buf, [&](std::string_view p) {
-                     got += p;
-                     return Status::Ok();
-                   }).ok())
+      ASSERT_TRUE(d.Finish(65536, &buf,
+                           [&](std::string_view p) {
+                             got += p;
+                             return Status::Ok();
+                           })
+                      .ok())
           << CodecName(c);
       EXPECT_TRUE(got == raw) << CodecName(c) << ", pieces of " << piece;
     }
@@ -148,12 +160,13 @@ TEST(FrameStreamDecoder, AWholeRawFrameIsNotCopied) {
   FrameStreamDecoder d;
   d.Begin(Codec::kNone, raw.size(), true, &scratch);
   ASSERT_TRUE(d.Feed(raw).ok());
-  ASSERT_TRUE(d.Finish(65536, &buf, [&](std::string_view p) {
-                 EXPECT_TRUE(p.data() >= raw.data() && p.data() + p.size() <= raw.data() + raw.size())
-                     << "a piece not from the fed bytes";
-                 got += p;
-                 return Status::Ok();
-               }).ok());
+  ASSERT_TRUE(
+      d.Finish(65536, &buf, [&](std::string_view p) {
+         EXPECT_TRUE(p.data() >= raw.data() && p.data() + p.size() <= raw.data() + raw.size())
+             << "a piece not from the fed bytes";
+         got += p;
+         return Status::Ok();
+       }).ok());
   EXPECT_TRUE(got == raw);
   EXPECT_EQ(scratch.size(), 0u);
   // In two pieces it is gathered in the scratch.
@@ -216,11 +229,11 @@ TEST(ZstdCodec, TheZstdChecksumIsSkippedOnlyWhenAsked) {
     got += p;
     return Status::Ok();
   };
-  EXPECT_TRUE(DecodeFramePieces(Codec::kZstd, enc, raw.size(), 4096, true, &scratch, &buf, collect)
+  EXPECT_TRUE(DecodeWhole(Codec::kZstd, enc, raw.size(), 4096, true, &scratch, &buf, collect)
                   .Is(StatusCode::kCorruption));
   got.clear();
   ASSERT_TRUE(
-      DecodeFramePieces(Codec::kZstd, enc, raw.size(), 4096, false, &scratch, &buf, collect).ok());
+      DecodeWhole(Codec::kZstd, enc, raw.size(), 4096, false, &scratch, &buf, collect).ok());
   EXPECT_EQ(got, raw);
   EXPECT_TRUE(DecodeFrame(Codec::kZstd, enc, raw.size()).status().Is(StatusCode::kCorruption))
       << "other decoders still check it";
