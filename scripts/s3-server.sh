@@ -259,6 +259,10 @@ wait_for() {
   log "$what ready after $((SECONDS - START_SECONDS)) s"
 }
 
+crush_add_osd() {
+  ceph_cli osd crush add osd.0 1.0 host=localhost root=default >>"$DIR/log/setup.log" 2>&1
+}
+
 osd_up() {
   ceph_cli osd stat -f json 2>/dev/null | grep -Eq '"num_up_osds": *1\b'
 }
@@ -321,14 +325,19 @@ start() {
 
   log "creating OSD (memstore)"
   local osd_id
-  osd_id="$(ceph_cli osd create "$osd_uuid" 2>>"$DIR/log/setup.log")" ||
-    { tail_log "$DIR/log/setup.log"; die "ceph osd create failed"; }
+  local try deadline=$((SECONDS + 30))
+  until osd_id="$(ceph_cli osd create "$osd_uuid" 2>>"$DIR/log/setup.log")"; do
+    [ "$SECONDS" -lt "$deadline" ] || { tail_log "$DIR/log/setup.log"; die "ceph osd create failed for 30 s"; }
+    sleep 0.3
+  done
   [ "$osd_id" = "0" ] || die "expected osd id 0, got '$osd_id'"
   ceph-osd -c "$CONF" -i 0 --mkfs --osd-uuid "$osd_uuid" >>"$DIR/log/setup.log" 2>&1 ||
     { tail_log "$DIR/log/setup.log"; tail_log "$DIR/log/osd.0.log"; die "ceph-osd --mkfs failed"; }
-  ceph_cli osd crush add osd.0 1.0 host=localhost root=default >>"$DIR/log/setup.log" 2>&1 ||
-    { tail_log "$DIR/log/setup.log"; die "ceph osd crush add failed"; }
-  local try
+  # The monitor can answer `mon stat` and still refuse this command for a
+  # moment ("EPERM: problem getting command descriptions from mon", seen on a
+  # loaded machine), so it is retried like the waits above.
+  wait_for "CRUSH map" 30 crush_add_osd ||
+    { tail_log "$DIR/log/setup.log"; die "ceph osd crush add failed for 30 s"; }
   for try in 1 2 3; do
     ceph-osd -c "$CONF" -i 0 >>"$DIR/log/setup.log" 2>&1 && break
     [ "$try" -lt 3 ] || { tail_log "$DIR/log/osd.0.log"; die "ceph-osd failed to start"; }
