@@ -11,7 +11,10 @@ A config for it (`checkpoint_signal` is what CheckpointRequests listens to):
    "command": ["python3", "torch_loop.py", "--out", "{checkpoint_dir}"],
    "resume_args": ["--resume", "{resume}"]}
 
-    torch_loop.py --out DIR [--steps 1000] [--step-seconds 0] [--resume PATH]
+    torch_loop.py --out DIR [--steps 1000] [--save-every 0] [--step-seconds 0] [--resume PATH]
+
+--save-every N also saves every N steps, as most training loops do; 0 saves
+only when asked. --step-seconds stands in for a real model's step time.
 """
 import argparse
 import os
@@ -47,6 +50,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--save-every", type=int, default=0)
     ap.add_argument("--step-seconds", type=float, default=0.0)
     ap.add_argument("--resume", default="")
     args = ap.parse_args()
@@ -74,7 +78,7 @@ def main():
         loss.backward()
         opt.step()
         step += 1
-        why = requests.due()
+        why = requests.due() or (args.save_every and step % args.save_every == 0 and "periodic")
         if why:
             saved = save_checkpoint(args.out, step, {"model": model.state_dict(),
                                                      "optimizer": opt.state_dict(), "step": step})

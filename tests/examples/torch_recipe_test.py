@@ -88,6 +88,16 @@ class TorchRecipeTest(unittest.TestCase):
         finally:
             t.stop()
 
+    def test_save_every_saves_on_schedule_too(self):
+        t = Trainer(["--out", self.out, "--steps", "10", "--save-every", "4"], self.env)
+        try:
+            self.assertEqual(t.next_line(), "training from step 0")
+            self.assertEqual(t.next_line(), f"checkpoint {self.out}/step_4.pt (periodic)")
+            self.assertEqual(t.next_line(), f"checkpoint {self.out}/step_8.pt (periodic)")
+            self.assertEqual(t.next_line(), "done at step 10")
+        finally:
+            t.stop()
+
     def test_without_spotguard_nothing_is_saved(self):
         env = dict(self.env)
         del env["SPOTGUARD_NOTICE_FILE"]
