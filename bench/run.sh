@@ -33,7 +33,7 @@ export BENCH_QUICK
 started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
 t_start=$SECONDS
 
-bash scripts/install-deps.sh >&2
+bash scripts/install-deps.sh bench >&2
 
 export BUILD="$PWD/build/release"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSPOTGUARD_BUILD_TESTS=OFF \

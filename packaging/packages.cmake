@@ -1,12 +1,13 @@
 # Installation and the packages, built in the build dir with
 # `cpack -G DEB` / `cpack -G RPM` (scripts/package.sh builds both from a
 # portable build): /usr/bin/spotguard, the systemd unit, a man page generated
-# from --help, the docs and an example config.
+# from --help, the docs, an example config, the license (LICENSE, Apache 2.0)
+# and, for Debian, its copyright file (packaging/copyright).
 include(GNUInstallDirs)
 install(TARGETS spotguard RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES scripts/spotguard@.service DESTINATION lib/systemd/system)
-install(FILES examples/spotguard.example.json README.md docs/config.md docs/agent.md
-        DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES examples/spotguard.example.json README.md LICENSE docs/config.md docs/agent.md
+        packaging/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
 find_program(HELP2MAN help2man)
 if(HELP2MAN)
   set(SPOTGUARD_MAN ${CMAKE_CURRENT_BINARY_DIR}/spotguard.1.gz)
@@ -14,8 +15,9 @@ if(HELP2MAN)
     OUTPUT ${SPOTGUARD_MAN}
     COMMAND ${HELP2MAN} --no-info --no-discard-stderr
             --name "keep long training jobs alive on spot instances"
+            --include ${PROJECT_SOURCE_DIR}/packaging/man-license.h2m
             $<TARGET_FILE:spotguard> | gzip -9n > ${SPOTGUARD_MAN}
-    DEPENDS spotguard
+    DEPENDS spotguard ${PROJECT_SOURCE_DIR}/packaging/man-license.h2m
     VERBATIM)
   add_custom_target(manpage ALL DEPENDS ${SPOTGUARD_MAN})
   install(FILES ${SPOTGUARD_MAN} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
@@ -51,6 +53,7 @@ endif()
 set(CPACK_RPM_FILE_NAME RPM-DEFAULT)        # spotguard-0.1.0-1.x86_64.rpm
 set(CPACK_RPM_PACKAGE_RELEASE 1)
 set(CPACK_RPM_PACKAGE_GROUP "Applications/System")
+set(CPACK_RPM_PACKAGE_LICENSE "Apache-2.0")
 set(CPACK_RPM_PACKAGE_DESCRIPTION "spotguard supervises a training job on a spot instance, snapshots its checkpoints to S3, reacts to the interruption notice and restores the newest snapshot at boot.")
 set(CPACK_RPM_PACKAGE_AUTOREQ OFF)
 set(CPACK_RPM_PACKAGE_REQUIRES "glibc >= 2.34, libcurl, openssl-libs >= 3")

@@ -17,7 +17,7 @@ build=${SPOTGUARD_PACKAGE_BUILD_DIR:-build/portable}
 jobs=${SPOTGUARD_JOBS:-$(nproc)}
 
 if [ "${SPOTGUARD_SKIP_DEPS:-0}" != 1 ]; then
-  bash scripts/install-deps.sh
+  bash scripts/install-deps.sh test
 fi
 # Unity batches (SPOTGUARD_UNITY_BUILD, CMakeLists.txt): on a fresh clone this
 # whole build runs inside the test suite (CTest test package_build).

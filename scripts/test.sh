@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh Debian 12 machine: installs what is needed,
-# builds with AddressSanitizer and UndefinedBehaviorSanitizer, starts the test
-# services (a Ceph RADOS Gateway on loopback, unless SPOTGUARD_TEST_S3_* names
-# one already), runs every CTest label (unit, s3, imds, e2e) and stops the
-# services again, also when something fails. Extra arguments go to ctest,
-# e.g. `scripts/test.sh -R Conformance`.
+# The test suite on a fresh Debian 12 machine: installs what is needed (the
+# `test` profile of scripts/install-deps.sh), builds with AddressSanitizer and
+# UndefinedBehaviorSanitizer, starts the test services (a Ceph RADOS Gateway
+# on loopback, unless SPOTGUARD_TEST_S3_* names one already), runs the CTest
+# tests and stops the services again, also when something fails. Extra
+# arguments go to ctest, e.g. `scripts/test.sh -R Conformance`.
+#
+# Two tiers (docs/testing.md, "Tiers"): by default every test but those
+# labelled `full` (ctest -LE full), which covers every behaviour; `--full`
+# adds the slowest release checks: the package build and the Debian 12 root
+# (debootstrap), the boot rehearsal, the kill -9 crash and fencing trials,
+# and the libFuzzer targets in a clang build of their own.
 #
 # Options, before the ctest arguments:
+#   --full  the release tier as well (the tests labelled `full`, the fuzz
+#           build and fuzzing); combine with ctest arguments to select among
+#           them, e.g. `--full -L package`.
 #   --long  the long variants of the reliability tests: more crash trials,
 #           more injected faults, longer fuzzing.
 #   --unit  only the tests labelled `unit` (the same as `-L unit`): builds
@@ -16,9 +25,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export SPOTGUARD_LONG_TESTS=0
+full=0
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --full) full=1 ;;
     --long) SPOTGUARD_LONG_TESTS=1 ;;
     --unit) ctest_args+=(-L unit) ;;
     *) break ;;
@@ -43,7 +54,7 @@ if [ ${#labels[@]} -gt 0 ]; then
   for l in "${labels[@]}"; do [ "$l" = unit ] || unit_only=0; done
 fi
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh test
 
 build=${SPOTGUARD_TEST_BUILD_DIR:-build/test}
 jobs=$(nproc)
@@ -86,13 +97,14 @@ rm -rf "$SPOTGUARD_RELIABILITY_DIR"
 
 # libFuzzer targets (tests/fuzz) in a clang build of their own: each fuzzes
 # for 20 s from a copy of its seed corpus (300 s with --long), two at a time;
-# a crash fails the run and prints the reproducer's path. Run with the whole
-# suite or with `-L fuzz`. Their build runs while the CTest tests do, at the
-# lowest CPU priority (most e2e tests wait on processes and the network, not
-# on the CPU), with the libraries in unity batches; its output goes to
-# $build/fuzz-build.log.
+# a crash fails the run and prints the reproducer's path. Run with --full and
+# no ctest arguments, or with `--full -L fuzz`. Their build runs while the
+# CTest tests do, at the lowest CPU priority (most e2e tests wait on processes
+# and the network, not on the CPU), with the libraries in unity batches; its
+# output goes to $build/fuzz-build.log.
 fuzz=0
-if [ "$unit_only" = 0 ] && { [ ${#ctest_args[@]} -eq 0 ] || [[ " ${ctest_args[*]} " == *" fuzz "* ]]; }; then
+if [ "$full" = 1 ] && [ "$unit_only" = 0 ] &&
+  { [ ${#ctest_args[@]} -eq 0 ] || [[ " ${ctest_args[*]} " == *" fuzz "* ]]; }; then
   fuzz=1
   fuzz_build=${SPOTGUARD_FUZZ_BUILD_DIR:-build/fuzz}
   fuzz_log=$build/fuzz-build.log
@@ -104,8 +116,11 @@ fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# The default tier leaves out the tests labelled `full`.
+tier=()
+[ "$full" = 1 ] || tier=(-LE full)
 ctest_rc=0
-ctest --test-dir "$build" --output-on-failure -j "$jobs" "${ctest_args[@]}" || ctest_rc=$?
+ctest --test-dir "$build" --output-on-failure -j "$jobs" "${tier[@]}" "${ctest_args[@]}" || ctest_rc=$?
 
 if [ "$fuzz" = 1 ]; then
   if ! wait "$fuzz_pid"; then

@@ -7,7 +7,8 @@
 #      reported: the check can fail);
 #   2. the .deb's Depends and the .rpm's Requires, exactly, and their files;
 #      the .rpm against stand-ins for Amazon Linux 2023's glibc, libcurl-minimal
-#      and openssl-libs, with rpm's own dependency check;
+#      and openssl-libs, with rpm's own dependency check; the license
+#      (package_files.sh: `rpm -qpi` shows Apache-2.0, the .deb's copyright file);
 #   3. a minimal Debian 12 root (debootstrap --variant=minbase, plus libcurl4
 #      and libssl3 from apt inside it, nothing else), cached under the build
 #      dir keyed by suite, mirror and package list: `dpkg -i` of the .deb,
@@ -84,13 +85,7 @@ requires=$(rpm -qpR "$rpm" 2> /dev/null | sed 's/ *$//' | sort)
 [ "$requires" = "$expected_requires" ] || fail ".rpm Requires differ:
 $(diff <(echo "$expected_requires") <(echo "$requires"))"
 [ "$(rpm -qp --qf '%{ARCH}' "$rpm" 2> /dev/null)" = x86_64 ] || fail "the .rpm is not x86_64"
-deb_files=$(dpkg-deb -c "$deb" | awk '{print $NF}' | sed 's|^\./|/|')
 rpm_files=$(rpm -qpl "$rpm" 2> /dev/null)
-for f in /usr/bin/spotguard /usr/lib/systemd/system/spotguard@.service /usr/share/man/man1/spotguard.1.gz \
-         /usr/share/doc/spotguard/spotguard.example.json /usr/share/doc/spotguard/README.md; do
-  grep -qx "$f" <<< "$deb_files" || fail "$f is not in the .deb"
-  grep -qx "$f" <<< "$rpm_files" || fail "$f is not in the .rpm"
-done
 # The .rpm must not claim directories of the system's own packages.
 for d in /usr /usr/bin /usr/lib/systemd /usr/lib/systemd/system /usr/share/man/man1; do
   if grep -qx "$d" <<< "$rpm_files"; then fail "the .rpm owns $d"; fi
@@ -101,6 +96,7 @@ done
 report=$(inspect_binary "$work/usr/bin/spotguard") || fail "the .rpm's binary is not portable:
 $report"
 [ "$("$work/usr/bin/spotguard" --version)" = "$("$bin" --version)" ] || fail "the .deb and the .rpm carry different versions"
+bash "$(dirname "$0")/package_files.sh" "$(cd "$(dirname "$0")/../.." && pwd)" "$deb" "$rpm"
 echo "ok: .deb Depends: $depends"
 echo "ok: .rpm Requires: $(grep -v '^rpmlib' <<< "$requires" | paste -sd, | sed 's/,/, /g') (and rpmlib features)"
 
