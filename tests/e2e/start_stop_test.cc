@@ -92,7 +92,7 @@ class StopDuringRestoreE2E : public AgentE2E {
       EXPECT_EQ(name.find("spotguard-restore"), std::string::npos) << name;
       EXPECT_EQ(name.find("spotguard-backup"), std::string::npos) << name;
     }
-    auto lease = store_->Get("job/lease");
+    auto lease = static_cast<ObjectStore&>(*store_).Get("job/lease");
     ASSERT_TRUE(lease.ok()) << lease.status().ToString();
     auto state = LeaseKeeper::Parse(*lease);
     ASSERT_TRUE(state.ok());
