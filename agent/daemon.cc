@@ -31,6 +31,7 @@
 #include "agent/retention.h"
 #include "agent/snapshot_commands.h"
 #include "agent/snapshot_writer.h"
+#include "agent/start_watch.h"
 #include "agent/store_layout.h"
 #include "agent/supervisor.h"
 #include "agent/trainer_record.h"
@@ -75,11 +76,19 @@ class Agent {
  private:
   // Setup, before the loop.
   Status BlockSignals();
+  // True when a stop signal arrived; the signals to forward go to the trainer.
   bool SignalPending();
-  StatusOr<bool> AlreadyComplete();
+  void Forward(int signo);
   // Records this generation's fence (agent/fencing.h). REQUIRES: the lease.
   Status DrawFence();
-  Status Prepare();  // staging, checkpoint source, interruption monitor
+  Status Prepare();  // staging, checkpoint source
+  // The start (agent/job_start.h) on a thread of its own, watched by `watch`
+  // on this one; a stop cancels it (docs/design.md §9, "The start").
+  JobStart RunStart(StartWatch& watch);
+  void WaitAtStart();
+  // A stop before the trainer started: nothing changed, exit 75.
+  AgentResult StoppedAtStart(const StartWatch& watch);
+  void ReleaseLeaseNow();
 
   // Uploads `checkpoint` now (capture, snapshot, commit). REQUIRES: the lease.
   StatusOr<SnapshotResult> Upload(const Checkpoint& checkpoint, const std::atomic<bool>* cancel);
@@ -125,6 +134,7 @@ class Agent {
   std::unique_ptr<CheckpointSource> own_checkpoints_;
   CheckpointSource* checkpoints_ = nullptr;
   std::unique_ptr<InterruptionMonitor> monitor_;
+  std::optional<StartWatch> watch_;  // for the start, before the loop
   std::unique_ptr<Trainer> trainer_;
   std::unique_ptr<Trainer> finished_trainer_;  // exited 0; kept until the end
 
@@ -150,14 +160,22 @@ Status Agent::BlockSignals() {
 
 bool Agent::SignalPending() {
   if (c_.ports.stop_requested) return c_.ports.stop_requested();
-  return StopSignalArrived(signal_fd_.get());
+  ArrivedSignals arrived = ReadArrivedSignals(signal_fd_.get());
+  for (int signo : arrived.forward) Forward(signo);
+  return arrived.stop;
 }
 
-StatusOr<bool> Agent::AlreadyComplete() {
-  auto marker = c_.store.Head(CompleteKey(cfg_.job));
-  if (marker.ok()) return true;
-  if (marker.status().Is(StatusCode::kNotFound)) return false;
-  return marker.status();
+void Agent::Forward(int signo) {
+  if (!trainer_ || !trainer_->running()) {
+    LogWarn("received {}; no trainer runs to forward it to", SignalName(signo));
+    return;
+  }
+  if (Status st = trainer_->Signal(signo); st.ok()) {
+    LogInfo("received {}; forwarded it to the trainer", SignalName(signo));
+  } else {
+    LogWarn("received {}; forwarding it to the trainer failed: {}", SignalName(signo),
+            st.message());
+  }
 }
 
 Status Agent::DrawFence() {
@@ -176,8 +194,66 @@ Status Agent::Prepare() {
   staging_root_ = std::move(parts.staging_root);
   own_checkpoints_ = std::move(parts.own_checkpoints);
   checkpoints_ = parts.checkpoints;
-  monitor_ = std::move(parts.monitor);
-  return Status::Ok();
+  return Status::Ok();  // the monitor was made at start (Run)
+}
+
+void Agent::WaitAtStart() {
+  if (c_.ports.idle) {
+    c_.ports.idle(kTick);
+    return;
+  }
+  pollfd fd{signal_fd_.get(), POLLIN, 0};
+  ::poll(&fd, 1, static_cast<int>(kTick.count()));
+  if (pid1_) ReapOrphanedChildren();
+}
+
+JobStart Agent::RunStart(StartWatch& watch) {
+  StartSteps steps{cfg_,        c_.store,    c_.clock,   events_,
+                   lease_,      lease_mu_,   c_.notifier, c_.instance,
+                   [this] { return DrawFence(); },
+                   /*stopped=*/{},
+                   /*cancel=*/nullptr};  // both set by RunWatchedStart
+  // Tests on a fake clock run the start on this thread, between whose steps
+  // it looks for a stop itself.
+  const auto give_up_after =
+      std::max<std::chrono::milliseconds>(cfg_.stop_timeout - seconds(10), seconds(1));
+  std::optional<JobStart> start = RunWatchedStart(steps, watch, c_.ports.inline_store_work,
+                                                  [this] { WaitAtStart(); }, give_up_after);
+  if (start) return std::move(*start);
+  LogError("the start did not end within {} s of the stop; leaving it",
+           duration_cast<seconds>(give_up_after).count());
+  result_.abandoned = threads_left_ = true;
+  JobStart stopped;
+  stopped.outcome = JobStart::Outcome::kStopped;
+  return stopped;
+}
+
+void Agent::ReleaseLeaseNow() {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  if (!lease_.held()) return;
+  if (Status st = lease_.Release(); !st.ok()) {
+    LogWarn("releasing the lease failed: {}", st.message());
+  }
+}
+
+AgentResult Agent::StoppedAtStart(const StartWatch& watch) {
+  (void)c_.notifier.Notify("STOPPING=1");
+  const std::optional<InterruptionEvent>& notice = watch.notice();
+  LogInfo(
+      "stopped on {} before the trainer started: {} was left as it was and the store holds "
+      "every snapshot; exiting {}",
+      notice ? "the interruption notice" : "a stop signal", cfg_.checkpoint_dir, kExitInterrupted);
+  // A start left running may still be taking the lease: not touched then.
+  if (!result_.abandoned && lease_.held()) {
+    nlohmann::ordered_json data = {{"reason", notice ? "notice" : "signal"}, {"during", "start"}};
+    if (notice) data["notice"] = notice->ToJson();
+    (void)events_.Record("stop", data);
+  }
+  if (notice) CompleteLifecycleHook(EndContext());
+  FlushLogs();
+  if (!result_.abandoned) ReleaseLeaseNow();
+  result_.exit_code = kExitInterrupted;  // not done, nothing lost: run it again
+  return result_;
 }
 
 Status Agent::RenewLease() {
@@ -423,10 +499,7 @@ AgentResult Agent::Run() {
   auto fail = [&](const Status& st, int exit_code = kExitFailure) {
     LogError("{}", st.message());
     FlushLogs();
-    if (lease_.held()) {
-      Status released = lease_.Release();
-      if (!released.ok()) LogWarn("releasing the lease failed: {}", released.message());
-    }
+    ReleaseLeaseNow();
     result_.exit_code = exit_code;
     return result_;
   };
@@ -436,42 +509,43 @@ AgentResult Agent::Run() {
   // Only the agent holding the checkpoint dir writes beside it.
   logs_.Open(c_.env);
   launcher_.set_output(logs_.TrainerSink());
-  auto complete = AlreadyComplete();
-  if (!complete.ok()) return fail(complete.status());
-  if (*complete) {
+  // Notices are watched for from here on, through the start (docs/design.md §9).
+  monitor_ = NewInterruptionMonitor(c_);
+  // A member: a start left running still uses it.
+  StartWatch& watch = watch_.emplace(c_.clock, [this] { return SignalPending(); }, monitor_.get(),
+                                     cfg_.imds.poll_interval);
+  JobStart start = RunStart(watch);
+  if (start.outcome == JobStart::Outcome::kFailed) {
+    if (start.exit_code == kExitInterrupted) {
+      LogError("the store did not answer for {} s at start; nothing was changed, exiting {} so "
+               "that the job is run again",
+               duration_cast<seconds>(kStartRetryBound).count(), kExitInterrupted);
+    }
+    return fail(start.status, start.exit_code);
+  }
+  if (start.outcome == JobStart::Outcome::kComplete) {
     LogInfo("job {} is already complete; not starting it again", cfg_.job);
     (void)c_.notifier.Notify("READY=1");
     PerformOnComplete(EndContext());
     result_.exit_code = kExitOk;
     return result_;
   }
-  // A trainer that cannot write checkpoints, and a restore that cannot
-  // write files, are no use: say so before taking the job's lease.
-  if (Status st = CheckWritableDir(cfg_.checkpoint_dir, "checkpoint_dir " + cfg_.checkpoint_dir);
-      !st.ok()) {
-    return fail(st);
-  }
-  auto leased = AwaitLease(lease_, lease_mu_, cfg_, c_.instance, c_.clock, c_.notifier,
-                           [this] { return SignalPending(); });
-  if (!leased.ok()) return fail(leased.status());
-  if (!*leased) {
-    result_.exit_code = kExitInterrupted;  // asked to stop while waiting: not done
-    return result_;
+  if (start.outcome == JobStart::Outcome::kStopped || watch.stopped()) {
+    return StoppedAtStart(watch);
   }
   (void)policy_.OnLeaseAcquired(Now());
-  if (Status st = DrawFence(); !st.ok()) return fail(st);
-  auto start = RestoreAtStart(c_.store, c_.clock, cfg_, events_);
-  if (!start.ok()) {
-    return fail(start.status(),
-                start.status().Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure);
-  }
-  result_.resumed_step = start->resumed_step;
-  result_.restore_seconds = start->restore_seconds;
-  resume_ = start->state.resume;
+  result_.resumed_step = start.point.resumed_step;
+  result_.restore_seconds = start.point.restore_seconds;
+  resume_ = start.point.state.resume;
   if (Status st = Prepare(); !st.ok()) return fail(st);
   (void)c_.notifier.Notify("READY=1");
   (void)c_.notifier.Notify("STATUS=training");
-  Perform(policy_.OnRestored(Now(), start->state));
+  Perform(policy_.OnRestored(Now(), start.point.state));
+  // What the metadata service said during the start (a rebalance
+  // recommendation, ...), now that the trainer runs.
+  for (const InterruptionEvent& e : watch.TakeOthers()) {
+    Perform(policy_.OnInterruption(Now(), e, 0));
+  }
   Loop();
   EndBackgroundWork();
   // What is left of the trainer's group gets stop_signal, then SIGKILL after

@@ -3,7 +3,9 @@
 // watches the metadata service for notices, keeps the lease, and ends the
 // job: on a notice with a fresh snapshot and exit 75, on completion with the
 // `complete` marker and exit 0, when fenced with exit 4, after too many
-// crashes with exit 1, on SIGTERM/SIGINT with a last snapshot and exit 0.
+// crashes with exit 1, on SIGTERM/SIGINT/SIGQUIT with a last snapshot and
+// exit 75 (74 when it could not be committed), and before the trainer starts
+// (a stop during the restore at start cancels it) with exit 75.
 #pragma once
 
 #include <map>

@@ -219,6 +219,12 @@ void InterruptionMonitor::RecordFailure(std::string_view path, const Status& err
          "; last error: " + error.message());
   }
   ++s.consecutive_failures;
+  if (path == kNoticePath && !s.said_unseeable && mono - s.failing_since >= options_.unseeable_after) {
+    s.said_unseeable = true;
+    Warn("interruption notices cannot be seen on this machine: " + label +
+         "not readable for " + FormatSeconds(mono - s.failing_since) + " (" +
+         std::to_string(s.consecutive_failures) + " polls); last error: " + error.message());
+  }
 }
 
 void InterruptionMonitor::RecordSuccess(std::string_view path) {
@@ -227,7 +233,10 @@ void InterruptionMonitor::RecordSuccess(std::string_view path) {
   SourceState& s = it->second;
   Info("IMDS " + std::string(path) + ": readable again after " +
        std::to_string(s.consecutive_failures) + " failed polls over " +
-       FormatSeconds(clock_.Monotonic() - s.failing_since));
+       FormatSeconds(clock_.Monotonic() - s.failing_since) +
+       (s.said_unseeable ? "; the metadata service is now reachable and interruption notices "
+                           "are seen again"
+                         : ""));
   s = SourceState{};
 }
 

@@ -68,6 +68,10 @@ class InterruptionMonitor {
     // While a source keeps failing, a reminder with the count is logged this
     // often (the first failure and the recovery are always logged).
     Duration error_report_interval{60'000};
+    // A notice source failing this long is said to leave notices unseen
+    // (once), and its recovery that they are seen again: a service that
+    // answers a moment late at start is no alarm (docs/interruptions.md).
+    Duration unseeable_after{30'000};
     // Where failures and recoveries are reported; LogWarn/LogInfo when unset.
     std::function<void(std::string_view)> warn;
     std::function<void(std::string_view)> info;
@@ -112,6 +116,7 @@ class InterruptionMonitor {
     StatusCode failing_code = StatusCode::kOk;  // what the current run of failures is
     Clock::MonoTime failing_since{};
     Clock::MonoTime last_reminder{};
+    bool said_unseeable = false;  // "cannot be seen" was logged for this run of failures
   };
 
   // What one source's answer (a body, or NotFound) produced: the new events

@@ -178,12 +178,16 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
   if (end_ == JobEnd::kComplete) {
     // The job's last state is not in the store: no `complete` marker, so a
     // later run uploads the local checkpoint first and ends the job then.
+    // Not a failure of the trial: another attempt resumes from the previous
+    // snapshot (or, on this machine, uploads the local checkpoint first) and
+    // finishes it. Exit 74, which every engine retries (docs/design.md §2).
     Say(out, Level::kError,
-        "the trainer finished but its last checkpoint could not be stored; not marking the "
-        "job complete");
+        Format("the trainer finished but its last checkpoint could not be stored; not marking "
+               "the job complete; exiting {} so that it is run again",
+               static_cast<int>(kExitNotCommitted)));
     Event("failed", {{"reason", "final snapshot"}, {"error", outcome.message}}, out);
     end_ = JobEnd::kFailed;
-    Exit(kExitFailure, /*release_lease=*/true, out);
+    Exit(kExitNotCommitted, /*release_lease=*/true, out);
     return out;
   }
   Stop(t, out);

@@ -21,7 +21,11 @@ void JobPolicy::BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until,
   end_ = end;
   final_until_ = until;
   final_hard_until_ = std::max(until, hard_until);
-  final_retry_until_ = t.mono + std::min<milliseconds>(o_.stop_grace, seconds(60));
+  // A finished trainer's last checkpoint is tried again for stop_timeout
+  // (no engine's kill is coming); a notice or SIGTERM sets its own bound.
+  final_retry_until_ = t.mono + (end == JobEnd::kComplete
+                                     ? o_.stop_timeout
+                                     : std::min<milliseconds>(o_.stop_grace, seconds(60)));
   restart_at_.reset();  // a trainer waiting for its restart stays down
   if (upload_ && !upload_->final) {
     out.push_back(job_action::CancelUpload{});

@@ -1,7 +1,5 @@
 #include "agent/job_start.h"
 
-#include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,11 +15,12 @@
 #include "agent/presets.h"
 #include "agent/progress.h"
 #include "agent/restorer.h"
+#include "agent/start_watch.h"
 #include "agent/store_layout.h"
 #include "agent/trainer_record.h"
+#include "common/background_call.h"
 #include "common/files.h"
 #include "common/log.h"
-#include "common/signal_names.h"
 
 namespace sg {
 namespace {
@@ -71,15 +70,27 @@ StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config
                           const std::string& instance, Clock& clock,
                           const SystemdNotifier& notifier,
                           const std::function<bool()>& stop_requested) {
-  bool said = false;
+  bool said = false, said_unavailable = false;
+  std::optional<Clock::MonoTime> unavailable_since;
   while (true) {
     StatusOr<LeaseKeeper::Attempt> attempt = [&] {
       std::lock_guard<std::mutex> lock(lease_mu);
       return lease.TryAcquire();
     }();
-    if (!attempt.ok()) return attempt.status();
-    if (attempt->outcome == LeaseKeeper::Outcome::kAcquired) return true;
-    if (!said) {
+    if (!attempt.ok()) {
+      // The store not answering at start is waited for (docs/agent.md, "The start").
+      if (!attempt.status().Is(StatusCode::kUnavailable)) return attempt.status();
+      if (!unavailable_since) unavailable_since = clock.Monotonic();
+      if (clock.Monotonic() - *unavailable_since >= kStartRetryBound) return attempt.status();
+      if (!said_unavailable) {
+        LogWarn("taking the lease of job {}: {}; trying again every heartbeat for up to {} s",
+                config.job, attempt.status().message(),
+                duration_cast<seconds>(kStartRetryBound).count());
+        said_unavailable = true;
+      }
+    } else if (attempt->outcome == LeaseKeeper::Outcome::kAcquired) {
+      return true;
+    } else if (!said) {
       const LeaseState& holder = attempt->current;
       const std::string who =
           holder.instance +
@@ -113,39 +124,19 @@ StatusOr<LoopParts> PrepareLoopParts(const AgentContext& c) {
     SG_ASSIGN_OR_RETURN(parts.own_checkpoints, WatchedCheckpoints::Start(c.config, c.clock));
     parts.checkpoints = parts.own_checkpoints.get();
   }
-  if (c.imds) {
-    InterruptionMonitor::Options options;
-    options.poll_interval = c.config.imds.poll_interval;
-    parts.monitor = std::make_unique<InterruptionMonitor>(*c.imds, c.clock, options);
-  }
+  parts.monitor = NewInterruptionMonitor(c);
   return parts;
 }
 
-StatusOr<UniqueFd> BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  // Blocked before any thread starts, so every thread inherits the mask and
-  // the signals only arrive through the signalfd.
-  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Status::IOError("sigprocmask");
-  int fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (fd < 0) return Status::FromErrno(errno, "signalfd");
-  return UniqueFd(fd);
-}
-
-bool StopSignalArrived(int signal_fd) {
-  signalfd_siginfo info{};
-  bool any = false;
-  while (::read(signal_fd, &info, sizeof info) == sizeof info) {
-    LogInfo("received {}", SignalName(static_cast<int>(info.ssi_signo)));
-    any = true;
-  }
-  return any;
+std::unique_ptr<InterruptionMonitor> NewInterruptionMonitor(const AgentContext& c) {
+  if (!c.imds) return nullptr;
+  InterruptionMonitor::Options options;
+  options.poll_interval = c.config.imds.poll_interval;
+  return std::make_unique<InterruptionMonitor>(*c.imds, c.clock, options);
 }
 
 StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Config& config,
-                                    EventLog& events) {
+                                    EventLog& events, const std::atomic<bool>* cancel) {
   StartPoint sp;
   RestoredState& s = sp.state;
   const CheckpointDetector detector = CheckpointDetector::ForConfig(config);
@@ -203,6 +194,12 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
   // kept in a backup dir, never deleted.
   RestoreOptions options;
   options.replace_foreign = true;
+  options.cancel = cancel;
+  options.on_start = [&](const Manifest& m) {
+    LogInfo("restoring snapshot {} ({}, step {}) into {}", SeqName(m.seq),
+            HumanBytes(m.TotalSize()), m.step ? std::to_string(*m.step) : "-",
+            config.checkpoint_dir);
+  };
   Restorer restorer(store, options);
   SG_ASSIGN_OR_RETURN(RestoreResult restored,
                       restorer.RestoreNewest(history, config.checkpoint_dir));
@@ -226,6 +223,87 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
                                   {"resume", restored.resume_path},
                                   {"backup_dir", restored.backup_dir}});
   return sp;
+}
+
+}  // namespace sg
+
+namespace sg {
+
+JobStart StartJob(const StartSteps& s) {
+  JobStart out;
+  auto fail = [&](Status st, int exit_code) {
+    out.outcome = st.Is(StatusCode::kCancelled) && s.stopped() ? JobStart::Outcome::kStopped
+                                                              : JobStart::Outcome::kFailed;
+    // A store that did not answer for the whole bound: nothing was done and
+    // nothing is lost, and another attempt may find it answering (exit 75,
+    // docs/design.md §2).
+    out.exit_code = st.Is(StatusCode::kUnavailable) ? kExitInterrupted : exit_code;
+    out.status = std::move(st);
+    return out;
+  };
+  const Clock::MonoTime give_up_at = s.clock.Monotonic() + kStartRetryBound;
+  bool complete = false;
+  Status st = RetryTransient(
+      s.clock, "reading whether job " + s.config.job + " is complete",
+      [&]() -> Status {
+        auto marker = s.store.Head(CompleteKey(s.config.job));
+        complete = marker.ok();
+        return marker.ok() || marker.status().Is(StatusCode::kNotFound) ? Status::Ok()
+                                                                        : marker.status();
+      },
+      s.stopped, give_up_at);
+  if (!st.ok()) return fail(st, kExitFailure);
+  if (complete) {
+    out.outcome = JobStart::Outcome::kComplete;
+    return out;
+  }
+  // A trainer that cannot write checkpoints, and a restore that cannot
+  // write files, are no use: say so before taking the job's lease.
+  const std::string& dir = s.config.checkpoint_dir;
+  if (st = CheckWritableDir(dir, "checkpoint_dir " + dir); !st.ok()) return fail(st, kExitFailure);
+  auto leased = AwaitLease(s.lease, s.lease_mu, s.config, s.instance, s.clock, s.notifier,
+                           s.stopped);
+  if (!leased.ok()) return fail(leased.status(), kExitFailure);
+  if (!*leased) {
+    out.outcome = JobStart::Outcome::kStopped;
+    return out;
+  }
+  st = RetryTransient(s.clock, "recording the fence", s.draw_fence, s.stopped, give_up_at);
+  if (!st.ok()) return fail(st, kExitFailure);
+  if (s.stopped()) {
+    out.outcome = JobStart::Outcome::kStopped;
+    return out;
+  }
+  st = RetryTransient(
+      s.clock, "restoring job " + s.config.job,
+      [&]() -> Status {
+        auto point = RestoreAtStart(s.store, s.clock, s.config, s.events, s.cancel);
+        if (point.ok()) out.point = std::move(*point);
+        return point.status();
+      },
+      s.stopped, s.clock.Monotonic() + kStartRetryBound);
+  if (!st.ok()) {
+    return fail(st, st.Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure);
+  }
+  out.outcome = s.stopped() ? JobStart::Outcome::kStopped : JobStart::Outcome::kStarted;
+  return out;
+}
+
+std::optional<JobStart> RunWatchedStart(StartSteps steps, StartWatch& watch, bool on_this_thread,
+                                        const std::function<void()>& wait,
+                                        std::chrono::milliseconds give_up_after) {
+  steps.stopped = on_this_thread ? std::function<bool()>([&watch] { return watch.Check(); })
+                                 : std::function<bool()>([&watch] { return watch.stopped(); });
+  steps.cancel = &watch.cancel();
+  BackgroundCall<JobStart> start(on_this_thread);
+  start.Start([steps] { return StartJob(steps); });
+  std::optional<Clock::MonoTime> give_up_at;
+  while (true) {
+    if (std::optional<JobStart> done = start.Poll()) return done;
+    wait();
+    if (watch.Check() && !give_up_at) give_up_at = steps.clock.Monotonic() + give_up_after;
+    if (give_up_at && steps.clock.Monotonic() >= *give_up_at) return std::nullopt;
+  }
 }
 
 }  // namespace sg

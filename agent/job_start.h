@@ -3,12 +3,14 @@
 // restore the newest good snapshot unless a local checkpoint is as new.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "agent/agent_signals.h"
 #include "agent/config.h"
 #include "agent/daemon.h"
 #include "agent/events.h"
@@ -17,6 +19,7 @@
 #include "agent/job_ports.h"
 #include "agent/job_policy.h"
 #include "agent/lease.h"
+#include "agent/start_watch.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/object_store.h"
@@ -42,12 +45,6 @@ StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config
                           const SystemdNotifier& notifier,
                           const std::function<bool()>& stop_requested);
 
-// SIGTERM and SIGINT blocked in every thread (call before any thread
-// starts) and delivered through the returned signalfd instead.
-StatusOr<UniqueFd> BlockStopSignals();
-// Reads what `signal_fd` holds; true when a stop signal arrived (each logged).
-bool StopSignalArrived(int signal_fd);
-
 // What both agents' loops run on (single node, and group: agent/group_agent.h):
 // the staging root of captures (stale captures removed), the checkpoint
 // source (the context's, else an inotify watcher it owns) and the
@@ -60,6 +57,9 @@ struct LoopParts {
 };
 StatusOr<LoopParts> PrepareLoopParts(const AgentContext& c);
 
+// The interruption monitor of `c`'s metadata service; null without one.
+std::unique_ptr<InterruptionMonitor> NewInterruptionMonitor(const AgentContext& c);
+
 struct StartPoint {
   RestoredState state;                  // for the policy
   std::optional<int64_t> resumed_step;  // what the trainer starts from
@@ -68,8 +68,52 @@ struct StartPoint {
 
 // A local checkpoint the store lacks is resumed from (and uploaded first);
 // otherwise the newest good snapshot is restored into checkpoint_dir, with
-// foreign files kept (docs/design.md §7).
+// foreign files kept (docs/design.md §7). Once `cancel` (when given) is
+// set, a restore in progress gives up (Cancelled): its temporary dir is
+// removed, checkpoint_dir left as it was.
 StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Config& config,
-                                    EventLog& events);
+                                    EventLog& events, const std::atomic<bool>* cancel = nullptr);
+
+// The start of `run` after the checkpoint dir is claimed: whether the job is
+// already complete, the lease, the fence, the restore. Runs on a thread of
+// its own while the agent watches for a stop (agent/start_watch.h).
+struct StartSteps {
+  const Config& config;
+  ObjectStore& store;
+  Clock& clock;
+  EventLog& events;
+  LeaseKeeper& lease;
+  std::mutex& lease_mu;
+  const SystemdNotifier& notifier;
+  const std::string& instance;
+  std::function<Status()> draw_fence;  // REQUIRES: the lease
+  // Set by RunWatchedStart: a stop was seen, give up; the flag the restore
+  // checks.
+  std::function<bool()> stopped = [] { return false; };
+  const std::atomic<bool>* cancel = nullptr;
+};
+struct JobStart {
+  enum class Outcome {
+    kStarted,   // the lease is held and `point` is where the trainer starts
+    kComplete,  // the job was complete already: the trainer is not started
+    kStopped,   // a stop came first (the lease may be held)
+    kFailed,    // `status` says why, `exit_code` how `run` ends
+  };
+  Outcome outcome = Outcome::kFailed;
+  Status status;
+  int exit_code = 0;
+  StartPoint point;
+};
+JobStart StartJob(const StartSteps& s);
+
+// Runs StartJob on a thread of its own (on this one when `on_this_thread`:
+// it then looks for a stop between its steps), calling `wait` (about a tick)
+// and `watch` until it returns. After a stop it is waited for at most
+// `give_up_after`; nullopt when it did not return by then: it was left
+// running, and the caller must end the process without destroying what the
+// steps use.
+std::optional<JobStart> RunWatchedStart(StartSteps steps, StartWatch& watch, bool on_this_thread,
+                                        const std::function<void()>& wait,
+                                        std::chrono::milliseconds give_up_after);
 
 }  // namespace sg

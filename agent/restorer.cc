@@ -267,7 +267,7 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, const Manif
     auto root = OpenFile(temp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     st = root.status();
     if (st.ok()) {
-      SnapshotFileReader reader(store_, job, options_.parallel_reads);
+      SnapshotFileReader reader(store_, job, options_.parallel_reads, options_.cancel);
       st = reader.Read(
           manifest, [&](const ManifestFile& f) { return RestoredFile::Create(root->get(), f); },
           progress);

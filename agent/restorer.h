@@ -7,6 +7,7 @@
 // is tried.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -32,6 +33,9 @@ struct RestoreOptions {
   bool replace_foreign = false;
   // Called when a snapshot's download starts (again for each fallback).
   std::function<void(const Manifest&)> on_start;
+  // Once set, the restore gives up (Cancelled) within a ranged read: the
+  // temporary dir is removed and the target left as it was. Null: never.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct RestoreResult {

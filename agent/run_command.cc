@@ -35,9 +35,12 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
     if (identity.ok()) {
       instance = identity->instance_id;
     } else {
+      // Not yet an alarm: a service that answers a moment late is watched
+      // all the same, and the monitor says so if it keeps failing
+      // (InterruptionMonitor::Options::unseeable_after).
       LogWarn(
-          "the instance metadata service does not answer ({}); interruption notices cannot "
-          "be seen on this machine",
+          "the instance metadata service did not answer at start ({}); using the host name as "
+          "the instance id and watching it for interruption notices all the same",
           identity.status().message());
     }
   }

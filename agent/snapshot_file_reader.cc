@@ -67,15 +67,22 @@ struct FileRead {
 class ReadRun {
  public:
   ReadRun(ObjectStore& store, const std::string& job, const OpenFileSink& open, bool name_damage,
-          const ProgressFn& progress, size_t file_count)
+          const ProgressFn& progress, size_t file_count, const std::atomic<bool>* cancel)
       : store_(store), job_(job), open_(open), name_damage_(name_damage), progress_(progress),
-        damaged_(file_count) {}
+        damaged_(file_count), cancel_(cancel) {}
+
+  // Cancelled once the reader's cancel flag is set.
+  Status CheckCancel() const {
+    if (cancel_ && cancel_->load()) return Status::Cancelled("the restore was cancelled");
+    return Status::Ok();
+  }
 
   std::vector<std::string>& damaged() { return damaged_; }
 
   // Runs a task for `fr`, naming a damaged file instead of failing in verify.
   Status Guard(FileRead& fr, const std::function<Status()>& task) {
     if (fr.failed) return Status::Ok();
+    SG_RETURN_IF_ERROR(CheckCancel());
     Status st = task();
     if (st.ok() || !name_damage_ || !IsDamage(st)) return st;
     if (!fr.failed.exchange(true)) damaged_[fr.index] = st.message();
@@ -89,10 +96,14 @@ class ReadRun {
     const sg::ReadRange& range = fr.ranges[r];
     SG_RETURN_IF_ERROR(Open(fr));
     RangeDecoder decoder(Target(fr, r, inline_sha));
+    // The transport also calls with no bytes while it waits for them: a
+    // cancel ends a read that stalls too.
     Status st = store_.GetTo(JobPrefix(job_) + range.key, ByteRange{range.offset, range.stored},
-                             [&decoder](uint64_t at, std::string_view bytes) {
-                               return decoder.Feed(at, bytes);
+                             [this, &decoder](uint64_t at, std::string_view bytes) {
+                               SG_RETURN_IF_ERROR(CheckCancel());
+                               return bytes.empty() ? Status::Ok() : decoder.Feed(at, bytes);
                              });
+    if (st.Is(StatusCode::kCancelled)) return st;
     if (!decoder.error().ok()) return decoder.error();  // as the decoder named it
     if (!st.ok()) return FileError(*fr.file, st.code(), st.message());
     return decoder.Finish();
@@ -102,6 +113,7 @@ class ReadRun {
   // one ranged read for all of them, then each file decoded, checked and
   // finished by itself, so a damaged one is named alone.
   Status ReadBatch(const std::vector<FileRead*>& batch) {
+    SG_RETURN_IF_ERROR(CheckCancel());
     const sg::ReadRange& first = batch.front()->ranges.front();
     const sg::ReadRange& last = batch.back()->ranges.front();
     const uint64_t length = last.offset + last.stored - first.offset;
@@ -270,6 +282,7 @@ class ReadRun {
   const bool name_damage_;
   const ProgressFn& progress_;
   std::vector<std::string> damaged_;
+  const std::atomic<bool>* const cancel_;
   std::atomic<uint64_t> done_{0};
   std::mutex progress_mu_;
 };
@@ -324,8 +337,12 @@ int DefaultParallelReads() {
   return static_cast<int>(std::clamp(2u * cores, 4u, 8u));
 }
 
-SnapshotFileReader::SnapshotFileReader(ObjectStore& store, std::string job, int parallel_reads)
-    : store_(store), job_(std::move(job)), parallel_reads_(std::max(1, parallel_reads)) {}
+SnapshotFileReader::SnapshotFileReader(ObjectStore& store, std::string job, int parallel_reads,
+                                       const std::atomic<bool>* cancel)
+    : store_(store),
+      job_(std::move(job)),
+      parallel_reads_(std::max(1, parallel_reads)),
+      cancel_(cancel) {}
 
 Status SnapshotFileReader::Read(const Manifest& manifest, const OpenFileSink& open,
                                 const ProgressFn& progress) {
@@ -339,7 +356,7 @@ Status SnapshotFileReader::Verify(const Manifest& manifest, const ProgressFn& pr
 Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink& open,
                                    bool name_every_damaged_file, const ProgressFn& progress) {
   const size_t count = manifest.files.size();
-  ReadRun run(store_, job_, open, name_every_damaged_file, progress, count);
+  ReadRun run(store_, job_, open, name_every_damaged_file, progress, count, cancel_);
   std::deque<FileRead> files(count);
   Status st;
   {
@@ -360,6 +377,7 @@ Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink&
       return submitted;
     };
     while (st.ok()) {
+      st = run.CheckCancel();
       while (st.ok() && turn.size() < kFilesAtOnce && next < count) {
         FileRead& fr = files[next];
         fr.file = &manifest.files[next];

@@ -6,6 +6,7 @@
 // writes nothing.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -79,9 +80,13 @@ int DefaultParallelReads();
 class SnapshotFileReader {
  public:
   // `parallel_reads`: workers, each with one ranged read in flight (over all
-  // files: this is the one bound on requests and on memory).
+  // files: this is the one bound on requests and on memory). Once `cancel`
+  // (when given) is set, no range starts and the reads in flight end at
+  // their next piece, or while they wait for one (BodySink): Read and
+  // Verify return Cancelled.
   SnapshotFileReader(ObjectStore& store, std::string job,
-                     int parallel_reads = DefaultParallelReads());
+                     int parallel_reads = DefaultParallelReads(),
+                     const std::atomic<bool>* cancel = nullptr);
 
   // Reads every file of `manifest` into the sink `open` gives it (called
   // when the file's first range starts; a few files are open at once),
@@ -100,6 +105,7 @@ class SnapshotFileReader {
   ObjectStore& store_;
   const std::string job_;
   const int parallel_reads_;
+  const std::atomic<bool>* const cancel_;
 };
 
 }  // namespace sg

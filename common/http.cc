@@ -73,8 +73,15 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
 
 // The answer timeout: counted from the moment the body was all sent, so that
 // neither a long upload nor a long download is cut short.
+// And a streamed body's sink is asked, with no bytes, whether the transfer
+// may go on (BodySink): curl calls this about once a second while nothing
+// flows, so a sink's error ends a transfer that stalls too.
 int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t ultotal, curl_off_t ulnow) {
   auto* t = static_cast<Transfer*>(user);
+  if (t->sink != nullptr && t->streaming != 0) {
+    t->sink_status = (*t->sink)(t->streamed, std::string_view());
+    if (!t->sink_status.ok()) return 1;  // CURLE_ABORTED_BY_CALLBACK
+  }
   if (t->answered || t->answer_timeout.count() <= 0) return 0;
   const auto now = std::chrono::steady_clock::now();
   if (!t->sent) {
@@ -189,7 +196,7 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
-  if (request.answer_timeout.count() > 0) {
+  if (request.answer_timeout.count() > 0 || request.body_sink) {
     curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
     curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
@@ -205,7 +212,8 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
 
   const CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
-  if (rc == CURLE_WRITE_ERROR && !transfer.sink_status.ok()) {
+  if ((rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK) &&
+      !transfer.sink_status.ok()) {
     Return(curl);
     return transfer.sink_status;  // the sink's own error, not the network's
   }

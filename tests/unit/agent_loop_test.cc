@@ -291,5 +291,19 @@ TEST_F(AgentLoopTest, ANoticeCompletesTheLifecycleHookOnceTheTrainerIsStopped) {
                                                 "stop"}));
 }
 
+// The metadata service is read from the agent's first moment, not only once
+// the trainer runs (docs/design.md §9, "The start"): a notice already posted
+// when the agent starts ends the job before any trainer is started, with
+// the lease released, and exit 75 (nothing was lost).
+TEST_F(AgentLoopTest, ANoticeBeforeTheTrainerStartsEndsTheJobWithoutStartingIt) {
+  w_.imds.PostNotice(seconds(110));
+  const AgentResult r = Run();
+  EXPECT_EQ(r.exit_code, kExitInterrupted);
+  EXPECT_TRUE(w_.launcher.launches.empty()) << "no trainer was started";
+  EXPECT_TRUE(w_.uploader.committed.empty());
+  EXPECT_EQ(Events(), (std::vector<std::string>{"stop"}));
+  EXPECT_NE(Lease().find("\"released\":true"), std::string::npos) << Lease();
+}
+
 }  // namespace
 }  // namespace sg::testing

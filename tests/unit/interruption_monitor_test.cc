@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "tests/support/fake_clock.h"
@@ -384,6 +385,52 @@ TEST(ParseImdsEventTime, ReadsTheScheduledEventStyleAndRejectsOthers) {
         "21 Jan 2019 9:00 GMT", "2019-01-21T09:00:43Z", "21 Jan 2019 24:00:00 GMT"}) {
     EXPECT_FALSE(ParseImdsEventTime(bad).ok()) << bad;
   }
+}
+
+// A service that answers a moment late at start is no alarm: "cannot be
+// seen" is said only once the notice source has failed for
+// unseeable_after, and its recovery says that notices are seen again.
+TEST_F(InterruptionMonitorTest, NoticesAreSaidUnseenOnlyAfterFailingForTheBoundAndSeenAgainAfter) {
+  InterruptionMonitor::Options options = Options();
+  options.unseeable_after = std::chrono::milliseconds(30'000);
+  auto contains = [](const std::vector<std::string>& lines, std::string_view text) {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  };
+  const Status no_answer =
+      Status::Unavailable("IMDS PUT token: no answer").WithReason(std::string(kImdsNoAnswer));
+  {
+    InterruptionMonitor late(imds_, clock_, options);
+    imds_.Set(kNotice, no_answer);
+    for (int i = 0; i < 3; ++i) {  // 6 s late
+      EXPECT_TRUE(late.PollOnce().empty());
+      clock_.Advance(seconds(2));
+    }
+    imds_.Set(kNotice, NoticeBody("terminate", seconds(110)));
+    ASSERT_EQ(late.PollOnce().size(), 1u) << "the same monitor reads the notice";
+    EXPECT_FALSE(contains(warnings_, "cannot be seen")) << warnings_[0];
+    EXPECT_FALSE(contains(infos_, "now reachable"));
+  }
+  warnings_.clear();
+  infos_.clear();
+  imds_.Clear(kNotice);
+  InterruptionMonitor down(imds_, clock_, options);
+  imds_.Set(kNotice, no_answer);
+  for (int i = 0; i < 20; ++i) {  // 40 s
+    EXPECT_TRUE(down.PollOnce().empty());
+    clock_.Advance(seconds(2));
+  }
+  ASSERT_EQ(std::count_if(warnings_.begin(), warnings_.end(),
+                          [](const std::string& w) {
+                            return w.find("cannot be seen") != std::string::npos;
+                          }),
+            1)
+      << "said once";
+  EXPECT_TRUE(contains(warnings_, "not readable for 30 s")) << warnings_.back();
+  imds_.Clear(kNotice);
+  EXPECT_TRUE(down.PollOnce().empty());
+  EXPECT_TRUE(contains(infos_, "now reachable and interruption notices are seen again"))
+      << (infos_.empty() ? "" : infos_[0]);
 }
 
 }  // namespace

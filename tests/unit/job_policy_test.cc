@@ -605,7 +605,7 @@ TEST_F(JobPolicyTest, OnSigtermTheWaitForTheAnswerFitsTheStopTimeout) {
   EXPECT_EQ(Find<a::StopTrainer>(committed)->grace, seconds(9));
 }
 
-TEST_F(JobPolicyTest, AFinishedJobWhoseLastUploadFailsIsNotMarkedComplete) {
+TEST_F(JobPolicyTest, AFinishedJobWhoseLastUploadFailsIsNotMarkedCompleteAndExitsRetryable) {
   StartTraining();
   JobPolicy& p = *policy_;
   p.OnTrainerExited(At(seconds(0)), ExitStatus{});
@@ -617,8 +617,27 @@ TEST_F(JobPolicyTest, AFinishedJobWhoseLastUploadFailsIsNotMarkedComplete) {
     if (attempt < 3) continue;
     EXPECT_EQ(Find<a::WriteCompleteMarker>(failed), nullptr);
     EXPECT_EQ(Find<a::PerformOnComplete>(failed), nullptr);
-    EXPECT_EQ(std::get<a::Exit>(failed.back()).code, kExitFailure);
+    // The trial is not lost: an engine retries 74 (docs/design.md §2).
+    EXPECT_EQ(std::get<a::Exit>(failed.back()).code, kExitNotCommitted);
   }
+}
+
+TEST_F(JobPolicyTest, AFinishedJobsLastUploadIsTriedAgainForStopTimeoutNotStopGrace) {
+  options_.stop_grace = seconds(10);
+  options_.stop_timeout = seconds(120);
+  StartTraining();
+  JobPolicy& p = *policy_;
+  p.OnTrainerExited(At(seconds(0)), ExitStatus{});
+  ASSERT_NE(Find<a::StartUpload>(p.OnCheckpoints(At(seconds(5)), {Ckpt(900, {})}, {})), nullptr);
+  // The store's own retries took 60 s: past stop_grace, within stop_timeout.
+  JobActions failed = p.OnUploadFinished(At(seconds(65)),
+                                         {UploadOutcome::Kind::kFailed, 0, 0, 0, 1, "refused"});
+  EXPECT_EQ(Find<a::Exit>(failed), nullptr) << "tried again";
+  ASSERT_NE(Find<a::StartUpload>(p.OnCheckpoints(At(seconds(66)), {Ckpt(900, {})}, {})), nullptr);
+  JobActions committed =
+      p.OnUploadFinished(At(seconds(80)), {UploadOutcome::Kind::kCommitted, 7, 1, 1, 1, ""});
+  ASSERT_NE(Find<a::Exit>(committed), nullptr);
+  EXPECT_EQ(Find<a::Exit>(committed)->code, kExitOk);
 }
 
 TEST_F(JobPolicyTest, ANoticeCancelsThePeriodicUploadAndWaitsForItToEnd) {
