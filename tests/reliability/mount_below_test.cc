@@ -37,6 +37,11 @@ Status EnterPrivateMountNamespace() {
   return entered;
 }
 
+std::string Text(const std::string& path) {
+  auto text = ReadFileToString(path);
+  return text.ok() ? *text : "<" + text.status().ToString() + ">";
+}
+
 // A tmpfs (or a bind mount of `source`) at `at`, unmounted at the end.
 class Mount {
  public:
@@ -116,7 +121,7 @@ TEST_F(MountBelowTarget, PlacementRefusesAFileBindMountedBelowTheTarget) {
   EXPECT_TRUE(IsRestoreRefusal(placed.status())) << placed.status().ToString();
   EXPECT_NE(placed.status().message().find(target + "/token"), std::string::npos)
       << placed.status().message();
-  EXPECT_EQ(ReadFileToString(target + "/token").value_or(""), "the real token");
+  EXPECT_EQ(Text(target + "/token"), "the real token");
   EXPECT_FALSE(std::filesystem::exists(staged + "/token")) << "nothing was copied off the mount";
 }
 
@@ -151,7 +156,7 @@ TEST_F(MountBelowTarget, SettlingNeverTouchesAMountTheSwapTookAway) {
     }
   }
   ASSERT_EQ(backups.size(), 1u);
-  EXPECT_EQ(ReadFileToString(backups[0] + "/data/dataset.txt").value_or(""), "the dataset")
+  EXPECT_EQ(Text(backups[0] + "/data/dataset.txt"), "the dataset")
       << "a file on the mount was deleted";
   EXPECT_EQ(MountsBelow(backups[0]), std::vector<std::string>{backups[0] + "/data"});
   ASSERT_EQ(warnings.size(), 1u);
