@@ -358,7 +358,7 @@ int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint
   auto result = RestoreGroupPart(store, config.job, config.preset, *g, *rank, target, options);
   if (!result.ok()) {
     return FailGroupCommand("restore", result.status(),
-                            result.status().reason() == "ForeignFiles" ? kExitUsage : kExitFailure);
+                            IsRestoreRefusal(result.status()) ? kExitUsage : kExitFailure);
   }
   LogInfo("restored rank {}'s part of group snapshot {} (step {}) into {}", *rank,
           SeqName(g->seq), g->step, result->dir);

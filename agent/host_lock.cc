@@ -8,8 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <sstream>
+
+#include "agent/restore_placement.h"
+#include "common/mounts.h"
 
 namespace sg {
 namespace {
@@ -22,44 +23,6 @@ std::string Trimmed(std::string path) {
 std::string BaseName(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      const std::string oct = s.substr(i + 1, 3);
-      if (oct.find_first_not_of("01234567") == std::string::npos) {
-        out += static_cast<char>(std::stoi(oct, nullptr, 8));
-        i += 3;
-        continue;
-      }
-    }
-    out += s[i];
-  }
-  return out;
-}
-
-// Whether `dir` (an existing directory) is a mount point: on another device
-// than its parent, or listed in mountinfo (a bind mount of the same file
-// system keeps st_dev).
-bool IsMountPoint(const std::string& dir, const struct stat& st) {
-  struct stat parent {};
-  if (::stat(DirName(dir).c_str(), &parent) == 0 && parent.st_dev != st.st_dev) return true;
-  char real[PATH_MAX];
-  if (::realpath(dir.c_str(), real) == nullptr) return false;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent_id, devno, root, mount_point;
-    if (fields >> id >> parent_id >> devno >> root >> mount_point &&
-        Unescape(mount_point) == real) {
-      return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace
@@ -144,7 +107,7 @@ Status ValidateCheckpointDir(const std::string& checkpoint_dir) {
         "/ckpt): restore swaps the directory into place atomically with a rename, which a "
         "mount point cannot take");
   }
-  return Status::Ok();
+  return CheckNoMountBelow(dir, what);
 }
 
 }  // namespace sg

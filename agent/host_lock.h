@@ -42,9 +42,10 @@ class HostLock {
 // Refuses a checkpoint_dir that cannot work, before the lease is taken:
 // InvalidArgument (a config error, exit 2) naming checkpoint_dir when it is a
 // symlink (naming its target), not a directory, below a path component that
-// is not a directory, or a mount point (restore swaps the directory with a
-// rename, which a mount point cannot take). A missing one is fine: it is
-// created when the agent restores into it.
+// is not a directory, a mount point (restore swaps the directory with a
+// rename, which a mount point cannot take), or holds a mount point below it
+// (CheckNoMountBelow: the swap would carry it away). A missing one is fine:
+// it is created when the agent restores into it.
 Status ValidateCheckpointDir(const std::string& checkpoint_dir);
 
 }  // namespace sg

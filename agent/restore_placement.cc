@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/mounts.h"
+#include "common/strings.h"
 
 namespace sg {
 namespace {
@@ -37,6 +39,20 @@ StatusOr<std::vector<std::string>> Names(const std::string& dir) {
   return names;
 }
 
+Status MountBelowError(const std::string& what, const std::vector<MountPoint>& mounts) {
+  std::vector<std::string> named;
+  for (const MountPoint& m : mounts) {
+    named.push_back(m.type.empty() ? m.path : m.path + " (" + m.type + ")");
+  }
+  return Status::InvalidArgument(
+             what + " holds a file system mounted below it: " + sg::Join(named, ", ") +
+             ". Restore swaps the whole directory with a rename, which would carry the mount "
+             "away, and never copies or deletes files on another file system, so nothing was "
+             "changed; unmount it or mount it outside the directory, or restore into one with "
+             "no mount below it")
+      .WithReason(kMountBelowReason);
+}
+
 // Creates `rel`'s directories below `root` that are missing, with the modes
 // of the same directories below `like` when those exist.
 Status MakeParents(const std::string& root, const std::string& like, const std::string& rel) {
@@ -54,7 +70,8 @@ Status MakeParents(const std::string& root, const std::string& like, const std::
 }
 
 // A copy of a regular file with its mode and times, where a hard link is not
-// possible (another filesystem below the target, or one without links).
+// possible on the target's own file system (one without links, or a file
+// at its link limit). Never across mounts: CarryEntry refuses those.
 Status CopyRegularFile(const std::string& from, const std::string& to, const struct stat& st) {
   SG_ASSIGN_OR_RETURN(UniqueFd in, OpenFile(from, O_RDONLY));
   SG_ASSIGN_OR_RETURN(UniqueFd out, OpenFile(to, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 07777));
@@ -71,9 +88,13 @@ Status CopyRegularFile(const std::string& from, const std::string& to, const str
 }
 
 // Puts another name for the entry `from` at `to` (which does not exist).
-Status CarryEntry(const std::string& from, const std::string& to, const struct stat& st) {
+Status CarryEntry(const std::string& from, const std::string& to, const struct stat& st,
+                  const std::string& target) {
   if (::linkat(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), 0) == 0) return Status::Ok();
   const int err = errno;
+  // `to` is on the target's own mount: `from` is on another one (a file
+  // bind-mounted, or below a mount that appeared after the checks).
+  if (err == EXDEV) return MountBelowError("restore target " + target, {{from, ""}});
   if (S_ISREG(st.st_mode)) return CopyRegularFile(from, to, st);
   if (S_ISLNK(st.st_mode)) {
     std::error_code ec;
@@ -89,6 +110,7 @@ struct Carrier {
   const std::string& target;
   const std::string& staged;
   const std::optional<RestoreMarker>& marker;  // of the target
+  uint64_t target_mount = 0;                   // MountIdOf(target)
   uint64_t carried = 0;
 
   // Carries the foreign entries of target/rel into staged/rel.
@@ -102,6 +124,13 @@ struct Carrier {
       if (!Lstat(Join(target, child), &st)) continue;  // gone meanwhile
       const bool taken = Lstat(Join(staged, child), &dst);
       if (S_ISDIR(st.st_mode)) {
+        // A mount that appeared after CheckNoMountBelow: refused the same way.
+        auto mount = MountIdOf(Join(target, child));
+        if (!mount.ok() && mount.status().Is(StatusCode::kNotFound)) continue;  // gone meanwhile
+        if (!mount.ok()) return mount.status();
+        if (*mount != target_mount) {
+          return MountBelowError("restore target " + target, {{Join(target, child), ""}});
+        }
         if (taken && !S_ISDIR(dst.st_mode)) continue;  // replaced; settling keeps it
         if (taken) {
           SG_RETURN_IF_ERROR(Dir(child));
@@ -125,7 +154,7 @@ struct Carrier {
       }
       if (marker && marker->Owns(child, st)) continue;
       if (taken) continue;  // replaced by the snapshot; settling keeps it
-      SG_RETURN_IF_ERROR(CarryEntry(Join(target, child), Join(staged, child), st));
+      SG_RETURN_IF_ERROR(CarryEntry(Join(target, child), Join(staged, child), st, target));
       ++carried;
     }
     return Status::Ok();
@@ -136,7 +165,14 @@ struct Settler {
   const std::string& old_root;
   const std::string& target;
   const std::optional<RestoreMarker>& marker;  // of the old contents
+  uint64_t old_mount = 0;                      // MountIdOf(old_root)
   Placement& placement;
+
+  void Remove(const std::string& path, const std::string& child) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      placement.unsettled.push_back(child + " (" + std::strerror(errno) + ")");
+    }
+  }
 
   // Removes from old/rel what is restore's or already in the target, and
   // moves into the target what is missing there; leaves what conflicts.
@@ -153,6 +189,18 @@ struct Settler {
       if (!Lstat(from, &st)) continue;
       const bool there = Lstat(Join(target, child), &tst);
       if (S_ISDIR(st.st_mode)) {
+        // Only an old dir that a swap took a mount away with (a mount made
+        // after the checks, or by a restore before they existed): it stays
+        // as it is, with nothing on it touched.
+        auto mount = MountIdOf(from);
+        if (!mount.ok() && mount.status().Is(StatusCode::kNotFound)) continue;
+        if (!mount.ok() || *mount != old_mount) {
+          placement.unsettled.push_back(child + "/ (" +
+                                        (mount.ok() ? std::string("a mount point, left untouched")
+                                                    : mount.status().message()) +
+                                        ")");
+          continue;
+        }
         if (there && !S_ISDIR(tst.st_mode)) {
           placement.replaced.push_back(child + "/");
           continue;
@@ -162,7 +210,7 @@ struct Settler {
         continue;
       }
       if (marker && marker->Owns(child, st)) {
-        ::unlink(from.c_str());
+        Remove(from, child);
         continue;
       }
       if (!there) {
@@ -184,7 +232,7 @@ struct Settler {
             fs::read_symlink(from, e1) == fs::read_symlink(Join(target, child), e2) && !e1 && !e2;
       }
       if (same_inode || copied || same_link) {
-        ::unlink(from.c_str());
+        Remove(from, child);
         continue;
       }
       placement.replaced.push_back(child);  // the snapshot's file took its place: keep it
@@ -206,68 +254,46 @@ std::string BackupName(const std::string& target) {
 // After the swap, `old_dir` holds the target's previous contents.
 Status Settle(const std::string& old_dir, const std::string& target,
               const std::optional<RestoreMarker>& marker, Placement& placement) {
-  Settler settler{old_dir, target, marker, placement};
+  SG_ASSIGN_OR_RETURN(uint64_t old_mount, MountIdOf(old_dir));
+  Settler settler{old_dir, target, marker, old_mount, placement};
   SG_RETURN_IF_ERROR(settler.Dir(""));
   ::unlink((old_dir + "/" + kRestoreMarkerName).c_str());
   if (::rmdir(old_dir.c_str()) == 0) return Status::Ok();
   if (errno != ENOTEMPTY && errno != EEXIST) return Status::FromErrno(errno, "rmdir " + old_dir);
+  if (placement.replaced.empty() && placement.unsettled.empty()) {
+    // Something appeared while settling ran: name it rather than nothing.
+    auto left = Names(old_dir);
+    if (left.ok()) {
+      for (const std::string& name : *left) placement.unsettled.push_back(name);
+    }
+  }
   placement.backup_dir = BackupName(target);
   if (::rename(old_dir.c_str(), placement.backup_dir.c_str()) != 0) {
     return Status::FromErrno(errno, "rename " + old_dir + " to " + placement.backup_dir);
   }
-  LogWarn("kept {} file(s) of {} that the snapshot replaced in {} (e.g. {})",
-          placement.replaced.size(), target, placement.backup_dir,
-          placement.replaced.empty() ? std::string("?") : placement.replaced.front());
+  LogWarn("{}",
+          DescribeBackup(placement.replaced, placement.unsettled, target, placement.backup_dir));
   return Status::Ok();
 }
 
 }  // namespace
 
-const RestoreMarker::File* RestoreMarker::Find(const std::string& relpath) const {
-  for (const File& f : files) {
-    if (f.path == relpath) return &f;
+std::string DescribeBackup(const std::vector<std::string>& replaced,
+                           const std::vector<std::string>& unsettled, const std::string& target,
+                           const std::string& backup_dir) {
+  std::string text;
+  if (!replaced.empty()) {
+    text += Format("{} file(s) of {} that the snapshot replaced (e.g. {})", replaced.size(), target,
+                   replaced.front());
   }
-  return nullptr;
-}
-
-bool RestoreMarker::Owns(const std::string& relpath, const struct stat& st) const {
-  const File* f = Find(relpath);
-  return f && S_ISREG(st.st_mode) && f->inode == static_cast<uint64_t>(st.st_ino) &&
-         f->size == static_cast<uint64_t>(st.st_size) && f->mtime_ns == MtimeNs(st);
-}
-
-std::optional<RestoreMarker> ReadRestoreMarker(const std::string& dir) {
-  auto text = ReadFileToString(Join(dir, kRestoreMarkerName));
-  if (!text.ok()) return std::nullopt;
-  auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
-  RestoreMarker m;
-  try {
-    m.id = j.at("id").get<std::string>();
-    m.seq = j.at("seq").get<uint64_t>();
-    for (const auto& f : j.at("files")) {
-      m.files.push_back({f.at("path").get<std::string>(), f.at("inode").get<uint64_t>(),
-                         f.at("size").get<uint64_t>(), f.at("mtime_ns").get<int64_t>()});
-    }
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;  // not ours to trust: nothing counts as restore's
+  if (!replaced.empty() && !unsettled.empty()) text += " and ";
+  if (!unsettled.empty()) {
+    text +=
+        Format("{} entr{} of the previous contents of {} that could not be settled (e.g. {})",
+               unsettled.size(), unsettled.size() == 1 ? "y" : "ies", target, unsettled.front());
   }
-  return m;
-}
-
-Status WriteRestoreMarker(const std::string& dir, const std::string& id, uint64_t seq,
-                          const std::vector<std::string>& paths) {
-  nlohmann::ordered_json files = nlohmann::ordered_json::array();
-  for (const std::string& p : paths) {
-    struct stat st {};
-    if (!Lstat(Join(dir, p), &st)) return Status::FromErrno(errno, "stat " + Join(dir, p));
-    files.push_back({{"path", p},
-                     {"inode", static_cast<uint64_t>(st.st_ino)},
-                     {"size", static_cast<uint64_t>(st.st_size)},
-                     {"mtime_ns", MtimeNs(st)}});
-  }
-  const nlohmann::ordered_json j = {{"id", id}, {"seq", seq}, {"files", std::move(files)}};
-  return WriteFileAtomic(Join(dir, kRestoreMarkerName), j.dump() + "\n");
+  if (text.empty()) text = "the previous contents of " + target;
+  return text + " are kept in " + backup_dir;
 }
 
 std::vector<std::string> ForeignConflicts(const std::string& target,
@@ -305,7 +331,8 @@ StatusOr<Placement> PlaceRestoredDir(const std::string& staged, const std::strin
   }
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(target + " is not a directory");
   const std::optional<RestoreMarker> marker = ReadRestoreMarker(target);
-  Carrier carrier{target, staged, marker};
+  SG_ASSIGN_OR_RETURN(uint64_t target_mount, MountIdOf(target));
+  Carrier carrier{target, staged, marker, target_mount};
   SG_RETURN_IF_ERROR(carrier.Dir(""));
   placement.carried = carrier.carried;
   if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
@@ -320,6 +347,11 @@ StatusOr<Placement> PlaceRestoredDir(const std::string& staged, const std::strin
             target, staged, st.message());
   }
   return placement;
+}
+
+Status CheckNoMountBelow(const std::string& dir, const std::string& what) {
+  const std::vector<MountPoint> mounts = MountPointsBelow(dir);
+  return mounts.empty() ? Status::Ok() : MountBelowError(what, mounts);
 }
 
 Status DiscardUnswappedRestoreDir(const std::string& dir) {

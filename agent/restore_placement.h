@@ -15,62 +15,62 @@
 // never deleted.
 //
 // What restore owns is recorded in a marker file in the directory it fills
-// (kRestoreMarkerName) with each file's inode, size and mtime: a file the
-// trainer rewrote or renamed over since is no longer restore's.
+// (agent/restore_marker.h).
+//
+// A file system mounted below the target is refused, never crossed: the swap
+// would carry the mount away with the old contents (a mount point cannot be
+// renamed apart from its directory), a hard link cannot join two mounts, and
+// a copy followed by the settling's unlink would delete the files on it
+// (docs/design.md §7, "Mounts below the target").
 #pragma once
 
-#include <sys/stat.h>
-
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "agent/restore_marker.h"
 #include "common/status.h"
 
 namespace sg {
-
-inline constexpr char kRestoreMarkerName[] = ".spotguard-restored.json";
-
-struct RestoreMarker {
-  struct File {
-    std::string path;  // relative to the directory
-    uint64_t inode = 0;
-    uint64_t size = 0;
-    int64_t mtime_ns = 0;
-  };
-  std::string id;  // the id of the restore that wrote it (its temporary dir's suffix)
-  uint64_t seq = 0;
-  std::vector<File> files;
-
-  // Whether `relpath`, as `st` describes it now, is still the file restore put there.
-  bool Owns(const std::string& relpath, const struct stat& st) const;
-  const File* Find(const std::string& relpath) const;
-};
-
-// The marker in `dir`; nullopt when there is none (or it is unreadable:
-// then nothing in `dir` counts as restore's).
-std::optional<RestoreMarker> ReadRestoreMarker(const std::string& dir);
-// Writes the marker of restore `id` into `dir`, recording `paths` (relative
-// to dir) as they are on disk now.
-Status WriteRestoreMarker(const std::string& dir, const std::string& id, uint64_t seq,
-                          const std::vector<std::string>& paths);
 
 // Foreign paths of `target` that the snapshot's `paths` would replace
 // (the same path, or a path through it). Empty when `target` does not exist.
 std::vector<std::string> ForeignConflicts(const std::string& target,
                                           const std::vector<std::string>& paths);
 
+// The reason of the refusals of a file system mounted below a directory that
+// restore would swap (InvalidArgument: exit 2).
+inline constexpr char kMountBelowReason[] = "MountBelow";
+
+// InvalidArgument with reason kMountBelowReason naming every mount point
+// below `dir` (`what` names the directory, e.g. "restore target /ckpt"); Ok
+// when there is none.
+Status CheckNoMountBelow(const std::string& dir, const std::string& what);
+
 struct Placement {
   uint64_t carried = 0;               // foreign files (not directories) kept in the target
   std::vector<std::string> replaced;  // foreign paths the snapshot replaced
-  std::string backup_dir;             // where those are now; "" when none
+  // Entries of the old contents that settling left for another reason (a
+  // mount point that appeared after the checks, an unlink that failed), each
+  // with why.
+  std::vector<std::string> unsettled;
+  std::string backup_dir;  // where those are now; "" when none
 };
+
+// What a person reads about a backup dir: how many replaced files and
+// unsettled entries it holds, with an example of each, never a count of 0;
+// "... are kept in <backup_dir>".
+std::string DescribeBackup(const std::vector<std::string>& replaced,
+                           const std::vector<std::string>& unsettled, const std::string& target,
+                           const std::string& backup_dir);
 
 // REQUIRES: `staged` holds the verified snapshot and its marker, and sits
 // beside `target` on the same filesystem. Carries the target's foreign
 // entries into `staged`, swaps the two atomically (or renames `staged` into
-// place when there is no target) and settles the old contents.
+// place when there is no target) and settles the old contents. A mount
+// below the target (a directory on another mount, or a file no link can
+// reach) fails it before the swap, as CheckNoMountBelow does, with the
+// target untouched.
 StatusOr<Placement> PlaceRestoredDir(const std::string& staged, const std::string& target);
 
 // Removes a temporary restore dir that was never swapped (it holds only the

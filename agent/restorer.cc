@@ -16,6 +16,7 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/mounts.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -90,10 +91,10 @@ void RecoverAbandonedRestoreDirs(const std::string& parent, const std::string& b
   }
 }
 
-// The target must be a directory (or absent) that a rename can swap.
-Status CheckRestoreTarget(const std::string& target_dir, const std::string& parent) {
-  struct stat st {
-  }, parent_st{};
+// The target must be a directory (or absent) that a rename can swap, with
+// no file system mounted below it.
+Status CheckRestoreTarget(const std::string& target_dir) {
+  struct stat st {};
   if (::lstat(target_dir.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::Ok();
     return Status::FromErrno(errno, "stat " + target_dir);
@@ -109,18 +110,24 @@ Status CheckRestoreTarget(const std::string& target_dir, const std::string& pare
     return Status::InvalidArgument("restore target " + target_dir +
                                    " exists and is not a directory");
   }
-  if (::stat(parent.c_str(), &parent_st) == 0 && parent_st.st_dev != st.st_dev) {
+  if (IsMountPoint(target_dir, st)) {
     return Status::InvalidArgument(
         "restore target " + target_dir +
         " is a mount point, which restore cannot swap atomically; restore into a directory "
         "below it");
   }
+  SG_RETURN_IF_ERROR(CheckNoMountBelow(target_dir, "restore target " + target_dir));
   return CheckWritableDir(target_dir, "restore target " + target_dir);
 }
 
 }  // namespace
 
 Restorer::Restorer(ObjectStore& store, RestoreOptions options) : store_(store), options_(options) {}
+
+bool IsRestoreRefusal(const Status& st) {
+  return st.reason() == "ForeignFiles" ||
+         (st.Is(StatusCode::kInvalidArgument) && st.reason() == kMountBelowReason);
+}
 
 namespace {
 
@@ -178,8 +185,8 @@ class RestoredFile final : public FileSink {
     out->resize(length);
     uint64_t done = 0;
     while (done < length) {
-      const ssize_t n = ::pread(out_.get(), out->data() + done, length - done,
-                                static_cast<off_t>(offset + done));
+      const ssize_t n =
+          ::pread(out_.get(), out->data() + done, length - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return Status::FromErrno(errno, "read back " + file_.path);
       if (n == 0) return Status::Corruption("file \"" + file_.path + "\" is shorter than written");
@@ -235,7 +242,7 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, const Manif
   const std::string parent = DirName(target_dir);
   // Refuse before downloading anything when nothing could be written.
   SG_RETURN_IF_ERROR(CheckWritableDir(parent, "restore target " + target_dir));
-  SG_RETURN_IF_ERROR(CheckRestoreTarget(target_dir, parent));
+  SG_RETURN_IF_ERROR(CheckRestoreTarget(target_dir));
   std::vector<std::string> paths;
   for (const ManifestFile& f : manifest.files) paths.push_back(f.path);
   if (!options_.replace_foreign) {
@@ -299,6 +306,7 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, const Manif
   result.bytes = manifest.TotalSize();
   result.kept_foreign = placed->carried;
   result.replaced = placed->replaced;
+  result.unsettled = placed->unsettled;
   result.backup_dir = placed->backup_dir;
   return result;
 }

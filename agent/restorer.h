@@ -43,11 +43,17 @@ struct RestoreResult {
   std::string dir;          // where the checkpoint now is
   std::string resume_path;  // dir + "/" + manifest.resume (or dir)
   uint64_t bytes = 0;
-  std::vector<std::string> rejected;  // "0000000007: <why>" for snapshots that failed
-  uint64_t kept_foreign = 0;          // entries restore did not own, kept in place
-  std::vector<std::string> replaced;  // foreign paths the snapshot replaced
-  std::string backup_dir;             // where those are now; "" when none
+  std::vector<std::string> rejected;   // "0000000007: <why>" for snapshots that failed
+  uint64_t kept_foreign = 0;           // entries restore did not own, kept in place
+  std::vector<std::string> replaced;   // foreign paths the snapshot replaced
+  std::vector<std::string> unsettled;  // other entries left in the backup dir, with why
+  std::string backup_dir;              // where those are now; "" when none
 };
+
+// Whether `st` is a restore refusing its target before changing anything
+// for a reason the user must settle (exit 2): foreign files it would
+// replace without --force, or a file system mounted below the target.
+bool IsRestoreRefusal(const Status& st);
 
 class Restorer {
  public:

@@ -9,11 +9,12 @@
 #include "agent/capture.h"
 #include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
-#include "agent/group_commands.h"
 #include "agent/fencing.h"
+#include "agent/group_commands.h"
 #include "agent/log_store.h"
 #include "agent/presets.h"
 #include "agent/progress.h"
+#include "agent/restore_placement.h"
 #include "agent/restorer.h"
 #include "agent/retention.h"
 #include "agent/snapshot_catalog.h"
@@ -276,18 +277,19 @@ int RunRestoreCommand(const Config& config, const Environment& env,
   progress.reset();
   if (!result.ok()) {
     const bool nothing = result.status().Is(StatusCode::kNotFound) && !args.seq;
-    const bool foreign = result.status().reason() == "ForeignFiles";
     return Fail("restore", result.status(),
-                nothing   ? kExitNothingToRestore
-                : foreign ? kExitUsage
-                          : kExitFailure);
+                nothing                             ? kExitNothingToRestore
+                : IsRestoreRefusal(result.status()) ? kExitUsage
+                                                    : kExitFailure);
   }
   LogInfo("restored snapshot {} of job {} into {} ({}); kept {} entries that were there",
           SeqName(result->seq), config.job, result->dir, HumanBytes(result->bytes),
           result->kept_foreign);
   if (!result->backup_dir.empty()) {
-    std::cerr << "spotguard restore: " << result->replaced.size()
-              << " file(s) that the snapshot replaced are kept in " << result->backup_dir << "\n";
+    std::cerr << "spotguard restore: "
+              << DescribeBackup(result->replaced, result->unsettled, result->dir,
+                                result->backup_dir)
+              << "\n";
   }
   std::cout << result->resume_path << "\n";
   return kExitOk;

@@ -1,8 +1,8 @@
 // Restore never loses what is not its own (docs/design.md): `spotguard
 // restore` and `run`'s restore at start keep unrelated files, dotfiles and a
-// trainer's logs; a local checkpoint the store does not hold is resumed from
-// and uploaded, never overwritten by an older snapshot. The real binary
-// against the Ceph gateway.
+// trainer's logs, and refuse a file system mounted below the target; a local checkpoint the store
+// does not hold is resumed from and uploaded, never overwritten by an older snapshot. The real
+// binary against the Ceph gateway.
 #include <gtest/gtest.h>
 
 #include "agent/snapshot_writer.h"
@@ -41,8 +41,78 @@ class RestoreSafetyE2E : public AgentE2E {
     return std::make_unique<AgentProcess>(args, env, dir_.Join(name + ".log"));
   }
 
+  // Runs SPOTGUARD_BIN `args` inside `unshare --mount` (a private mount
+  // namespace of its own, as the issue's reproduction does): first a tmpfs is
+  // mounted at `dir`/data holding dataset.txt; afterwards the script prints
+  // MOUNTED when it is still mounted there, its file's content, the entries
+  // of `dir` and any backup or temporary dir left beside it.
+  std::unique_ptr<AgentProcess> InMountNamespace(const std::string& name, const std::string& dir,
+                                                 const std::vector<std::string>& args,
+                                                 std::map<std::string, std::string> env) {
+    const std::string script =
+        "d=$1; shift\n"
+        "mkdir -p \"$d/data\" && mount -t tmpfs -o size=4m tmpfs \"$d/data\" &&\n"
+        "  printf 'the dataset' > \"$d/data/dataset.txt\" || exit 99\n"
+        "\"$@\"; rc=$?\n"
+        "mountpoint -q \"$d/data\" && echo \"MOUNTED $d/data\"\n"
+        "echo \"DATASET [$(cat \"$d/data/dataset.txt\")]\"\n"
+        "ls -A \"$d\" | sed 's/^/ENTRY /'\n"
+        "ls -d \"$d\".spotguard-backup-* \"$(dirname \"$d\")/.$(basename "
+        "\"$d\")\".spotguard-restore-* "
+        "2>/dev/null | sed 's/^/LEFT /'\n"
+        "exit $rc\n";
+    env["SPOTGUARD_CONFIG"] = "";
+    return std::make_unique<AgentProcess>(
+        args, env, dir_.Join(name + ".log"),
+        std::vector<std::string>{"unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                 script, "sh", dir});
+  }
+
+  // What InMountNamespace printed about `dir` once the command ended.
+  void ExpectMountUntouched(const std::string& out, const std::string& dir) {
+    EXPECT_NE(out.find("MOUNTED " + dir + "/data"), std::string::npos) << out;
+    EXPECT_NE(out.find("DATASET [the dataset]"), std::string::npos) << out;
+    EXPECT_NE(out.find("ENTRY data\n"), std::string::npos) << out;
+    EXPECT_EQ(out.find("ENTRY model.pt"), std::string::npos) << "the target changed\n" << out;
+    EXPECT_EQ(out.find("LEFT "), std::string::npos) << out;
+    EXPECT_NE(out.find(dir + "/data (tmpfs)"), std::string::npos) << "names the mount\n" << out;
+  }
+
   int commits_ = 0;
 };
+
+// Issue 32 item 1: a file system mounted below the target (a dataset on
+// tmpfs, EFS, NFS) is refused with exit 2 and left as it was; it used to be
+// copied onto the root disk and emptied.
+TEST_F(RestoreSafetyE2E, RestoreRefusesATargetWithAFileSystemMountedBelowIt) {
+  Commit({{"model.pt", {"weights", 0644}}});
+  const std::string tgt = dir_.Join("tgt");
+  auto r = InMountNamespace("restore", tgt,
+                            {"restore", "--to", tgt, "--force", "--job", "job", "--store",
+                             "s3://" + s3_.bucket + "/" + prefix_, "--endpoint", s3_.endpoint},
+                            s3_.AwsEnv());
+  ASSERT_EQ(r->Wait(60s), std::optional<int>(2)) << r->Output();
+  ExpectMountUntouched(r->Output(), tgt);
+  EXPECT_NE(r->Output().find("nothing was changed"), std::string::npos) << r->Output();
+}
+
+// The same at `run`'s start: refused before the lease and the trainer.
+TEST_F(RestoreSafetyE2E, RunRefusesACheckpointDirWithAFileSystemMountedBelowIt) {
+  Commit({{"model.pt", {"weights", 0644}}});
+  const std::string ckpt = dir_.Join("ckpt");
+  std::map<std::string, std::string> env = s3_.AwsEnv();
+  env["SPOTGUARD_LOG_LEVEL"] = "debug";
+  auto a = InMountNamespace("run", ckpt,
+                            {"run", "-c", WriteConfig("a", {"--steps", "20"}), "--checkpoint-dir",
+                             ckpt, "--imds-endpoint", imds_.endpoint()},
+                            env);
+  ASSERT_EQ(a->Wait(60s), std::optional<int>(2)) << a->Output();
+  ExpectMountUntouched(a->Output(), ckpt);
+  EXPECT_EQ(a->Output().find("started the trainer"), std::string::npos) << a->Output();
+  EXPECT_TRUE(
+      static_cast<ObjectStore&>(*store_).Get("job/lease").status().Is(StatusCode::kNotFound))
+      << "the lease was never taken";
+}
 
 // The reproduction of the defect, through the command line.
 TEST_F(RestoreSafetyE2E, RestoreToADirectoryKeepsKeysCodeAndDotfiles) {
