@@ -143,7 +143,8 @@ class GroupNodeE2E : public ::testing::Test {
             "--steps", "1000000", "--step-seconds", "0.2"};
   }
 
-  Node& StartNode(int n, const std::string& config, NodeOptions options = {}) {
+  Node& StartNode(int n, const std::string& config) { return StartNode(n, config, NodeOptions()); }
+  Node& StartNode(int n, const std::string& config, NodeOptions options) {
     Node& node = nodes_[n];
     node.imds = std::make_unique<ImdsSimulator>();
     node.imds->Control("POST", "/_sim/identity",
