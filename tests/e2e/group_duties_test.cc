@@ -33,6 +33,7 @@ def on_usr1(*_):
 signal.signal(signal.SIGUSR1, on_usr1)
 if mode == "plain":
     helper = subprocess.Popen(["sleep", "600"])
+print("ready", flush=True)
 ckpt = os.environ["SPOTGUARD_CHECKPOINT_DIR"]
 step = 0
 resume = os.environ.get("SPOTGUARD_RESUME_FROM", "")
@@ -149,8 +150,10 @@ TEST_F(GroupDutiesE2E, APlainTrainerWithAHelperGetsTheCheckpointSignalOnANotice)
   const std::string config = JobConfig(2, AskedTrainer("plain"));
   StartNode(1, config);
   StartNode(2, config);
-  ASSERT_TRUE(nodes_[2].agent->WaitForOutput("round 1: rank", 120s)) << Logs();
-  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("round 1: rank", 120s)) << Logs();
+  // Asked only once its handler is in place (a launcher alone in its group
+  // would get the signal itself).
+  ASSERT_TRUE(nodes_[2].agent->WaitForOutput("] ready", 120s)) << Logs();
+  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("] ready", 120s)) << Logs();
   EXPECT_EQ(NoticeOnNode2(), 75) << Logs();
   ASSERT_FALSE(Groups().empty()) << Logs();
 }
@@ -161,8 +164,10 @@ TEST_F(GroupDutiesE2E, UnderALauncherTheCheckpointSignalGoesToTheWorkersOnly) {
   const std::string config = JobConfig(2, AskedTrainer("launcher"));
   StartNode(1, config);
   StartNode(2, config);
-  ASSERT_TRUE(nodes_[2].agent->WaitForOutput("round 1: rank", 120s)) << Logs();
-  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("round 1: rank", 120s)) << Logs();
+  // Asked only once its handler is in place (a launcher alone in its group
+  // would get the signal itself).
+  ASSERT_TRUE(nodes_[2].agent->WaitForOutput("] ready", 120s)) << Logs();
+  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("] ready", 120s)) << Logs();
   EXPECT_EQ(NoticeOnNode2(), 75) << Logs();
   for (int n : {1, 2}) {
     EXPECT_NE(nodes_[n].agent->Output().find("asked the trainer's workers for a checkpoint"),
@@ -192,8 +197,10 @@ TEST_F(GroupDutiesE2E, ARebalanceRecommendationTakesAGroupSnapshotWithoutEndingT
   const std::string config = JobConfig(2, AskedTrainer("asked"));
   StartNode(1, config);
   StartNode(2, config);
-  ASSERT_TRUE(nodes_[2].agent->WaitForOutput("round 1: rank", 120s)) << Logs();
-  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("round 1: rank", 120s)) << Logs();
+  // Asked only once its handler is in place (a launcher alone in its group
+  // would get the signal itself).
+  ASSERT_TRUE(nodes_[2].agent->WaitForOutput("] ready", 120s)) << Logs();
+  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("] ready", 120s)) << Logs();
   nodes_[2].imds->Control("POST", "/_sim/rebalance", "{}");
   ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 120s)) << Logs();
   EXPECT_TRUE(Ends(1).empty()) << "the round goes on\n" << Logs();
