@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "agent/capture.h"
+#include "agent/checkpoint_signal.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
 #include "agent/fencing.h"
@@ -67,7 +68,8 @@ class Agent {
         uploader_([this](const Checkpoint& ck,
                          const std::atomic<bool>* cancel) { return Upload(ck, cancel); },
                   c.clock),
-        autoscaling_(c.aws, c.clock) {}
+        autoscaling_(c.aws, c.clock),
+        signal_target_(CheckpointSignalTarget(cfg_.command)) {}
 
   AgentResult Run();
   // Threads of this agent were left running at the exit (EndBackgroundWork).
@@ -128,6 +130,7 @@ class Agent {
   ProcessTrainerLauncher launcher_;
   ThreadUploader uploader_;
   LazyAutoScaling autoscaling_;
+  const SignalTarget signal_target_;   // where checkpoint_signal goes
   std::optional<HostLock> host_lock_;  // held for the whole run
   std::string staging_root_;
   UniqueFd signal_fd_;
@@ -144,7 +147,8 @@ class Agent {
 
   BackgroundCall<Status> renewal_{c_.ports.inline_store_work};  // the renewal in flight
   BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
-  Clock::MonoTime next_poll_{}, next_watchdog_{};
+  Clock::MonoTime next_poll_{};
+  WatchdogPinger watchdog_{c_.notifier};
   bool done_ = false;
   bool threads_left_ = false;
   const bool pid1_ = ::getpid() == 1;    // the first process of a PID namespace
@@ -306,17 +310,13 @@ void Agent::Idle() {
 void Agent::Loop() {
   const auto now0 = c_.clock.Monotonic();
   next_poll_ = now0;
-  next_watchdog_ = now0;
   while (!done_) {
     Idle();
     if (SignalPending()) Perform(policy_.OnStopSignal(Now()));
     if (done_) break;
     checkpoints_->Poll();
     const auto now = c_.clock.Monotonic();
-    if (auto wd = c_.notifier.watchdog_interval(); wd && now >= next_watchdog_) {
-      (void)c_.notifier.Notify("WATCHDOG=1");
-      next_watchdog_ = now + duration_cast<milliseconds>(*wd);
-    }
+    watchdog_.Tick(now);
     // The renewal runs on a thread of its own: a request that hangs must
     // not keep the loop from the metadata service (docs/design.md §9).
     if (renewal_.busy()) {
@@ -381,7 +381,7 @@ JobActions Agent::Do(const JobAction& action) {
     return StartTrainer(*start);
   } else if (std::holds_alternative<a::SignalTrainer>(action)) {
     if (cfg_.checkpoint_signal && trainer_ && trainer_->running()) {
-      (void)trainer_->Signal(*cfg_.checkpoint_signal);
+      (void)SendCheckpointSignal(*trainer_, *cfg_.checkpoint_signal, signal_target_);
     }
   } else if (std::holds_alternative<a::FindCheckpoints>(action)) {
     return FindCheckpoints();

@@ -37,6 +37,7 @@
 #include "common/autoscaling_client.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/orphan_reaper.h"
 #include "common/signal_names.h"
 
 namespace sg::group_detail {
@@ -95,6 +96,9 @@ Status GroupAgent::Setup() {
   host_lock_ = std::move(claimed.lock);
   SG_RETURN_IF_ERROR(
       CheckWritableDir(cfg_.checkpoint_dir, "checkpoint_dir " + cfg_.checkpoint_dir));
+  // A fresh disk has no checkpoint dir yet: made here, as one node's agent
+  // makes it before its restore.
+  SG_RETURN_IF_ERROR(MakeDirs(cfg_.checkpoint_dir));
   SG_ASSIGN_OR_RETURN(LoopParts parts, PrepareLoopParts(c_));
   staging_root_ = std::move(parts.staging_root);
   own_checkpoints_ = std::move(parts.own_checkpoints);
@@ -103,6 +107,7 @@ Status GroupAgent::Setup() {
   GroupWatchOptions watch;
   watch.notice_file = notice_file_;
   watch.checkpoint_signal = cfg_.checkpoint_signal;
+  watch.signal_target = signal_target_;
   watch.stop_signal = cfg_.stop_signal;
   watch.stop_grace = duration_cast<milliseconds>(std::min<Duration>(cfg_.stop_grace, kMaxLeaveGrace));
   watch.stop_timeout = duration_cast<milliseconds>(cfg_.stop_timeout);
@@ -123,6 +128,10 @@ Status GroupAgent::Setup() {
 void GroupAgent::TakeNews(Clock::MonoTime now) {
   GroupWatch::News news = watch_->Take();
   if (c_.ports.stop_requested && c_.ports.stop_requested()) news.stop_signal = true;
+  for (const InterruptionEvent& e : news.others) TakeRebalance(now, e);
+  if (news.stop_signal || !news.notices.empty()) SayStopping();
+  // The Auto Scaling hook waits for this node's CONTINUE, sent after the stop.
+  if (!news.notices.empty()) lifecycle_due_ = true;
   if ((news.stop_signal || !news.notices.empty()) && state_ == State::kJoining) {
     // Leaving while the part is restored: the round cannot go on without
     // this node; its trainer never started. Out of the membership first (no
@@ -279,12 +288,14 @@ void GroupAgent::JobComplete() {
 }
 
 void GroupAgent::Exit(int code) {
+  SayStopping();
   exit_code_ = code;
   if (watch_) watch_->SetExitCode(code);
   state_ = State::kDone;
 }
 
 AgentResult GroupAgent::Run() {
+  if (pid1_) LogInfo("running as PID 1: reaping every orphaned process");
   if (Status st = Setup(); !st.ok()) {
     LogError("{}", st.message());
     result_.exit_code = exit_code_.value_or(kExitFailure);
@@ -297,7 +308,8 @@ AgentResult GroupAgent::Run() {
     result_.exit_code = kExitOk;
     return result_;
   }
-  (void)c_.notifier.Notify("READY=1");
+  // READY=1 comes once this node's part is restored (SayReady).
+  (void)c_.notifier.Notify("STATUS=waiting for " + std::to_string(cfg_.nodes) + " members");
   watch_->Start();
   while (state_ != State::kDone) {
     if (c_.ports.idle) {
@@ -305,8 +317,11 @@ AgentResult GroupAgent::Run() {
     } else {
       pollfd fd{checkpoints_->fd(), POLLIN, 0};
       ::poll(&fd, 1, static_cast<int>(kTick.count()));
+      // PID 1 of a container inherits every orphan (docs/design.md §11).
+      if (pid1_) ReapOrphanedChildren();
     }
     const auto now = c_.clock.Monotonic();
+    if (ready_) watchdog_.Tick(now);
     checkpoints_->Poll();
     TakeNews(now);
     logs_.Tick(now, state_ == State::kInRound, log_round_);
@@ -335,7 +350,11 @@ AgentResult GroupAgent::Run() {
     LogWarn("the restore of this node's part still runs at the exit");
     restore_left_ = true;
   }
+  // On a notice, once the trainer is stopped and the last part is in, as
+  // one node's agent does (docs/agent.md, "How it ends").
+  if (lifecycle_due_) CompleteLifecycleHook({cfg_, c_.env, autoscaling_, events_, c_.instance});
   FinishStoppedTrainers();
+  if (pid1_) ReapOrphanedChildren();
   // Until the process ends the watch keeps its deadline: the store calls
   // below can hang too.
   (void)group_.RemoveMember(self_.agent);

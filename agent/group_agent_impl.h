@@ -6,6 +6,8 @@
 // round). Internal to those files.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/checkpoint_signal.h"
 #include "agent/daemon.h"
 #include "agent/events.h"
 #include "agent/group_protocol.h"
@@ -29,6 +32,7 @@
 #include "common/background_call.h"
 #include "common/background_queue.h"
 #include "common/files.h"
+#include "common/sd_notify.h"
 
 namespace sg::group_detail {
 
@@ -64,7 +68,8 @@ class GroupAgent {
         uploader_([this](const Checkpoint& ck,
                          const std::atomic<bool>* cancel) { return WritePart(ck, cancel); },
                   c.clock),
-        autoscaling_(c.aws, c.clock) {}
+        autoscaling_(c.aws, c.clock),
+        signal_target_(CheckpointSignalTarget(cfg_.command)) {}
 
   AgentResult Run();
   // A log shipment was left running at the exit: it still uses the agent.
@@ -102,8 +107,18 @@ class GroupAgent {
   // node's notice or stop signal); the loop does not ask again.
   void BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed,
                    std::optional<Clock::WallTime> asked_at = std::nullopt);
-  // Acts on what the watch saw: a stop signal, notices.
+  // Acts on what the watch saw: a stop signal, notices, rebalances.
   void TakeNews(Clock::MonoTime now);
+  // A rebalance recommendation (on_rebalance: snapshot) asks the trainer for
+  // a checkpoint and uploads it at once; the round goes on.
+  void TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e);
+  // systemd (docs/design.md §14): READY=1 once the first round's part is
+  // restored and its trainer started, STOPPING=1 once this node leaves for
+  // good; each said once.
+  void SayReady();
+  void SayStopping();
+  // checkpoint_signal to the trainer, where CheckpointSignalTarget says.
+  void AskTrainer(const std::string& why);
   void Ending(Clock::MonoTime now);
   // Leaves the round: asks the trainer to stop (kStopping) and cancels the
   // upload under way, without blocking the loop.
@@ -133,6 +148,7 @@ class GroupAgent {
   ProcessTrainerLauncher launcher_;
   ThreadUploader uploader_;
   LazyAutoScaling autoscaling_;
+  const SignalTarget signal_target_;
   std::optional<HostLock> host_lock_;
   UniqueFd signal_fd_;
   std::unique_ptr<CheckpointSource> own_checkpoints_;
@@ -162,6 +178,7 @@ class GroupAgent {
   std::vector<PartRecord> round_parts_;    // every rank's parts of the round, as last read
   std::optional<int64_t> group_step_;      // of the newest group snapshot, as last read
   Clock::MonoTime next_periodic_{};        // the next periodic upload (upload_interval)
+  Clock::MonoTime next_checkpoint_signal_{};  // checkpoint_interval's next signal
   bool asked_ = false;                     // a checkpoint was asked for and not answered
   std::optional<int64_t> answer_step_;     // the part that answers it
   bool final_ = false;                     // the round's request is answered (final.json)
@@ -182,6 +199,11 @@ class GroupAgent {
   std::optional<RoundPlan> newest_plan_;    // as last read while waiting
   Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{};
   std::optional<int> exit_code_;
+  WatchdogPinger watchdog_{c_.notifier};  // once READY=1 was said
+  bool ready_ = false;
+  bool stopping_said_ = false;
+  bool lifecycle_due_ = false;             // a notice: the hook's CONTINUE after the stop
+  const bool pid1_ = ::getpid() == 1;      // reaps orphans (docs/design.md §11)
   // The node's logs (docs/design.md §13); the attempt a segment is shipped
   // under is the round.
   JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};

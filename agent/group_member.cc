@@ -127,6 +127,10 @@ void GroupAgent::StartTrainer(const std::string& resume) {
   }
   trainer_ = std::make_unique<SharedTrainer>(std::move(*trainer), trainer_slot_);
   state_ = State::kInRound;
+  if (cfg_.checkpoint_interval) {
+    next_checkpoint_signal_ = c_.clock.Monotonic() + *cfg_.checkpoint_interval;
+  }
+  SayReady();
   (void)c_.notifier.Notify("STATUS=training: round " + std::to_string(plan.round) + ", rank " +
                            std::to_string(rank_));
   LogInfo("round {}: rank {} of {}, master {}:{}", plan.round, rank_, plan.nodes,
@@ -241,6 +245,10 @@ void GroupAgent::InRound(Clock::MonoTime now) {
       }
     }
   }
+  if (cfg_.checkpoint_interval && now >= next_checkpoint_signal_) {
+    next_checkpoint_signal_ = now + *cfg_.checkpoint_interval;
+    if (!trainer_done_) AskTrainer("checkpoint_interval");
+  }
   TakeUploadResult();
   UploadPart(now);
   if (trainer_done_ && !done_marked_ && !uploader_.busy()) {
@@ -286,9 +294,7 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
   nlohmann::ordered_json notice = {{"action", noticed ? "terminate" : "group"},
                                    {"round", plan_->round}};
   (void)WriteFileAtomic(notice_file_, notice.dump() + "\n");
-  if (cfg_.checkpoint_signal && trainer_ && trainer_->running()) {
-    (void)trainer_->SignalWorkers(*cfg_.checkpoint_signal);
-  }
+  AskTrainer(noticed ? "the notice" : "the group's request");
   (void)now;
 }
 

@@ -135,7 +135,11 @@ void GroupWatch::Turn(bool signalled) {
   if (monitor_ && now >= next_poll_) {
     next_poll_ = now + o_.poll_interval;
     for (const InterruptionEvent& e : monitor_->PollOnce()) {
-      if (!e.IsNotice()) continue;
+      if (!e.IsNotice()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        news_.others.push_back(e);  // the loop decides (on_rebalance)
+        continue;
+      }
       milliseconds left = o_.untimed_budget;
       double late = 0;
       if (e.time) {
@@ -170,9 +174,10 @@ void GroupWatch::Act(const std::string& why, Clock::MonoTime deadline) {
   if (o_.checkpoint_signal) {
     std::lock_guard<std::mutex> lock(slot_.mu);
     if (slot_.current && slot_.current->running() &&
-        slot_.current->SignalWorkers(*o_.checkpoint_signal).ok()) {
-      LogInfo("asked the trainer for a checkpoint ({}) on {}", SignalName(*o_.checkpoint_signal),
-              why);
+        SendCheckpointSignal(*slot_.current, *o_.checkpoint_signal, o_.signal_target).ok()) {
+      LogInfo("asked the trainer{} for a checkpoint ({}) on {}",
+              o_.signal_target == SignalTarget::kWorkers ? "'s workers" : "",
+              SignalName(*o_.checkpoint_signal), why);
     }
   }
   std::lock_guard<std::mutex> lock(mu_);

@@ -5,12 +5,13 @@
 //
 // On a notice or a stop signal the watch acts at once, without the loop: it
 // logs the notice, writes the notice file and sends checkpoint_signal to the
-// trainer's workers. The loop takes the event when it next comes round and
-// does the group's part (ending the round in the store, waiting for the
-// group snapshot). Should the loop still be held by the store at the end of
-// the round's budget, the watch stops the trainer itself; and a second
-// before the deadline it ends the process, with the code the loop chose if
-// it chose one, else 74 (not committed).
+// trainer (to its workers under a launcher: agent/checkpoint_signal.h). The
+// loop takes the event when it next comes round and does the group's part
+// (ending the round in the store, waiting for the group snapshot). Should
+// the loop still be held by the store at the end of the round's budget, the
+// watch stops the trainer itself; and a second before the deadline it ends
+// the process, with the code the loop chose if it chose one, else 74 (not
+// committed).
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/checkpoint_signal.h"
 #include "agent/interruption_monitor.h"
 #include "agent/job_ports.h"
 #include "common/clock.h"
@@ -56,6 +58,7 @@ class SharedTrainer final : public Trainer {
 struct GroupWatchOptions {
   std::string notice_file;
   std::optional<int> checkpoint_signal;
+  SignalTarget signal_target = SignalTarget::kTrainer;  // where it goes (CheckpointSignalTarget)
   int stop_signal = 15;
   std::chrono::milliseconds stop_grace{10'000};  // already capped to the leave grace
   std::chrono::milliseconds stop_timeout{90'000};
@@ -76,6 +79,7 @@ class GroupWatch {
   // What the loop takes from the watch.
   struct News {
     std::vector<InterruptionEvent> notices;
+    std::vector<InterruptionEvent> others;  // rebalance recommendations and the like
     bool stop_signal = false;
   };
   // Ends the whole process (tests replace it); `code` is the exit code.

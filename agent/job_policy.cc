@@ -313,6 +313,8 @@ JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& even
   Say(out, Level::kWarn,
       Format("INTERRUPTION NOTICE: {} (read {:.1f}s after it was posted)", event.Describe(),
              seen_late_));
+  // The agent stops once the final snapshot is in: systemd hears it now.
+  out.push_back(job_action::Notify{"STOPPING=1"});
   out.push_back(job_action::Notify{"STATUS=interruption notice: " + event.Describe()});
   out.push_back(job_action::WriteNoticeFile{event});
   nlohmann::ordered_json data = event.ToJson();

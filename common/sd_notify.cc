@@ -49,4 +49,11 @@ Status SystemdNotifier::Notify(std::string_view message) const {
   return Status::Ok();
 }
 
+void WatchdogPinger::Tick(Clock::MonoTime now) {
+  const std::optional<std::chrono::microseconds> interval = notifier_.watchdog_interval();
+  if (!interval || (next_ && now < *next_)) return;
+  (void)notifier_.Notify("WATCHDOG=1");
+  next_ = now + *interval;
+}
+
 }  // namespace sg

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/clock.h"
 #include "common/status.h"
 
 namespace sg {
@@ -28,6 +29,20 @@ class SystemdNotifier {
  private:
   std::string socket_path_;
   std::optional<std::chrono::microseconds> watchdog_;
+};
+
+// WATCHDOG=1 from an agent's main loop (docs/design.md §9): the loop calls
+// Tick every time round and a ping goes out at the first Tick and then once
+// per watchdog_interval (half of WATCHDOG_USEC); nothing without a watchdog.
+// A loop held longer than WATCHDOG_USEC is what systemd's watchdog is for.
+class WatchdogPinger {
+ public:
+  explicit WatchdogPinger(const SystemdNotifier& notifier) : notifier_(notifier) {}
+  void Tick(Clock::MonoTime now);
+
+ private:
+  const SystemdNotifier& notifier_;
+  std::optional<Clock::MonoTime> next_;
 };
 
 }  // namespace sg

@@ -171,15 +171,20 @@ class FakeMetadata final : public MetadataService {
     notice_ =
         nlohmann::json{{"action", "terminate"}, {"time", FormatUtc(clock_.Now() + left)}}.dump();
   }
+  // Posts a rebalance recommendation made now.
+  void PostRebalance() {
+    rebalance_ = nlohmann::json{{"noticeTime", FormatUtc(clock_.Now())}}.dump();
+  }
   StatusOr<std::string> Get(std::string_view path) override {
     if (path == "meta-data/spot/instance-action" && notice_) return *notice_;
+    if (path == "meta-data/events/recommendations/rebalance" && rebalance_) return *rebalance_;
     if (path == "meta-data/events/maintenance/scheduled") return std::string("[]");
     return Status::NotFound(std::string(path));
   }
 
  private:
   Clock& clock_;
-  std::optional<std::string> notice_;
+  std::optional<std::string> notice_, rebalance_;
 };
 
 class FakeJobWorld {

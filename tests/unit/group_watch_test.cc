@@ -48,6 +48,7 @@ class GroupWatchTest : public ::testing::Test {
     shared_ = std::make_unique<SharedTrainer>(std::move(t), slot_);
     options_.notice_file = dir_.Join("notice");
     options_.checkpoint_signal = SIGUSR1;
+    options_.signal_target = SignalTarget::kWorkers;  // as under torchrun
     options_.stop_signal = SIGTERM;
     options_.stop_grace = 5s;
     options_.stop_timeout = 60s;
@@ -153,6 +154,32 @@ TEST_F(GroupWatchTest, WithoutATrainerOrWithoutACheckpointSignalNothingIsSignall
   clock_.Advance(52s);
   watch->Turn(false);
   EXPECT_TRUE(exits_.empty());
+}
+
+// A trainer that is no launcher gets checkpoint_signal itself (its whole
+// process group), as with one node (agent/checkpoint_signal.h).
+TEST_F(GroupWatchTest, APlainTrainerGetsTheCheckpointSignalItself) {
+  options_.signal_target = SignalTarget::kTrainer;
+  auto watch = Watch(true);
+  imds_.PostNotice(120s);
+  watch->Turn(false);
+  EXPECT_EQ(trainer_->signals, std::vector<int>{SIGUSR1});
+  EXPECT_TRUE(trainer_->worker_signals.empty());
+}
+
+// A rebalance recommendation is handed to the loop, which decides
+// (on_rebalance); the watch neither asks the trainer nor sets a deadline.
+TEST_F(GroupWatchTest, ARebalanceIsHandedToTheLoopAlone) {
+  auto watch = Watch(true);
+  imds_.PostRebalance();
+  watch->Turn(false);
+  GroupWatch::News news = watch->Take();
+  ASSERT_EQ(news.others.size(), 1u);
+  EXPECT_EQ(news.others[0].kind, InterruptionEvent::Kind::kRebalance);
+  EXPECT_TRUE(news.notices.empty());
+  EXPECT_TRUE(trainer_->signals.empty());
+  EXPECT_TRUE(trainer_->worker_signals.empty());
+  EXPECT_FALSE(watch->deadline().has_value());
 }
 
 }  // namespace

@@ -130,6 +130,9 @@ TEST_F(JobPolicyTest, ANoticeAsksForACheckpointCommitsItStopsTheTrainerAndExits7
       p.OnInterruption(At(seconds(10)), Notice(At(seconds(10)), seconds(120)), 100ull << 20);
   EXPECT_EQ(p.phase(), JobPhase::kFinalSnapshot);
   EXPECT_EQ(p.end(), JobEnd::kNotice);
+  // systemd hears that the agent is on its way out (docs/agent.md).
+  ASSERT_NE(Find<a::Notify>(notice), nullptr);
+  EXPECT_EQ(Find<a::Notify>(notice)->state, "STOPPING=1");
   ASSERT_NE(Find<a::WriteNoticeFile>(notice), nullptr);
   EXPECT_LT(IndexOf<a::WriteNoticeFile>(notice), IndexOf<a::SignalTrainer>(notice));
   EXPECT_TRUE(Said(notice, "asking the trainer for a checkpoint (SIGUSR1)"));

@@ -67,5 +67,30 @@ TEST(SystemdNotifier, PingsTheWatchdogAtHalfItsTimeoutWhenItIsForUs) {
   EXPECT_FALSE(other.watchdog_interval().has_value());
 }
 
+TEST(WatchdogPinger, PingsAtTheFirstTickThenOncePerInterval) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("notify.sock");
+  UniqueFd sock = Listen(path, false);
+  SystemdNotifier n({{"NOTIFY_SOCKET", path}, {"WATCHDOG_USEC", "8000000"}});
+  WatchdogPinger pinger(n);
+  const Clock::MonoTime t0{};
+  pinger.Tick(t0 + std::chrono::seconds(100));
+  EXPECT_EQ(Receive(sock.get()), "WATCHDOG=1");
+  pinger.Tick(t0 + std::chrono::milliseconds(103'999));
+  EXPECT_EQ(Receive(sock.get()), "");  // half of WATCHDOG_USEC is 4 s
+  pinger.Tick(t0 + std::chrono::seconds(104));
+  EXPECT_EQ(Receive(sock.get()), "WATCHDOG=1");
+}
+
+TEST(WatchdogPinger, WithoutAWatchdogNothingIsSent) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("notify.sock");
+  UniqueFd sock = Listen(path, false);
+  SystemdNotifier n({{"NOTIFY_SOCKET", path}});
+  WatchdogPinger pinger(n);
+  pinger.Tick(Clock::MonoTime{});
+  EXPECT_EQ(Receive(sock.get()), "");
+}
+
 }  // namespace
 }  // namespace sg

@@ -1,0 +1,49 @@
+// What a node of a group owes as one node's agent does (docs/design.md §14,
+// "Like one node"): systemd's READY=1 and STOPPING=1 (WATCHDOG=1 is the
+// loop's), checkpoint_signal where agent/checkpoint_signal.h says, and a
+// rebalance recommendation's snapshot (on_rebalance).
+#include "agent/group_agent_impl.h"
+
+#include "common/log.h"
+#include "common/signal_names.h"
+
+namespace sg::group_detail {
+
+void GroupAgent::SayReady() {
+  if (ready_) return;
+  ready_ = true;
+  (void)c_.notifier.Notify("READY=1");
+}
+
+void GroupAgent::SayStopping() {
+  if (stopping_said_) return;
+  stopping_said_ = true;
+  (void)c_.notifier.Notify("STOPPING=1");
+}
+
+void GroupAgent::AskTrainer(const std::string& why) {
+  if (!cfg_.checkpoint_signal || !trainer_ || !trainer_->running()) return;
+  if (SendCheckpointSignal(*trainer_, *cfg_.checkpoint_signal, signal_target_).ok()) {
+    LogInfo("asked the trainer{} for a checkpoint ({}) on {}",
+            signal_target_ == SignalTarget::kWorkers ? "'s workers" : "",
+            SignalName(*cfg_.checkpoint_signal), why);
+  }
+}
+
+void GroupAgent::TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e) {
+  // History, not state: recorded off the loop.
+  store_work_.Post([this, kind = std::string(InterruptionKindName(e.kind)), data = e.ToJson()] {
+    (void)events_.Record(kind, data);
+  });
+  if (e.kind != InterruptionEvent::Kind::kRebalance || cfg_.on_rebalance != OnRebalance::kSnapshot ||
+      state_ != State::kInRound) {
+    return;
+  }
+  LogWarn("rebalance recommendation: asking the trainer for a checkpoint; the round goes on");
+  AskTrainer("the rebalance recommendation");
+  // Its part goes up as soon as it is complete; the other ranks' agents
+  // upload theirs of the same step to complete the group snapshot (kFollow).
+  next_periodic_ = now;
+}
+
+}  // namespace sg::group_detail
