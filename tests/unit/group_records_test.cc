@@ -50,7 +50,7 @@ class GroupRecordsTest : public FileStoreTest {
   }
   void SetUp() override {
     FileStoreTest::SetUp();
-    group_->emplace(*store_, "job");
+    group_.emplace(*store_, "job");
   }
   void Garbage(const std::string& key) {
     ASSERT_TRUE(store_->Put(key, "{not json", PutCondition::None()).ok());
