@@ -60,6 +60,9 @@ bool GroupAgent::StopsOnFailure(const FailureRecord& failure) {
       return false;
     }
     (void)events_.Record("failure-cleared", {{"why", failure.why}, {"by", "changed settings"}});
+    // The round that failed is not counted again against the new settings.
+    counted_round_ = failure.round;
+    crash_rounds_ = 0;
     return false;
   }
   LogError("job {} failed: {}{}. To go on, fix the trainer and run `spotguard reset-failure` "
