@@ -9,6 +9,7 @@
 #include "agent/daemon.h"
 #include "agent/doctor_command.h"
 #include "agent/drill.h"
+#include "agent/group_commands.h"
 #include "agent/exit_codes.h"
 #include "agent/logs_command.h"
 #include "agent/snapshot_commands.h"
@@ -100,6 +101,10 @@ constexpr Subcommand kSubcommands[] = {
      {.job = true, .checkpoint_dir = false, .command = false}},
     {"status",
      "Job state: lease holder, newest snapshot, last upload, completion, recent interruptions",
+     {.job = true, .checkpoint_dir = false, .command = false}},
+    {"reset-failure",
+     "Clear the failure of a job of several nodes (too many crashed rounds; `status` shows it), "
+     "so that its agents start it again from the newest group snapshot",
      {.job = true, .checkpoint_dir = false, .command = false}},
     {"logs",
      "Print the trainer's and the agent's log lines shipped to the store (the newest attempt, "
@@ -326,6 +331,7 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
     return RunLogsCommand(config, env, logs);
   }
   if (name == "doctor") return RunDoctorCommand(config, env);
+  if (name == "reset-failure") return RunResetFailureCommand(config, env);
   return NotBuiltYet(chosen->name);
 }
 

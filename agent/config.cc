@@ -22,6 +22,7 @@ namespace sg {
 using config_detail::DefaultPatterns;
 using config_detail::Describe;
 using config_detail::GatherValues;
+using config_detail::kFromSingle;
 using config_detail::kOnComplete;
 using config_detail::kOnRebalance;
 using config_detail::kPresets;
@@ -300,6 +301,8 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
   if (auto v = ReadChoice("reuse", at("reuse"), kReuse, problems)) c.reuse = *v;
   if (auto v = ReadChoice("on_rebalance", at("on_rebalance"), kOnRebalance, problems))
     c.on_rebalance = *v;
+  if (auto v = ReadChoice("group.from_single", at("group.from_single"), kFromSingle, problems))
+    c.group.from_single = *v;
   if (auto v = ReadChoice("on_complete", at("on_complete"), kOnComplete, problems))
     c.on_complete = *v;
   if (auto v = ReadParsed("log_level", at("log_level"), ParseLogLevel, problems)) c.log_level = *v;

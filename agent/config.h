@@ -19,6 +19,9 @@ enum class Preset { kCaffe, kPytorch, kLightning, kHuggingface, kTensorflow, kDc
 enum class Shuffle { kAuto, kOff, kTwo, kFour };
 enum class OnRebalance { kSnapshot, kIgnore };
 enum class OnComplete { kMark, kScaleToZero, kShutdown };
+// What a job of several nodes does when the store holds single-node
+// snapshots of it and no group snapshot (docs/multi-node.md).
+enum class FromSingle { kRefuse, kFresh };
 
 struct Config {
   std::string job;  // with {index} replaced (agent/engine_identity.h)
@@ -76,6 +79,7 @@ struct Config {
     std::optional<std::string> address;  // how peers reach this node; nullopt: found out
     Duration heartbeat{};                // a member's record is rewritten this often
     Duration timeout{};                  // unchanged this long: the member is gone
+    FromSingle from_single = FromSingle::kRefuse;  // a job that ran on one node before
   } group;
   LogLevel log_level = LogLevel::kInfo;
   LogFormat log_format = LogFormat::kText;
@@ -119,6 +123,11 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs);
 // The effective config as a config file would hold it. With `redact`,
 // credentials in URLs and arguments that look like secrets are replaced.
 nlohmann::ordered_json ConfigToJson(const Config& config, bool redact);
+
+// `args` with what looks like a secret replaced by "<redacted>" (the value
+// of --api-key=..., the argument after --password, user:password@ in a
+// URL): what --print-config shows, and what may be stored or logged.
+std::vector<std::string> RedactArgs(const std::vector<std::string>& args);
 
 // All known keys, dotted for nested ones ("compression.level").
 std::vector<std::string> ConfigKeys();

@@ -73,6 +73,7 @@ inline constexpr KeySpec kKeys[] = {
     {"group.address", Kind::kNullableString, "null"},  // null: IMDS local-ipv4, else the host's
     {"group.heartbeat", Kind::kDuration, R"("10s")"},
     {"group.timeout", Kind::kDuration, R"("60s")"},
+    {"group.from_single", Kind::kString, R"("refuse")"},  // docs/multi-node.md
 };
 
 inline constexpr const char* kSections[] = {"compression", "imds", "restart", "lease", "group"};
@@ -89,6 +90,8 @@ inline constexpr std::pair<std::string_view, OnComplete> kOnComplete[] = {
     {"mark", OnComplete::kMark},
     {"scale-to-zero", OnComplete::kScaleToZero},
     {"shutdown", OnComplete::kShutdown}};
+inline constexpr std::pair<std::string_view, FromSingle> kFromSingle[] = {
+    {"refuse", FromSingle::kRefuse}, {"fresh", FromSingle::kFresh}};
 inline constexpr std::pair<std::string_view, bool> kReuse[] = {{"on", true}, {"off", false}};
 inline constexpr std::pair<std::string_view, Shuffle> kShuffleNames[] = {
     {"auto", Shuffle::kAuto}, {"off", Shuffle::kOff}, {"2", Shuffle::kTwo}, {"4", Shuffle::kFour}};

@@ -9,6 +9,7 @@
 
 namespace sg {
 
+using config_detail::kFromSingle;
 using config_detail::kOnComplete;
 using config_detail::kOnRebalance;
 using config_detail::kReuse;
@@ -36,6 +37,8 @@ bool LooksSecret(std::string_view name) {
   return std::regex_search(name.begin(), name.end(), kSecret);
 }
 
+}  // namespace
+
 std::vector<std::string> RedactArgs(const std::vector<std::string>& args) {
   std::vector<std::string> out;
   bool redact_next = false;
@@ -57,8 +60,6 @@ std::vector<std::string> RedactArgs(const std::vector<std::string>& args) {
   }
   return out;
 }
-
-}  // namespace
 
 ojson ConfigToJson(const Config& c, bool redact) {
   auto opt = [](const auto& o) -> ojson { return o ? ojson(*o) : ojson(nullptr); };
@@ -110,7 +111,8 @@ ojson ConfigToJson(const Config& c, bool redact) {
   j["group"] = {{"port", c.group.port},
                 {"address", opt(c.group.address)},
                 {"heartbeat", FormatDuration(c.group.heartbeat)},
-                {"timeout", FormatDuration(c.group.timeout)}};
+                {"timeout", FormatDuration(c.group.timeout)},
+                {"from_single", choice(c.group.from_single, kFromSingle)}};
   j["log_level"] = LogLevelName(c.log_level);
   j["log_format"] = c.log_format == LogFormat::kJson ? "json" : "text";
   j["log_dir"] = c.log_dir.empty() ? ojson(nullptr) : ojson(c.log_dir);

@@ -236,20 +236,17 @@ void GroupAgent::Look(Clock::MonoTime now) {
       Exit(kExitUsage);
       return;
     }
-    if (auto failed = group_.Failed(); failed.ok() && *failed) {
-      LogError("job {} failed: {}", cfg_.job, **failed);
-      Exit(kExitFailure);
-      return;
-    }
+    if (auto failed = group_.Failed(); failed.ok() && *failed && StopsOnFailure(**failed)) return;
     if (lease_.held()) RefuseOdd(now);
-    auto plan = group_.NewestPlan();
-    if (!plan.ok()) {
-      LogWarn("reading the newest plan failed: {}", plan.status().message());
+    auto plans = group_.Plans();
+    if (!plans.ok()) {
+      LogWarn("reading the newest plan failed: {}", plans.status().message());
       return;
     }
-    newest_plan_ = *plan;
+    newest_plan_ = plans->newest;
+    next_round_ = plans->NextRound();
     plan_read_ = true;
-    Waiting(now, *plan);
+    Waiting(now, plans->newest);
   } else if (state_ == State::kInRound || state_ == State::kEnding) {
     auto ends = group_.Ends(plan_->round);
     const RoundOutcome outcome = ends.ok() ? OutcomeOfEnds(*ends) : RoundOutcome::kRunning;
@@ -306,6 +303,12 @@ AgentResult GroupAgent::Run() {
     (void)c_.notifier.Notify("READY=1");
     PerformOnComplete({cfg_, c_.env, autoscaling_, events_, c_.instance});
     result_.exit_code = kExitOk;
+    return result_;
+  }
+  // A job that ran on one node is not silently started over by a group.
+  if (Status st = CheckGroupStart(c_.store, cfg_); !st.ok()) {
+    LogError("{}", st.message());
+    result_.exit_code = st.Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure;
     return result_;
   }
   // READY=1 comes once this node's part is restored (SayReady).

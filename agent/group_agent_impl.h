@@ -133,7 +133,13 @@ class GroupAgent {
   void TakeUploadResult();
   StatusOr<SnapshotResult> WritePart(const Checkpoint& checkpoint,
                                       const std::atomic<bool>* cancel);
+  // The newest readable group snapshot; notes the seq of the next commit
+  // (next_group_seq_), which comes from the keys listed.
   std::optional<GroupCommit> NewestGroup();
+  // A failure record in the store (group/failed.json): cleared when this
+  // agent's settings differ from those that failed (logged); otherwise the
+  // agent says how to go on and exits 1. True when it exits.
+  bool StopsOnFailure(const FailureRecord& failure);
   // The job is complete: on_complete on this node, then exit 0.
   void JobComplete();
   void Exit(int code);
@@ -195,6 +201,8 @@ class GroupAgent {
   uint64_t counted_round_ = 0;         // the last ended round counted in crash_rounds_
   int crash_rounds_ = 0;               // rounds in a row ended by a crash
   Clock::MonoTime next_plan_at_{};
+  uint64_t next_group_seq_ = 1;             // above every group snapshot key listed
+  uint64_t next_round_ = 1;                 // above every round whose plan key is listed
   bool plan_read_ = false;                  // the newest plan was read at least once
   std::optional<RoundPlan> newest_plan_;    // as last read while waiting
   Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{};

@@ -25,6 +25,10 @@
 namespace sg {
 namespace {
 
+constexpr const char* kHowToGoOn =
+    "fix the trainer, then run `spotguard reset-failure` with the job's config; a node whose "
+    "command or config differs from the failed one clears it on its own";
+
 int FailGroupCommand(std::string_view command, const Status& st, int code = kExitFailure) {
   std::cerr << "spotguard " << command << ": " << st.message() << "\n";
   return code;
@@ -177,9 +181,19 @@ int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
 }
 
 int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq) {
-  auto groups = GroupStore(store, config.job).Groups();
-  if (!groups.ok()) return FailGroupCommand("verify", groups.status());
+  auto listing = GroupStore(store, config.job).ListGroups();
+  if (!listing.ok()) return FailGroupCommand("verify", listing.status());
+  const std::vector<GroupCommit>* groups = &listing->groups;
+  // Damaged group snapshot records are named; the newest readable one is
+  // still checked.
+  std::vector<std::string> bad;
+  for (const UnreadableRecord& u : listing->unreadable) {
+    bad.push_back("cannot read " + u.key + ": " + u.why);
+  }
   std::optional<GroupCommit> g = FindGroup(*groups, seq);
+  if (!g && !bad.empty()) {
+    return FailGroupCommand("verify", Status::Corruption(Join(bad, "; ")));
+  }
   if (!g) {
     return FailGroupCommand(
         "verify",
@@ -187,7 +201,6 @@ int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint6
                              : "the store has no group snapshot of job " + config.job),
         kExitNothingToRestore);
   }
-  std::vector<std::string> bad;
   uint64_t files = 0, bytes = 0;
   for (const PartRecord& p : g->parts) {
     const std::string part_job = PartJob(config.job, p.rank);
@@ -204,7 +217,8 @@ int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint6
   }
   if (!bad.empty()) {
     return FailGroupCommand("verify", Status::Corruption("group snapshot " + SeqName(g->seq) +
-                                                         " is damaged: " + Join(bad, "; ")));
+                                                         " or its records are damaged: " +
+                                                         Join(bad, "; ")));
   }
   std::cout << "group snapshot " << SeqName(g->seq) << ": " << g->nodes << " nodes, " << files
             << " files, " << HumanBytes(bytes) << ", every checksum matches\n";
@@ -213,8 +227,11 @@ int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint6
 
 StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectStore& store) {
   GroupStore group(store, config.job);
-  SG_ASSIGN_OR_RETURN(std::optional<RoundPlan> plan, group.NewestPlan());
-  SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, group.Groups());
+  SG_ASSIGN_OR_RETURN(PlanListing plans, group.Plans());
+  SG_ASSIGN_OR_RETURN(GroupListing listing, group.ListGroups());
+  SG_ASSIGN_OR_RETURN(std::optional<FailureRecord> failed, group.Failed());
+  const std::optional<RoundPlan>& plan = plans.newest;
+  const std::vector<GroupCommit>& groups = listing.groups;
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed,
                       ListAll(store, JobPrefix(config.job) + "group/members/"));
   SG_ASSIGN_OR_RETURN(auto members, group.Members());
@@ -279,6 +296,17 @@ StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectSto
   } else {
     j["newest_group_snapshot"] = nullptr;
   }
+  // Records skipped for their content: they hold back nothing, but they are damage.
+  nlohmann::ordered_json unreadable = nlohmann::ordered_json::array();
+  for (const auto* list : {&plans.unreadable, &listing.unreadable}) {
+    for (const UnreadableRecord& u : *list) unreadable.push_back({{"key", u.key}, {"why", u.why}});
+  }
+  j["unreadable"] = std::move(unreadable);
+  j["failed"] = failed ? nlohmann::ordered_json({{"why", failed->why},
+                                                 {"time", failed->time},
+                                                 {"round", failed->round},
+                                                 {"how_to_go_on", kHowToGoOn}})
+                       : nlohmann::ordered_json();
   return j;
 }
 
@@ -286,6 +314,12 @@ std::string GroupStatusText(const nlohmann::ordered_json& j) {
   std::string out = "job " + j["job"].get<std::string>() + ": " +
                     std::to_string(j["nodes"].get<int>()) + " nodes" +
                     (j["complete"].get<bool>() ? ", complete" : "") + "\n";
+  if (j.contains("failed") && !j["failed"].is_null()) {
+    const auto& f = j["failed"];
+    out += "FAILED" + (f["time"].get<std::string>().empty() ? "" : " at " + f["time"].get<std::string>()) +
+           ": " + f["why"].get<std::string>() + "\n  every node exits 1 until it is cleared: " +
+           f["how_to_go_on"].get<std::string>() + "\n";
+  }
   if (!j["round"].is_null()) {
     out += "round " + std::to_string(j["round"].get<uint64_t>()) +
            (j["round_ended"].is_null()
@@ -313,6 +347,12 @@ std::string GroupStatusText(const nlohmann::ordered_json& j) {
            g["created"].get<std::string>() + "\n";
   } else {
     out += "no group snapshot yet\n";
+  }
+  if (j.contains("unreadable")) {
+    for (const auto& u : j["unreadable"]) {
+      out += "problem: skipped unreadable record " + u["key"].get<std::string>() + ": " +
+             u["why"].get<std::string>() + "\n";
+    }
   }
   return out;
 }

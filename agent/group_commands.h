@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -40,6 +41,9 @@ StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectSto
 std::string GroupStatusText(const nlohmann::ordered_json& j);
 // Restores rank `rank`'s part of group snapshot `seq` (the newest without).
 // A group snapshot of another node count than config.nodes is refused (exit 2).
+// `spotguard reset-failure`: removes group/failed.json (a job of one node
+// keeps none; it says so); exit 0 also when there is nothing to clear.
+int RunResetFailureCommand(const Config& config, const std::map<std::string, std::string>& env);
 int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint64_t> seq,
                     std::optional<int> rank, const std::string& target, bool force);
 

@@ -40,13 +40,37 @@
 namespace sg::group_detail {
 
 std::optional<GroupCommit> GroupAgent::NewestGroup() {
-  auto groups = group_.Groups();
-  if (!groups.ok()) {
-    LogWarn("listing the group snapshots failed: {}", groups.status().message());
+  auto listing = group_.ListGroups();
+  if (!listing.ok()) {
+    LogWarn("listing the group snapshots failed: {}", listing.status().message());
     return std::nullopt;
   }
-  if (groups->empty()) return std::nullopt;
-  return groups->back();
+  next_group_seq_ = listing->NextSeq();
+  if (listing->groups.empty()) return std::nullopt;
+  return listing->groups.back();
+}
+
+bool GroupAgent::StopsOnFailure(const FailureRecord& failure) {
+  if (!failure.settings.empty() && failure.settings != SettingsDigest(cfg_)) {
+    LogWarn("job {} failed earlier ({}), and its command or config changed since: clearing the "
+            "failure",
+            cfg_.job, failure.why);
+    if (Status st = group_.ClearFailure(); !st.ok()) {
+      LogWarn("clearing the failure failed (will retry): {}", st.message());
+      return false;
+    }
+    (void)events_.Record("failure-cleared", {{"why", failure.why}, {"by", "changed settings"}});
+    // The round that failed is not counted again against the new settings.
+    counted_round_ = failure.round;
+    crash_rounds_ = 0;
+    return false;
+  }
+  LogError("job {} failed: {}{}. To go on, fix the trainer and run `spotguard reset-failure` "
+           "with this job's config, or change its command or config; until then every node "
+           "exits 1",
+           cfg_.job, failure.why, failure.time.empty() ? "" : " (at " + failure.time + ")");
+  Exit(kExitFailure);
+  return true;
 }
 
 void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan) {
@@ -79,7 +103,8 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
     const std::string why = Format("a trainer crashed in {} rounds in a row (restart.max {})",
                                    crash_rounds_, cfg_.restart.max);
     LogError("job {} failed: {}", cfg_.job, why);
-    (void)group_.MarkFailed(why);
+    (void)group_.MarkFailed(FailureRecord{why, FormatUtc(c_.clock.Now(), true),
+                                          plan ? plan->round : 0, SettingsDigest(cfg_)});
     (void)events_.Record("failed", {{"why", why}});
     Exit(kExitFailure);
     return;
@@ -96,7 +121,10 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
     return;
   }
   std::vector<MemberRecord> fresh = freshness_.FreshMembers(now);
-  auto next = PlanNextRound(self_, fresh, cfg_.nodes, plan, plan ? plan->round + 1 : 1,
+  // The round's number comes from the plan keys listed: an unreadable plan
+  // at the top is passed over, never planned again.
+  const uint64_t round = std::max(next_round_, plan ? plan->round + 1 : 1);
+  auto next = PlanNextRound(self_, fresh, cfg_.nodes, plan, round,
                             lease_.generation(), cfg_.group.port,
                             from ? std::optional<uint64_t>(from->seq) : std::nullopt,
                             from ? std::optional<int64_t>(from->step) : std::nullopt);
@@ -170,7 +198,9 @@ void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* 
   if (newest) committed_step = newest->step;
   if (auto complete = CompleteGroup(*parts, cfg_.nodes, committed_step)) {
     GroupCommit g;
-    g.seq = newest ? newest->seq + 1 : 1;
+    // Above every key listed, readable or not (a damaged record at the top
+    // must not make every later commit fail its precondition).
+    g.seq = std::max(next_group_seq_, newest ? newest->seq + 1 : 1);
     g.round = plan_->round;
     g.nodes = cfg_.nodes;
     g.step = complete->front().step;
@@ -190,6 +220,8 @@ void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* 
       Retain();
     } else {
       LogWarn("committing group snapshot {} failed: {}", SeqName(g.seq), st.message());
+      // Taken meanwhile: the next look lists the keys again.
+      if (st.Is(StatusCode::kPreconditionFailed)) next_group_seq_ = g.seq + 1;
     }
   }
   // A request for a checkpoint is answered by a group snapshot of this round

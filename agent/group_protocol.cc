@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "agent/config.h"
+#include "common/crypto.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -80,6 +82,7 @@ std::string MemberToJson(const MemberRecord& m) {
   j["job"] = m.job;
   j["nodes"] = m.nodes;
   j["command"] = m.command;
+  if (!m.command_digest.empty()) j["command_sha256"] = m.command_digest;
   j["beat"] = m.beat;
   return j.dump();
 }
@@ -93,6 +96,11 @@ StatusOr<MemberRecord> ParseMember(std::string_view text, const std::string& wha
     m.job = NonEmpty(j, "job");
     m.nodes = SmallInt(j, "nodes", 1, 1024);
     m.command = j.at("command").get<std::vector<std::string>>();
+    // A record of an agent before command_sha256 holds its command unredacted.
+    m.command_digest = j.contains("command_sha256") ? NonEmpty(j, "command_sha256")
+                                                    : CommandDigest(m.job, m.command);
+    // Stored redacted from now on, whatever an older record held.
+    m.command = RedactArgs(m.command);
     m.beat = Whole(j, "beat");
     return m;
   });
@@ -229,8 +237,36 @@ MemberRecord OwnRecord(const Config& config, const std::string& instance,
   m.address = address;
   m.job = config.job;
   m.nodes = config.nodes;
-  m.command = config.command;
+  m.command = RedactArgs(config.command);
+  m.command_digest = CommandDigest(config.job, config.command);
   return m;
+}
+
+namespace {
+
+// Slow enough to make guessing a weak password in a command costly, fast
+// enough for an agent's start (tens of milliseconds).
+constexpr int kDigestIterations = 100'000;
+
+std::string SlowDigest(std::string_view kind, const std::string& job, const std::string& text) {
+  return HexEncode(Pbkdf2Sha256(text, "spotguard " + std::string(kind) + " " + job,
+                                kDigestIterations));
+}
+
+}  // namespace
+
+std::string CommandDigest(const std::string& job, const std::vector<std::string>& command) {
+  return SlowDigest("command", job, json(command).dump());
+}
+
+std::string SettingsDigest(const Config& config) {
+  json j = ConfigToJson(config, /*redact=*/false);
+  for (const char* node_local : {"checkpoint_dir", "log_dir", "log_level", "log_format", "imds",
+                                 "store", "endpoint", "region"}) {
+    j.erase(node_local);
+  }
+  j["group"].erase("address");
+  return SlowDigest("settings", config.job, j.dump());
 }
 
 std::optional<std::string> ConfigDifference(const MemberRecord& member,
@@ -243,9 +279,12 @@ std::optional<std::string> ConfigDifference(const MemberRecord& member,
     return "nodes: " + std::to_string(member.nodes) + " here, " +
            std::to_string(coordinator.nodes) + there;
   }
-  if (member.command != coordinator.command) {
-    return "command: [" + Join(member.command, " ") + "] here, [" +
-           Join(coordinator.command, " ") + "]" + there;
+  if (member.command_digest != coordinator.command_digest) {
+    // Both named as stored: with their secrets redacted.
+    std::string diff = "command: [" + Join(member.command, " ") + "] here, [" +
+                       Join(coordinator.command, " ") + "]" + there;
+    if (member.command == coordinator.command) diff += " (they differ in a redacted argument)";
+    return diff;
   }
   return std::nullopt;
 }

@@ -24,10 +24,13 @@ struct MemberRecord {
   std::string instance;
   std::string agent;    // this run's identity: a restarted agent is a new member
   std::string address;  // how peers reach it
-  // The settings every member must share with the coordinator.
+  // The settings every member must share with the coordinator. The command
+  // as stored and logged, its secrets redacted (RedactArgs); the comparison
+  // is of `command_digest` (CommandDigest of the real one).
   std::string job;
   int nodes = 1;
   std::vector<std::string> command;
+  std::string command_digest;
   uint64_t beat = 0;  // counts the rewrites, so that each one changes the record
 };
 
@@ -97,13 +100,24 @@ StatusOr<PartRecord> ParsePart(std::string_view text, const std::string& what);
 std::string GroupCommitToJson(const GroupCommit& g);
 StatusOr<GroupCommit> ParseGroupCommit(std::string_view text, const std::string& what);
 
+// A digest of a trainer's command (PBKDF2-HMAC-SHA-256, salted with the
+// job, hex): two commands are the same when their digests are, and the
+// digest of a command with a weak password in it is slow to search.
+std::string CommandDigest(const std::string& job, const std::vector<std::string>& command);
+// A digest, of the same kind, of the settings the nodes of a job share: the
+// effective config without what differs from node to node (checkpoint_dir,
+// log_dir, log_level, log_format, imds, group.address, store credentials'
+// place). A job failed with one digest is tried again with another.
+std::string SettingsDigest(const Config& config);
+
 // The member record this agent writes for `config`.
 MemberRecord OwnRecord(const Config& config, const std::string& instance,
                        const std::string& agent, const std::string& address);
 
 // The first setting (job, nodes, command) in which `member` differs from
 // the coordinator's, as "nodes: 3 here, 2 on the coordinator i-0abc";
-// nullopt when they agree.
+// nullopt when they agree. Commands are compared by digest and named
+// redacted.
 std::optional<std::string> ConfigDifference(const MemberRecord& member,
                                             const MemberRecord& coordinator);
 

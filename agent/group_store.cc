@@ -44,13 +44,25 @@ void Forget(std::map<std::string, T>& cache, const std::string& prefix,
 
 template <typename T, typename Parse>
 StatusOr<std::optional<T>> GroupStore::ReadOnce(std::map<std::string, T>& cache,
-                                                const std::string& key, Parse parse) {
+                                                const ObjectInfo& object, Parse parse) {
+  const std::string& key = object.key;
   if (auto it = cache.find(key); it != cache.end()) return std::optional<T>(it->second);
+  if (auto bad = unreadable_.find(key);
+      bad != unreadable_.end() && bad->second.first == object.etag) {
+    return Status::Corruption(bad->second.second);
+  }
   auto body = store_.Get(key);
   if (body.status().Is(StatusCode::kNotFound)) return std::optional<T>();  // gone meanwhile
   SG_RETURN_IF_ERROR(body.status());
   StatusOr<T> parsed = parse(*body, key);
-  if (!parsed.ok()) return parsed.status();
+  if (!parsed.ok()) {
+    if (parsed.status().Is(StatusCode::kCorruption)) {
+      LogWarn("skipping {}: {}", key, parsed.status().message());
+      unreadable_[key] = {object.etag, parsed.status().message()};
+    }
+    return parsed.status();
+  }
+  unreadable_.erase(key);
   cache[key] = *parsed;
   return std::optional<T>(std::move(*parsed));
 }
@@ -76,15 +88,15 @@ Status GroupStore::RemoveMember(const std::string& agent) { return store_.Delete
 StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> GroupStore::Members() {
   const std::string prefix = JobPrefix(job_) + "group/members/";
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
+  Forget(unreadable_, prefix, listed);
   std::map<std::string, std::pair<std::string, MemberRecord>> out;
   std::map<std::string, MemberRecord> still;
   for (const ObjectInfo& o : listed) {
     if (NameOf(o.key, prefix).empty()) continue;
-    auto m = ReadOnce(members_, o.key, ParseMember);
+    auto m = ReadOnce(members_, o, ParseMember);
     if (!m.ok()) {
       if (!m.status().Is(StatusCode::kCorruption)) return m.status();
-      LogWarn("skipping a member record: {}", m.status().message());
-      continue;
+      continue;  // warned about once by ReadOnce
     }
     if (!*m) continue;
     still[o.key] = **m;
@@ -115,46 +127,78 @@ StatusOr<std::optional<std::string>> GroupStore::Refusal(const std::string& agen
   return std::optional<std::string>("(an unreadable refusal)");
 }
 
-Status GroupStore::MarkFailed(const std::string& why) {
-  nlohmann::json j = {{"why", why}};
-  Status st = store_.Put(JobPrefix(job_) + "group/failed.json", j.dump(), PutCondition::CreateOnly())
-                  .status();
+std::string GroupStore::FailureKey() const { return JobPrefix(job_) + "group/failed.json"; }
+
+Status GroupStore::MarkFailed(const FailureRecord& failure) {
+  nlohmann::ordered_json j = {{"why", failure.why},
+                              {"time", failure.time},
+                              {"round", failure.round},
+                              {"settings", failure.settings}};
+  Status st = store_.Put(FailureKey(), j.dump(), PutCondition::CreateOnly()).status();
   return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
 }
 
-StatusOr<std::optional<std::string>> GroupStore::Failed() {
-  auto body = store_.Get(JobPrefix(job_) + "group/failed.json");
-  if (body.status().Is(StatusCode::kNotFound)) return std::optional<std::string>();
+StatusOr<std::optional<FailureRecord>> GroupStore::Failed() {
+  auto body = store_.Get(FailureKey());
+  if (body.status().Is(StatusCode::kNotFound)) return std::optional<FailureRecord>();
   SG_RETURN_IF_ERROR(body.status());
   nlohmann::json j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.contains("why") && j["why"].is_string()) {
-    return std::optional<std::string>(j["why"].get<std::string>());
-  }
-  return std::optional<std::string>("(an unreadable failure record)");
+  FailureRecord f;
+  f.why = "(an unreadable failure record)";
+  if (!j.is_object()) return std::optional<FailureRecord>(std::move(f));
+  auto text = [&](const char* name) {
+    return j.contains(name) && j[name].is_string() ? j[name].get<std::string>() : std::string();
+  };
+  if (j.contains("why") && j["why"].is_string()) f.why = text("why");
+  f.time = text("time");
+  f.settings = text("settings");
+  if (j.contains("round") && j["round"].is_number_unsigned()) f.round = j["round"].get<uint64_t>();
+  return std::optional<FailureRecord>(std::move(f));
+}
+
+Status GroupStore::ClearFailure() {
+  Status st = store_.Delete(FailureKey());
+  return st.Is(StatusCode::kNotFound) ? Status::Ok() : st;
 }
 
 StatusOr<std::optional<RoundPlan>> GroupStore::NewestPlan() {
+  SG_ASSIGN_OR_RETURN(PlanListing plans, Plans());
+  return std::move(plans.newest);
+}
+
+StatusOr<PlanListing> GroupStore::Plans() {
   const std::string prefix = JobPrefix(job_) + "group/rounds/";
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
-  // Newest first: a round without a readable plan is passed over.
-  std::vector<uint64_t> rounds;
+  // round -> its plan's listing; the numbers come from the keys alone.
+  std::map<uint64_t, ObjectInfo, std::greater<>> rounds;
   for (const ObjectInfo& o : listed) {
     std::string_view rest = std::string_view(o.key).substr(prefix.size());
     if (rest.size() != 10 + std::string_view("/plan.json").size() || !rest.ends_with("/plan.json"))
       continue;
-    if (auto r = ParseSeqName(rest.substr(0, 10))) rounds.push_back(*r);
+    if (auto r = ParseSeqName(rest.substr(0, 10))) rounds.emplace(*r, o);
   }
-  std::sort(rounds.rbegin(), rounds.rend());
-  for (uint64_t r : rounds) {
-    const std::string key = RoundPrefix(r) + "plan.json";
-    auto body = store_.Get(key);
-    SG_RETURN_IF_ERROR(body.status());
-    auto plan = ParsePlan(*body, key);
-    if (plan.ok() && plan->round == r) return std::optional<RoundPlan>(std::move(*plan));
-    LogWarn("skipping the plan of round {}: {}", r,
-            plan.ok() ? "it names another round" : plan.status().message());
+  Forget(plans_, prefix, listed);
+  Forget(unreadable_, prefix, listed);
+  PlanListing out;
+  if (!rounds.empty()) out.newest_round = rounds.begin()->first;
+  // Newest first: a round without a readable plan is passed over.
+  for (const auto& [r, o] : rounds) {
+    auto plan = ReadOnce(plans_, o, [r = r](std::string_view text, const std::string& key) {
+      auto p = ParsePlan(text, key);
+      if (p.ok() && p->round != r) {
+        return StatusOr<RoundPlan>(
+            Status::Corruption(key + ": it names round " + std::to_string(p->round)));
+      }
+      return p;
+    });
+    if (plan.ok() && *plan) {
+      out.newest = std::move(**plan);
+      break;
+    }
+    if (!plan.ok() && !plan.status().Is(StatusCode::kCorruption)) return plan.status();
+    if (!plan.ok()) out.unreadable.push_back({o.key, plan.status().message()});
   }
-  return std::optional<RoundPlan>();
+  return out;
 }
 
 Status GroupStore::WritePlan(const RoundPlan& p) {
@@ -174,9 +218,10 @@ StatusOr<std::vector<RoundEnd>> GroupStore::Ends(uint64_t round) {
   const std::string prefix = RoundPrefix(round) + "end/";
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
   Forget(ends_, "", listed);
+  Forget(unreadable_, prefix, listed);
   std::vector<RoundEnd> out;
   for (const ObjectInfo& o : listed) {
-    auto e = ReadOnce(ends_, o.key, ParseRoundEnd);
+    auto e = ReadOnce(ends_, o, ParseRoundEnd);
     if (!e.ok() && !e.status().Is(StatusCode::kCorruption)) return e.status();
     // An end that cannot be read still ends the round.
     if (!e.ok()) {
@@ -199,13 +244,13 @@ StatusOr<std::vector<PartRecord>> GroupStore::Parts(uint64_t round) {
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
   // Only the round looked at is kept: parts of earlier rounds are not read again.
   Forget(parts_, "", listed);
+  Forget(unreadable_, prefix, listed);
   std::vector<PartRecord> out;
   for (const ObjectInfo& o : listed) {
-    auto p = ReadOnce(parts_, o.key, ParsePart);
+    auto p = ReadOnce(parts_, o, ParsePart);
     if (!p.ok()) {
       if (!p.status().Is(StatusCode::kCorruption)) return p.status();
-      LogWarn("skipping a part record: {}", p.status().message());
-      continue;
+      continue;  // warned about once by ReadOnce
     }
     if (*p) out.push_back(**p);
   }
@@ -286,24 +331,39 @@ Status GroupStore::CommitGroup(const GroupCommit& g) {
 }
 
 StatusOr<std::vector<GroupCommit>> GroupStore::Groups() {
+  SG_ASSIGN_OR_RETURN(GroupListing listing, ListGroups());
+  return std::move(listing.groups);
+}
+
+StatusOr<GroupListing> GroupStore::ListGroups() {
   const std::string prefix = JobPrefix(job_) + "groups/";
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
   Forget(groups_, prefix, listed);
-  std::vector<GroupCommit> out;
+  Forget(unreadable_, prefix, listed);
+  GroupListing out;
   for (const ObjectInfo& o : listed) {
-    const std::string name = NameOf(o.key, prefix);
-    auto seq = ParseSeqName(name);
+    auto seq = ParseSeqName(NameOf(o.key, prefix));
     if (!seq) continue;
-    auto g = ReadOnce(groups_, o.key, ParseGroupCommit);
+    // The seq is the key's, whatever the record holds: the next commit
+    // goes above every key listed (a damaged record at the top must not
+    // make every later commit fail its precondition).
+    out.newest_seq = std::max(out.newest_seq, *seq);
+    auto g = ReadOnce(groups_, o, [seq = *seq](std::string_view text, const std::string& key) {
+      auto parsed = ParseGroupCommit(text, key);
+      if (parsed.ok() && parsed->seq != seq) {
+        return StatusOr<GroupCommit>(
+            Status::Corruption(key + ": it names seq " + std::to_string(parsed->seq)));
+      }
+      return parsed;
+    });
     if (!g.ok() && !g.status().Is(StatusCode::kCorruption)) return g.status();
-    if (!g.ok() || (*g && (*g)->seq != *seq)) {
-      LogWarn("skipping group snapshot {}: {}", name,
-              g.ok() ? "it names another seq" : g.status().message());
-      continue;
+    if (!g.ok()) {
+      out.unreadable.push_back({o.key, g.status().message()});
+    } else if (*g) {
+      out.groups.push_back(std::move(**g));
     }
-    if (*g) out.push_back(std::move(**g));
   }
-  std::sort(out.begin(), out.end(),
+  std::sort(out.groups.begin(), out.groups.end(),
             [](const GroupCommit& a, const GroupCommit& b) { return a.seq < b.seq; });
   return out;
 }

@@ -29,6 +29,42 @@
 
 namespace sg {
 
+// A record whose key was listed but whose content cannot be read: skipped for
+// what it says, never for the seq or round its key holds (docs/design.md §14).
+struct UnreadableRecord {
+  std::string key;
+  std::string why;
+};
+
+// The group snapshots as listed: the readable ones, oldest first, and the
+// highest seq any key holds, readable or not, from which the next commit's
+// seq is taken.
+struct GroupListing {
+  std::vector<GroupCommit> groups;
+  uint64_t newest_seq = 0;
+  std::vector<UnreadableRecord> unreadable;
+  uint64_t NextSeq() const { return newest_seq + 1; }
+};
+
+// The rounds' plans as listed: the newest readable plan, and the highest
+// round any plan key holds, from which the next round's number is taken.
+struct PlanListing {
+  std::optional<RoundPlan> newest;
+  uint64_t newest_round = 0;
+  std::vector<UnreadableRecord> unreadable;  // plans newer than `newest`
+  uint64_t NextRound() const { return newest_round + 1; }
+};
+
+// Why a job of several nodes failed (group/failed.json): too many rounds in
+// a row ended by a crash. `settings` is the SettingsDigest of the config
+// that failed: an agent whose config differs clears the record.
+struct FailureRecord {
+  std::string why;
+  std::string time;      // UTC
+  uint64_t round = 0;    // the last round that crashed
+  std::string settings;  // empty in records of older agents
+};
+
 class GroupStore {
  public:
   GroupStore(ObjectStore& store, std::string job) : store_(store), job_(std::move(job)) {}
@@ -45,12 +81,18 @@ class GroupStore {
   Status Refuse(const std::string& agent, const std::string& why);
   StatusOr<std::optional<std::string>> Refusal(const std::string& agent);
 
-  // The job failed (too many crashes): every member stops and exits 1.
-  Status MarkFailed(const std::string& why);
-  StatusOr<std::optional<std::string>> Failed();
+  // The job failed (too many crashes): every member stops and exits 1,
+  // until the record is cleared (`spotguard reset-failure`, or an agent
+  // whose settings differ from the failed ones).
+  Status MarkFailed(const FailureRecord& failure);
+  StatusOr<std::optional<FailureRecord>> Failed();
+  Status ClearFailure();
 
-  // The newest round that has a plan, and that plan; nullopt before the first.
+  // The newest round that has a readable plan, and that plan; nullopt before
+  // the first.
   StatusOr<std::optional<RoundPlan>> NewestPlan();
+  // The same, with the highest round listed and the unreadable newer plans.
+  StatusOr<PlanListing> Plans();
   // Writes round p.round's plan; PreconditionFailed when one exists already
   // (of two coordinators, only one writes a round's plan).
   Status WritePlan(const RoundPlan& p);
@@ -78,24 +120,28 @@ class GroupStore {
   // rank -> the step of its last part, for the ranks done in `round`.
   StatusOr<std::map<int, std::optional<int64_t>>> Done(uint64_t round);
 
-  // Commits a group snapshot (create-only at g.seq = the newest + 1);
+  // Commits a group snapshot (create-only at g.seq = ListGroups().NextSeq());
   // PreconditionFailed when that seq is taken.
   Status CommitGroup(const GroupCommit& g);
   // The committed group snapshots, oldest first; damaged ones are skipped
-  // with a warning.
+  // with a warning (once each).
   StatusOr<std::vector<GroupCommit>> Groups();
+  // The same, with the highest seq listed and the damaged records.
+  StatusOr<GroupListing> ListGroups();
 
   std::string MemberKey(const std::string& agent) const;
   std::string RoundPrefix(uint64_t round) const;
   std::string GroupKey(uint64_t seq) const;
+  std::string FailureKey() const;
 
  private:
   // Reads each object once: plans, ends, parts and group snapshots never
   // change once written (create-only), and of a member record only its etag
   // (from the listing) changes. So a look at the round costs LISTs, plus a
-  // GET for what is new.
+  // GET for what is new. A record that cannot be parsed is remembered too
+  // (with its etag), warned about once and not read again until it changes.
   template <typename T, typename Parse>
-  StatusOr<std::optional<T>> ReadOnce(std::map<std::string, T>& cache, const std::string& key,
+  StatusOr<std::optional<T>> ReadOnce(std::map<std::string, T>& cache, const ObjectInfo& object,
                                       Parse parse);
 
   ObjectStore& store_;
@@ -104,6 +150,8 @@ class GroupStore {
   std::map<std::string, RoundEnd> ends_;
   std::map<std::string, PartRecord> parts_;
   std::map<std::string, GroupCommit> groups_;
+  std::map<std::string, RoundPlan> plans_;
+  std::map<std::string, std::pair<std::string, std::string>> unreadable_;  // key -> (etag, why)
 };
 
 }  // namespace sg

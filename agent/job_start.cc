@@ -135,6 +135,30 @@ std::unique_ptr<InterruptionMonitor> NewInterruptionMonitor(const AgentContext& 
   return std::make_unique<InterruptionMonitor>(*c.imds, c.clock, options);
 }
 
+Status CheckGroupStart(ObjectStore& store, const Config& config) {
+  SG_ASSIGN_OR_RETURN(GroupListing groups, GroupStore(store, config.job).ListGroups());
+  if (groups.newest_seq > 0) return Status::Ok();  // a group's job already
+  SnapshotCatalog catalog(store, config.job);
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> single, catalog.Committed());
+  if (single.empty()) return Status::Ok();
+  auto newest = catalog.ReadManifest(single.front());
+  const std::string what =
+      Format("job {} holds {} single-node snapshot(s) (the newest: {}{}) and no group snapshot",
+             config.job, single.size(), SeqName(single.front()),
+             newest.ok() && newest->step ? ", step " + std::to_string(*newest->step) : "");
+  if (config.group.from_single == FromSingle::kFresh) {
+    LogWarn("{}; starting the group of {} nodes fresh, as group.from_single says (the single-node "
+            "snapshots stay in the store)",
+            what, config.nodes);
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(Format(
+      "{}, and this config says nodes: {}: the group would start at step 0. Set "
+      "group.from_single to \"fresh\" to start the group anyway (the single-node snapshots "
+      "stay), or run the job with nodes: 1 (docs/multi-node.md)",
+      what, config.nodes));
+}
+
 StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Config& config,
                                     EventLog& events, const std::atomic<bool>* cancel) {
   StartPoint sp;

@@ -66,6 +66,12 @@ struct StartPoint {
   double restore_seconds = 0;
 };
 
+// Whether a job of several nodes may start: when the store holds single-node
+// snapshots of it and no group snapshot (the job ran with nodes: 1 before),
+// starting the group would begin at step 0. InvalidArgument (exit 2) naming
+// group.from_single, unless that is "fresh" (logged).
+Status CheckGroupStart(ObjectStore& store, const Config& config);
+
 // A local checkpoint the store lacks is resumed from (and uploaded first);
 // otherwise the newest good snapshot is restored into checkpoint_dir, with
 // foreign files kept (docs/design.md §7). Once `cancel` (when given) is

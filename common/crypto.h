@@ -20,6 +20,10 @@ std::string Sha256(std::string_view data);  // 32 raw bytes
 std::string Sha256Hex(std::string_view data);
 std::string HmacSha256(std::string_view key, std::string_view data);  // 32 raw bytes
 std::string Md5(std::string_view data);                               // 16 raw bytes
+// PBKDF2 with HMAC-SHA-256 (RFC 8018), `length` raw bytes: a digest of a
+// secret that is slow to search by guessing.
+std::string Pbkdf2Sha256(std::string_view password, std::string_view salt, int iterations,
+                         size_t length = 32);
 
 // Incremental SHA-256, for hashing bytes while they stream past.
 class Sha256Stream {

@@ -12,8 +12,9 @@ namespace {
 using testing::CommandResult;
 using testing::RunCommand;
 
-const char* const kSubcommands[] = {"run", "restore", "snapshot", "ls",    "verify",
-                                    "gc",  "status",  "watch",    "drill", "doctor"};
+const char* const kSubcommands[] = {"run",   "restore", "snapshot", "ls",     "verify",
+                                    "gc",    "status",  "watch",    "drill",  "doctor",
+                                    "reset-failure"};
 
 CommandResult Spotguard(std::vector<std::string> args,
                         std::map<std::string, std::string> env = {}) {

@@ -69,6 +69,15 @@ class MultiNodeE2E : public ::testing::Test {
     return dir_.WriteFile("job-" + std::to_string(++configs_) + ".json", c.dump(2));
   }
 
+  // A job of `nodes` nodes of tests/tools/group_trainer.py, `steps` of 0.2 s.
+  std::string GroupTrainerConfig(int nodes, int steps, const std::vector<std::string>& extra_args) {
+    nlohmann::json command = {SPOTGUARD_PYTHON,
+                              std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
+                              "--steps", std::to_string(steps), "--step-seconds", "0.2"};
+    for (const std::string& a : extra_args) command.push_back(a);
+    return JobConfig(nodes, command, "pytorch");
+  }
+
   Node& StartNode(int n, const std::string& config,
                   const std::map<std::string, std::string>& extra_env = {}) {
     Node& node = nodes_[n];
@@ -97,6 +106,24 @@ class MultiNodeE2E : public ::testing::Test {
     auto e = GroupStore(*store_, "job").Ends(round);
     return e.ok() ? *e : std::vector<RoundEnd>{};
   }
+  // Whether every round whose plan names `instance` has ended: no node is
+  // left in a round with it (what must hold once it is lost, whichever
+  // state the group was in when it was).
+  bool RoundsWithEnded(const std::string& instance) {
+    auto listed = ListAll(*store_, "job/group/rounds/");
+    if (!listed.ok()) return false;
+    for (const ObjectInfo& o : *listed) {
+      if (!o.key.ends_with("/plan.json")) continue;
+      auto body = static_cast<ObjectStore&>(*store_).Get(o.key);
+      if (!body.ok()) continue;  // retention took the round meanwhile
+      auto plan = ParsePlan(*body, o.key);
+      if (!plan.ok()) continue;
+      const bool with = std::any_of(plan->members.begin(), plan->members.end(),
+                                    [&](const PlanMember& m) { return m.instance == instance; });
+      if (with && Ends(plan->round).empty()) return false;
+    }
+    return true;
+  }
   bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
     return WaitUntil(done, timeout);
   }
@@ -118,7 +145,7 @@ class MultiNodeE2E : public ::testing::Test {
                                               {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
                                               {"SPOTGUARD_CONFIG", ""}};
     AgentProcess p(args, env, dir_.Join("cli-" + std::to_string(++runs) + ".log"));
-    auto code = p.Wait(60s);
+    auto code = p.Wait(180s);  // a bound for a loaded machine, no verdict
     return {code.value_or(-1), p.Output()};
   }
 

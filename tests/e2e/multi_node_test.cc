@@ -34,11 +34,7 @@ std::string ExpectedFinal(int rank, int steps) {
 class GroupTrainerE2E : public MultiNodeE2E {
  protected:
   std::string Config(int nodes, const std::vector<std::string>& extra_args = {}) {
-    nlohmann::json command = {SPOTGUARD_PYTHON,
-                              std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
-                              "--steps", std::to_string(kSteps), "--step-seconds", "0.2"};
-    for (const std::string& a : extra_args) command.push_back(a);
-    return JobConfig(nodes, command, "pytorch");
+    return GroupTrainerConfig(nodes, kSteps, extra_args);
   }
 };
 
@@ -122,10 +118,11 @@ TEST_F(GroupTrainerE2E, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameR
 // kill -9 of a node (its agent and trainer at once, as a lost instance
 // goes) at seeded moments, the coordinator or another, while parts upload:
 // after every kill each group snapshot in the store is whole (a part per
-// rank, all of one step) and verifies, the survivors end the round `stale`
-// and stop their trainers, and a replacement with an empty disk joins; the
-// job ends with the uninterrupted result. Where a kill lands varies with
-// timing; what is checked holds wherever it lands.
+// rank, all of one step) and verifies, every round with the lost node
+// ends (`stale`) and its survivors stop their trainers, and a replacement
+// with an empty disk joins; the job ends with the uninterrupted result.
+// Where a kill lands varies with timing and load; what is checked holds
+// wherever it lands.
 TEST_F(GroupTrainerE2E, KillNineOfAnyNodeAtAnyMomentLeavesOnlyWholeGroupSnapshots) {
   std::mt19937_64 rng(CrashSeed("GroupKillNine"));
   // Parts of 2 MiB, so kills also land during uploads; a member is stale
@@ -142,24 +139,15 @@ TEST_F(GroupTrainerE2E, KillNineOfAnyNodeAtAnyMomentLeavesOnlyWholeGroupSnapshot
   for (int n : alive) StartNode(n, config);
   int next = 4;
   uint64_t seen = 0;  // the newest group snapshot before the last kill
+  // The bounds of the waits below are generous and no verdict: on a loaded
+  // machine each phase (a stale member noticed, a round planned, parts
+  // restored and uploaded) takes longer, never another course.
   for (int trial = 0; trial < 3; ++trial) {
     // A group snapshot newer than the one before the last kill: the group resumed.
-    ASSERT_TRUE(WaitFor([&] { return !Groups().empty() && Groups().back().seq > seen; }, 120s))
+    ASSERT_TRUE(WaitFor([&] { return !Groups().empty() && Groups().back().seq > seen; }, 300s))
         << "trial " << trial << "\n" << Logs();
     seen = Groups().back().seq;
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 2500));
-    // How many rounds each node saw end `stale` so far.
-    auto stale_ends = [&](int node) {
-      const std::string out = nodes_[node].agent->Output();
-      int count = 0;
-      for (size_t at = out.find("ended: stale"); at != std::string::npos;
-           at = out.find("ended: stale", at + 1)) {
-        ++count;
-      }
-      return count;
-    };
-    std::map<int, int> stale_before;
-    for (int s : alive) stale_before[s] = stale_ends(s);
     const size_t victim = rng() % alive.size();
     const int n = alive[victim];
     alive.erase(alive.begin() + static_cast<long>(victim));
@@ -174,15 +162,17 @@ TEST_F(GroupTrainerE2E, KillNineOfAnyNodeAtAnyMomentLeavesOnlyWholeGroupSnapshot
     }
     auto [verify_code, verify] = Cli({"verify", "-c", config});
     EXPECT_EQ(verify_code, 0) << "trial " << trial << " (node " << n << " killed)\n" << verify;
-    // The survivors stop their trainers; a replacement joins.
-    for (int s : alive) {
-      EXPECT_TRUE(WaitFor([&] { return stale_ends(s) > stale_before[s]; }, 60s))
-          << "node " << s << " did not leave the round\n" << Logs();
-    }
+    // The survivors leave every round the lost node was in (`stale`), and a
+    // replacement joins. The kill may land while a round runs, or between
+    // two (one that load ended early); either way no round with it is
+    // left running.
+    const std::string lost = "i-node" + std::to_string(n);
+    EXPECT_TRUE(WaitFor([&] { return RoundsWithEnded(lost); }, 300s))
+        << "a round with node " << n << " never ended\n" << Logs();
     StartNode(next, config);
     alive.push_back(next++);
   }
-  for (int n : alive) EXPECT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
+  for (int n : alive) EXPECT_EQ(nodes_[n].agent->Wait(300s), 0) << Logs();
   EXPECT_TRUE(nodes_[alive.back()].agent->WaitForOutput("restored rank", 0ms)) << Logs();
   EXPECT_EQ(Finals(alive), (std::vector<std::string>{ExpectedFinal(0, kLongSteps),
                                                       ExpectedFinal(1, kLongSteps),

@@ -21,6 +21,8 @@ ap.add_argument("--fail-once-file", default="",
                 help="fail only if this file is absent, and create it (one crash in all)")
 ap.add_argument("--pad-mib", type=int, default=0,
                 help="each checkpoint also holds this many MiB of incompressible bytes")
+ap.add_argument("--api-key", default="",
+                help="ignored: a secret in the command line, which no record may hold")
 args = ap.parse_args()
 
 rank = int(os.environ["SPOTGUARD_NODE_RANK"])

@@ -23,7 +23,8 @@ MemberRecord Member(std::string instance, std::string agent, int nodes = 3,
   m.address = "10.0.0." + std::to_string(m.agent.size());
   m.job = "job";
   m.nodes = nodes;
-  m.command = std::move(command);
+  m.command_digest = CommandDigest(m.job, command);
+  m.command = RedactArgs(command);
   return m;
 }
 
