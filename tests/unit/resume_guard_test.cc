@@ -8,7 +8,7 @@ namespace {
 
 using std::chrono::seconds;
 
-const Clock::WallTime kT0 = Clock::WallTime(seconds(1'795'000'000));
+const std::chrono::system_clock::time_point kT0{seconds(1'795'000'000)};
 
 ExitStatus Code(int code) { return ExitStatus{code, 0}; }
 
@@ -31,7 +31,7 @@ TEST(ResumeGuardTest, TwoFailedRunsFromOneSnapshotWithoutANewerCheckpointMakeItS
   auto verdict = guard.Exited(ExitStatus{0, 11}, Ckpt(200));
   ASSERT_TRUE(verdict);
   EXPECT_EQ(verdict->seq, 7u);
-  EXPECT_EQ(verdict->exits, (std::vector<std::string>{"exit code 3", "killed by SIGSEGV"}));
+  EXPECT_EQ(verdict->exits, (std::vector<std::string>{"exit code 3", "killed by signal 11"}));
   EXPECT_FALSE(guard.seq());  // the count starts over
 }
 
