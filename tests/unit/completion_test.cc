@@ -10,7 +10,8 @@ namespace sg::testing {
 namespace {
 
 TEST(CompletionTest, AnExitBelowStepAtLeastIsUnearnedAndSaysWhy) {
-  CompleteWhen when{.step_at_least = 100000};
+  CompleteWhen when;
+  when.step_at_least = 100000;
   EXPECT_EQ(UnmetCompletion(when, 61200, false),
             "exited 0 at step 61200, below step_at_least 100000");
   EXPECT_EQ(UnmetCompletion(when, std::nullopt, false),
@@ -20,7 +21,8 @@ TEST(CompletionTest, AnExitBelowStepAtLeastIsUnearnedAndSaysWhy) {
 }
 
 TEST(CompletionTest, AFileThatMustExistIsChecked) {
-  CompleteWhen when{.file_exists = "DONE"};
+  CompleteWhen when;
+  when.file_exists = "DONE";
   EXPECT_EQ(UnmetCompletion(when, 5, false),
             "exited 0 without DONE in the checkpoint dir (file_exists)");
   EXPECT_FALSE(UnmetCompletion(when, 5, true));
