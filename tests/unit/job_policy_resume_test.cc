@@ -156,7 +156,7 @@ TEST(JobPolicyResumeTest, TheMeasuredCostOfARequestSetsTheNextInterval) {
   // The answer, written after the request, is committed 240 s after it.
   const Checkpoint answer = Ckpt(120, seconds(700));
   ASSERT_NE(Find<a::StartUpload>(p.OnCheckpoints(At(seconds(701)), {answer}, {})), nullptr);
-  p.OnUploadFinished(At(seconds(898)), {UploadOutcome::Kind::kCommitted, 4, 10, 10, 1});
+  p.OnUploadFinished(At(seconds(898)), {UploadOutcome::Kind::kCommitted, 4, 10, 10, 1, "", 0});
   // sqrt(2 x 240 x 3600) = 1315 s: a change, announced at the next tick.
   JobActions next = p.OnTick(At(seconds(899)));
   ASSERT_NE(FindEvent(next, "cadence"), nullptr);
