@@ -14,6 +14,7 @@
 #include "agent/logs_command.h"
 #include "agent/snapshot_commands.h"
 #include "agent/status_command.h"
+#include "agent/suspect.h"
 #include "agent/watch_command.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -99,6 +100,10 @@ constexpr Subcommand kSubcommands[] = {
     {"gc",
      "Apply retention (keep; logs_keep for the logs) and abort orphaned multipart uploads",
      {.job = true, .checkpoint_dir = false, .command = false}},
+    {"unsuspect",
+     "Clear the suspect mark of snapshot SEQ (set when the trainer failed resume.max_failures "
+     "times resuming from it), so the next start may resume from it; exit 3 if it has none",
+     {.job = true, .checkpoint_dir = false, .command = false}},
     {"status",
      "Job state: lease holder, newest snapshot, last upload, completion, recent interruptions",
      {.job = true, .checkpoint_dir = false, .command = false}},
@@ -126,7 +131,8 @@ constexpr Subcommand kSubcommands[] = {
 // Subcommand options that only exist to be passed on; kept in one place so
 // --help shows them before the commands are built.
 struct ExtraOptions {
-  std::string snapshot_seq, to_dir, dir, after, exec, older_than, instance, attempt, since;
+  std::string snapshot_seq, to_dir, dir, after, exec, older_than, instance, attempt, since,
+      unsuspect_seq;
   std::optional<int> rank;  // restore: the node's part of a group snapshot
   std::vector<std::string> files;
   bool json = false, once = false, use_store = false, force = false, follow = false;
@@ -152,6 +158,10 @@ void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, Extr
   } else if (name == "snapshot") {
     sub->add_option("--dir", x.dir, "Capture this directory")->type_name("DIR");
     sub->add_option("files", x.files, "Capture these files")->type_name("FILE...");
+  } else if (name == "unsuspect") {
+    sub->add_option("seq", x.unsuspect_seq, "The snapshot, as `spotguard ls` shows it")
+        ->type_name("SEQ")
+        ->required();
   } else if (name == "ls" || name == "status") {
     sub->add_flag("--json", x.json, "Machine-readable output");
   } else if (name == "logs") {
@@ -307,6 +317,7 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
     return RunGcCommand(config, env, older_than);
   }
   if (name == "status") return RunStatusCommand(config, env, extra.json);
+  if (name == "unsuspect") return RunUnsuspectCommand(config, env, extra.unsuspect_seq);
   if (name == "logs") {
     LogsOptions logs;
     logs.json = extra.json;

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "agent/config_keys.h"
+#include "agent/config_policies.h"
 #include "agent/config_sources.h"
 #include "agent/config_values.h"
 #include "agent/engine_identity.h"
@@ -299,6 +300,7 @@ ConfigResult LoadConfig(const ConfigSources& sources, const ConfigNeeds& needs) 
     while (c.imds.endpoint.size() > 1 && c.imds.endpoint.back() == '/') c.imds.endpoint.pop_back();
   }
   if (auto v = ReadChoice("reuse", at("reuse"), kReuse, problems)) c.reuse = *v;
+  config_detail::ReadPolicyKeys(values, c, problems);
   if (auto v = ReadChoice("on_rebalance", at("on_rebalance"), kOnRebalance, problems))
     c.on_rebalance = *v;
   if (auto v = ReadChoice("group.from_single", at("group.from_single"), kFromSingle, problems))

@@ -23,6 +23,13 @@ enum class OnComplete { kMark, kScaleToZero, kShutdown };
 // snapshots of it and no group snapshot (docs/multi-node.md).
 enum class FromSingle { kRefuse, kFresh };
 
+// What a trainer's exit 0 must have achieved to complete the job
+// (`complete_when`, docs/config.md); each condition that is set must hold.
+struct CompleteWhen {
+  std::optional<int64_t> step_at_least;    // the newest checkpoint's step
+  std::optional<std::string> file_exists;  // relative to checkpoint_dir
+};
+
 struct Config {
   std::string job;  // with {index} replaced (agent/engine_identity.h)
   // From the engine's environment (agent/engine_identity.h): the child's
@@ -71,6 +78,23 @@ struct Config {
     Duration heartbeat{};
     Duration timeout{};
   } lease;
+  // Failed runs from one snapshot, with no newer checkpoint, that make it
+  // suspect (agent/suspect.h).
+  struct {
+    int max_failures = 2;
+  } resume;
+  std::optional<CompleteWhen> complete_when;  // nullopt: any exit 0 completes
+  // Checkpoint requests at Young's interval (agent/checkpoint_cadence.h);
+  // `automatic` false: only checkpoint_interval, if set.
+  struct {
+    bool automatic = false;
+    Duration min{};
+    Duration max{};
+    Duration mtbf{};  // the prior mean time between interruptions
+  } checkpoint_cadence;
+  // The engine's cap on a job's attempts (fleet.max_attempts; 0: unknown),
+  // for `status`'s warning (agent/retry_budget.h).
+  int fleet_max_attempts = 0;
   // A job trained by several instances together (docs/multi-node.md); 1 is a
   // job of one instance.
   int nodes = 1;

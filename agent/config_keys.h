@@ -21,6 +21,7 @@ enum class Kind {
   kStringList,
   kNullableStringList,
   kShuffle,  // "auto" | "off" | 2 | 4
+  kNullableJson,  // any JSON value (an object); from text, parsed as JSON
 };
 
 struct KeySpec {
@@ -62,6 +63,13 @@ inline constexpr KeySpec kKeys[] = {
     {"restart.max_backoff", Kind::kDuration, R"("5m")"},
     {"lease.heartbeat", Kind::kDuration, R"("30s")"},
     {"lease.timeout", Kind::kDuration, R"("150s")"},
+    {"resume.max_failures", Kind::kInt, "2"},  // agent/suspect.h
+    {"complete_when", Kind::kNullableJson, "null"},
+    {"checkpoint_cadence.mode", Kind::kString, R"("off")"},  // "auto": Young's interval
+    {"checkpoint_cadence.min", Kind::kDuration, R"("5m")"},
+    {"checkpoint_cadence.max", Kind::kDuration, R"("2h")"},
+    {"checkpoint_cadence.mtbf", Kind::kDuration, R"("6h")"},
+    {"fleet.max_attempts", Kind::kInt, "0"},  // 0: the engine's cap is not known
     {"log_level", Kind::kString, R"("info")"},
     {"log_format", Kind::kString, R"("text")"},
     {"log_dir", Kind::kNullableString, "null"},  // null: next to checkpoint_dir (docs/config.md)
@@ -76,7 +84,9 @@ inline constexpr KeySpec kKeys[] = {
     {"group.from_single", Kind::kString, R"("refuse")"},  // docs/multi-node.md
 };
 
-inline constexpr const char* kSections[] = {"compression", "imds", "restart", "lease", "group"};
+inline constexpr const char* kSections[] = {"compression", "imds",   "restart",
+                                            "lease",       "group",  "resume",
+                                            "checkpoint_cadence",    "fleet"};
 
 inline constexpr std::pair<std::string_view, Preset> kPresets[] = {
     {"caffe", Preset::kCaffe},           {"pytorch", Preset::kPytorch},

@@ -48,7 +48,9 @@ void LoadFile(const std::string& path, std::map<std::string, Sourced>& values, P
     problems.Add(key, msg);
   };
   for (const auto& [key, value] : doc.items()) {
-    if (IsSection(key)) {
+    if (IsSection(key) && value.is_string() && FindSpec(key + ".mode")) {
+      values[key + ".mode"] = {value, path};  // "checkpoint_cadence": "auto"
+    } else if (IsSection(key)) {
       if (!value.is_object()) {
         problems.Add(key, "must be an object, got " + Describe(value), path);
         continue;
@@ -75,7 +77,8 @@ bool FromText(const KeySpec& spec, const std::string& text, const std::string& s
               Problems& problems) {
   const bool nullable = spec.kind == Kind::kNullableString ||
                         spec.kind == Kind::kNullableDuration ||
-                        spec.kind == Kind::kNullableStringList;
+                        spec.kind == Kind::kNullableStringList ||
+                        spec.kind == Kind::kNullableJson;
   if (nullable && (text.empty() || text == "null")) {
     *out = nullptr;
     return true;
@@ -114,6 +117,14 @@ bool FromText(const KeySpec& spec, const std::string& text, const std::string& s
       problems.Add(spec.key, "must be a JSON array of strings, e.g. [\"python3\", \"train.py\"]",
                    source);
       return false;
+    case Kind::kNullableJson:
+      try {
+        *out = json::parse(text);
+        return true;
+      } catch (const json::exception&) {
+        problems.Add(spec.key, "is not valid JSON: " + text, source);
+        return false;
+      }
     default:
       *out = text;
       return true;

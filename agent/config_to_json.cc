@@ -5,6 +5,7 @@
 
 #include "agent/config.h"
 #include "agent/config_keys.h"
+#include "agent/config_policies.h"
 #include "common/signal_names.h"
 
 namespace sg {
@@ -107,6 +108,7 @@ ojson ConfigToJson(const Config& c, bool redact) {
                   {"max_backoff", FormatDuration(c.restart.max_backoff)}};
   j["lease"] = {{"heartbeat", FormatDuration(c.lease.heartbeat)},
                 {"timeout", FormatDuration(c.lease.timeout)}};
+  AddPolicyKeys(c, j);
   j["nodes"] = c.nodes;
   j["group"] = {{"port", c.group.port},
                 {"address", opt(c.group.address)},

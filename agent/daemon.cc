@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 
 #include "agent/capture.h"
 #include "agent/checkpoint_signal.h"
+#include "agent/completion.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
 #include "agent/fencing.h"
@@ -29,13 +31,17 @@
 #include "agent/lease.h"
 #include "agent/log_store.h"
 #include "agent/presets.h"
+#include "agent/resume_guard.h"
 #include "agent/retention.h"
+#include "agent/retry_budget.h"
 #include "agent/snapshot_commands.h"
 #include "agent/snapshot_writer.h"
 #include "agent/start_watch.h"
 #include "agent/store_layout.h"
 #include "agent/supervisor.h"
+#include "agent/suspect.h"
 #include "agent/trainer_record.h"
+#include "agent/trainer_tail.h"
 #include "common/background_call.h"
 #include "common/background_queue.h"
 #include "common/files.h"
@@ -104,6 +110,11 @@ class Agent {
   JobActions Do(const JobAction& action);
   JobActions StartTrainer(const job_action::StartTrainer& a);
   JobActions FindCheckpoints();
+  // The trainer ended: a snapshot it cannot resume from is marked suspect
+  // and the newest one that is not is restored (agent/suspect.h).
+  void CheckResume(const ExitStatus& ended);
+  // Why an exit 0 does not complete the job (complete_when); nullopt if it does.
+  std::optional<std::string> Unearned(const ExitStatus& ended);
   void Finish(int exit_code);
   // Waits, within kExitWait, for the upload, the renewal and the store work
   // still running; what does not end in time is abandoned (AgentResult).
@@ -142,6 +153,10 @@ class Agent {
   std::unique_ptr<Trainer> finished_trainer_;  // exited 0; kept until the end
 
   std::string resume_;  // what the trainer is (re)started from; "" = fresh
+  std::optional<uint64_t> resume_seq_;  // the snapshot resume_ is, if any
+  bool resume_fixed_ = false;           // a fall back chose resume_: the restart takes it
+  ResumeGuard guard_{cfg_.resume.max_failures};
+  TrainerTail tail_;  // the trainer's last lines, for a suspect mark
 
   JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};
 
@@ -348,12 +363,14 @@ void Agent::Loop() {
     if (done_) break;
     if (trainer_) {
       if (auto ended = trainer_->Poll()) {
-        if (ended->success()) {
+        const std::optional<std::string> unearned = Unearned(*ended);
+        if (ended->success() && !unearned) {
           finished_trainer_ = std::move(trainer_);
         } else {
           trainer_.reset();
         }
-        Perform(policy_.OnTrainerExited(Now(), *ended));
+        CheckResume(*ended);
+        Perform(policy_.OnTrainerExited(Now(), *ended, unearned));
       }
     }
     if (done_) break;
@@ -432,11 +449,16 @@ JobActions Agent::Do(const JobAction& action) {
 }
 
 JobActions Agent::StartTrainer(const job_action::StartTrainer& a) {
-  if (a.resume_from_newest_local) {
+  if (a.resume_from_newest_local && !resume_fixed_) {
     if (std::optional<Checkpoint> newest = NewestLocal()) {
       resume_ = cfg_.checkpoint_dir + "/" + newest->resume;
+      // Not newer than the store's newest: a resume from that snapshot.
+      const auto& mark = policy_.committed();
+      resume_seq_ = mark && !IsNewerThan(*newest, *mark) ? policy_.last_seq() : std::nullopt;
     }
   }
+  resume_fixed_ = false;
+  guard_.Started(resume_seq_, policy_.committed());
   auto trainer = launcher().Start(TrainerLaunch{resume_, a.attempt, std::nullopt});
   if (!trainer.ok()) return policy_.OnTrainerStartFailed(Now(), trainer.status().message());
   trainer_ = std::move(*trainer);
@@ -454,6 +476,38 @@ JobActions Agent::FindCheckpoints() {
     return policy_.OnCheckpoints(Now(), {}, std::nullopt);
   }
   return policy_.OnCheckpoints(Now(), *all, checkpoints_->NextSettle(), checkpoints_->Writing());
+}
+
+std::optional<std::string> Agent::Unearned(const ExitStatus& ended) {
+  if (!ended.success() || !cfg_.complete_when) return std::nullopt;
+  const std::optional<std::string>& file = cfg_.complete_when->file_exists;
+  std::error_code ec;
+  const bool present = file && std::filesystem::exists(cfg_.checkpoint_dir + "/" + *file, ec);
+  return UnmetCompletion(*cfg_.complete_when, NewestStepWritten(cfg_.checkpoint_dir), present);
+}
+
+void Agent::CheckResume(const ExitStatus& ended) {
+  std::optional<SuspectVerdict> verdict = guard_.Exited(ended, NewestLocal());
+  if (!verdict) return;
+  const SuspectRecord record{verdict->seq, FormatUtc(c_.clock.Now(), true), c_.instance, resume_,
+                             verdict->exits, tail_.Lines()};
+  auto start = FallBackFromSuspect(c_.store, c_.clock, cfg_, events_, record);
+  if (!start.ok()) {
+    LogError("falling back from suspect snapshot {} failed: {}", SeqName(verdict->seq),
+             start.status().message());
+    return;
+  }
+  resume_ = start->state.resume;
+  resume_seq_ = start->state.upload_first || resume_.empty() ? std::nullopt : start->state.last_seq;
+  resume_fixed_ = true;
+  // The restore swapped the checkpoint dir: watch the new one.
+  if (own_checkpoints_) {
+    if (auto watched = WatchedCheckpoints::Start(cfg_, c_.clock); watched.ok()) {
+      own_checkpoints_ = std::move(*watched);
+      checkpoints_ = own_checkpoints_.get();
+    }
+  }
+  Perform(policy_.OnFallback(Now(), verdict->seq, start->state));
 }
 
 void Agent::EndBackgroundWork() {
@@ -476,18 +530,14 @@ void Agent::Finish(int exit_code) {
   if (auto n = policy_.notice_to_commit()) result_.notice_to_commit_seconds = *n;
   result_.committed_step = policy_.committed_step_this_run();
   // The newest step the trainer wrote a checkpoint for, complete or not.
-  if (auto listed = ListCheckpointDir(cfg_.checkpoint_dir); listed.ok()) {
-    for (const ListedFile& f : *listed) {
-      if (auto step = ParseStep(f.relpath);
-          step && (!result_.local_step || *step > *result_.local_step)) {
-        result_.local_step = step;
-      }
-    }
-  }
+  result_.local_step = NewestStepWritten(cfg_.checkpoint_dir);
 }
 
 AgentResult Agent::Run() {
   events_.SetEngineIdentity(cfg_.index, cfg_.engine_attempt);
+  if (auto near = AttemptBudgetWarning(cfg_.engine_attempt, cfg_.fleet_max_attempts)) {
+    LogWarn("{}", *near);  // docs/fleet.md, "Retry budgets"
+  }
   if (pid1_) LogInfo("running as PID 1: reaping every orphaned process");
   if (Status st = BlockSignals(); !st.ok()) {
     LogError("{}", st.message());
@@ -508,7 +558,7 @@ AgentResult Agent::Run() {
   host_lock_ = std::move(claimed.lock);
   // Only the agent holding the checkpoint dir writes beside it.
   logs_.Open(c_.env);
-  launcher_.set_output(logs_.TrainerSink());
+  launcher_.set_output(tail_.Wrap(logs_.TrainerSink()));
   // Notices are watched for from here on, through the start (docs/design.md §9).
   monitor_ = NewInterruptionMonitor(c_);
   // A member: a start left running still uses it.
@@ -537,6 +587,7 @@ AgentResult Agent::Run() {
   result_.resumed_step = start.point.resumed_step;
   result_.restore_seconds = start.point.restore_seconds;
   resume_ = start.point.state.resume;
+  if (!start.point.state.upload_first && !resume_.empty()) resume_seq_ = start.point.state.last_seq;
   if (Status st = Prepare(); !st.ok()) return fail(st);
   (void)c_.notifier.Notify("READY=1");
   (void)c_.notifier.Notify("STATUS=training");

@@ -33,6 +33,12 @@ JobPolicyOptions JobPolicyOptions::FromConfig(const Config& config) {
   JobPolicyOptions o;
   o.upload_interval = config.upload_interval;
   o.checkpoint_interval = config.checkpoint_interval;
+  if (config.checkpoint_cadence.automatic) {
+    o.checkpoint_interval.reset();  // the cadence takes its place
+    o.cadence = CadenceOptions{.min = config.checkpoint_cadence.min,
+                               .max = config.checkpoint_cadence.max,
+                               .mtbf = config.checkpoint_cadence.mtbf};
+  }
   o.checkpoint_signal = config.checkpoint_signal;
   o.snapshot_on_rebalance = config.on_rebalance == OnRebalance::kSnapshot;
   o.restart_max = config.restart.max;
@@ -95,6 +101,7 @@ JobActions JobPolicy::OnTick(PolicyTime t) {
     next_checkpoint_signal_ = t.mono + *o_.checkpoint_interval;
     if (o_.checkpoint_signal && trainer_running_) out.push_back(job_action::SignalTrainer{});
   }
+  CadenceTick(t, out);
   if (!upload_ && t.mono >= next_upload_) out.push_back(job_action::FindCheckpoints{});
   return out;
 }
@@ -135,6 +142,7 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
     case UploadOutcome::Kind::kFenced:
       return OnFenced(t, outcome.message);
     case UploadOutcome::Kind::kCommitted:
+      CadenceCommitted(upload.checkpoint, t);
       Committed(outcome, upload.checkpoint, out);
       if (upload.final) {
         final_seq_ = outcome.seq;
@@ -226,7 +234,8 @@ void JobPolicy::Committed(const UploadOutcome& r, const Checkpoint& checkpoint, 
   if (!defer_) Housekeeping(out);
 }
 
-JobActions JobPolicy::OnTrainerExited(PolicyTime t, const ExitStatus& status) {
+JobActions JobPolicy::OnTrainerExited(PolicyTime t, const ExitStatus& status,
+                                      const std::optional<std::string>& unearned) {
   JobActions out;
   trainer_running_ = false;
   if (phase_ == JobPhase::kFinalSnapshot) {
@@ -239,13 +248,18 @@ JobActions JobPolicy::OnTrainerExited(PolicyTime t, const ExitStatus& status) {
     return out;
   }
   if (phase_ != JobPhase::kTraining) return out;
-  if (status.success()) {
+  if (status.success() && !unearned) {
     Say(out, Level::kInfo, "the trainer finished (exit 0); final snapshot");
     const Clock::MonoTime settled = t.mono + o_.settle + kAfterExitSlack;
     BeginFinal(t, JobEnd::kComplete, settled, settled, /*signal=*/false, out);
     return out;
   }
-  Event("crash", {{"exit", status.ToString()}, {"attempt", attempt_}}, out);
+  if (unearned) {
+    Say(out, Level::kError,
+        Format("the trainer {}: not complete (complete_when); handled as a crash", *unearned));
+    Event("unearned", {{"why", *unearned}, {"attempt", attempt_}}, out);
+  }
+  Event("crash", {{"exit", unearned ? *unearned : status.ToString()}, {"attempt", attempt_}}, out);
   if (restarts_ >= o_.restart_max) {
     Say(out, Level::kError,
         Format("the trainer failed ({}) and was restarted {} times already; the job has failed",
@@ -295,6 +309,7 @@ JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& even
       if (o_.checkpoint_signal && trainer_running_) out.push_back(job_action::SignalTrainer{});
       next_upload_ = t.mono;  // upload as soon as a newer checkpoint is complete
     }
+    if (event.kind == InterruptionEvent::Kind::kRebalance) CadenceRebalance(t, out);
     return out;
   }
   if (phase_ != JobPhase::kTraining) return out;  // already ending

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agent/checkpoint.h"
+#include "agent/checkpoint_cadence.h"
 #include "agent/config.h"
 #include "agent/interruption_monitor.h"
 #include "common/clock.h"
@@ -42,6 +43,9 @@ struct JobPolicyOptions {
   std::chrono::milliseconds upload_interval{300'000};
   std::optional<std::chrono::milliseconds> checkpoint_interval;
   std::optional<int> checkpoint_signal;  // the trainer writes a checkpoint on this signal
+  // checkpoint_cadence auto: requests at Young's interval, in place of
+  // checkpoint_interval (agent/checkpoint_cadence.h).
+  std::optional<CadenceOptions> cadence;
   bool snapshot_on_rebalance = true;
   int restart_max = 3;
   std::chrono::milliseconds restart_backoff{10'000};
@@ -160,6 +164,9 @@ class JobPolicy {
   // Seconds from the notice to the final commit; nullopt without either.
   std::optional<double> notice_to_commit() const { return notice_to_commit_; }
   std::optional<int64_t> committed_step() const { return committed_step_; }
+  // The newest checkpoint the store holds, and its snapshot's seq.
+  const std::optional<CheckpointMark>& committed() const { return committed_; }
+  std::optional<uint64_t> last_seq() const { return last_seq_; }
   // Step of the newest snapshot committed in this run; nullopt when none was.
   std::optional<int64_t> committed_step_this_run() const { return committed_this_run_; }
   // The deadline the job's end must meet, on our monotonic clock: a
@@ -181,8 +188,15 @@ class JobPolicy {
   JobActions OnCheckpoints(PolicyTime t, const std::vector<Checkpoint>& newest_first,
                            std::optional<Clock::MonoTime> next_settle, bool writing = false);
   JobActions OnUploadFinished(PolicyTime t, const UploadOutcome& outcome);
-  JobActions OnTrainerExited(PolicyTime t, const ExitStatus& status);
+  // `unearned`: why an exit 0 does not complete the job (complete_when,
+  // agent/completion.h); such an exit is handled as a crash.
+  JobActions OnTrainerExited(PolicyTime t, const ExitStatus& status,
+                             const std::optional<std::string>& unearned = std::nullopt);
   JobActions OnTrainerStartFailed(PolicyTime t, const std::string& why);
+  // kTraining: snapshot `suspect` was marked (agent/suspect.h) and `restored`
+  // is the older one the executor restored in its place; the restarts count
+  // again from 0 (agent/job_policy_resume.cc).
+  JobActions OnFallback(PolicyTime t, uint64_t suspect, const RestoredState& restored);
   JobActions OnTrainerStopped(PolicyTime t);
   // A metadata event. `newest_bytes`: the size of the newest complete local
   // checkpoint, which a notice's budget expects to upload.
@@ -221,6 +235,12 @@ class JobPolicy {
   void Housekeeping(JobActions& out);
   void Exit(int code, bool release_lease, JobActions& out);
   std::chrono::milliseconds Backoff() const;
+  // checkpoint_cadence auto (agent/job_policy_cadence.cc): every tick in
+  // kTraining; a commit; a rebalance recommendation.
+  void CadenceTick(PolicyTime t, JobActions& out);
+  void CadenceCommitted(const Checkpoint& checkpoint, PolicyTime t);
+  void CadenceRebalance(PolicyTime t, JobActions& out);
+  void AnnounceCadence(PolicyTime t, const std::string& why, JobActions& out);
 
   const JobPolicyOptions o_;
   JobPhase phase_ = JobPhase::kLease;
@@ -240,6 +260,11 @@ class JobPolicy {
   std::optional<Upload> upload_;
   Clock::MonoTime next_upload_{};
   Clock::MonoTime next_checkpoint_signal_{};
+  std::optional<CheckpointCadence> cadence_{o_.cadence ? std::optional<CheckpointCadence>(
+                                                             std::in_place, *o_.cadence)
+                                                       : std::nullopt};
+  std::optional<Clock::MonoTime> next_cadence_;  // the next request; set at the first tick
+  std::optional<PolicyTime> cadence_asked_;      // the request whose commit measures C
 
   // kFinalSnapshot
   Clock::MonoTime final_until_{};       // waiting for an answer until then

@@ -17,6 +17,7 @@
 #include "agent/restorer.h"
 #include "agent/start_watch.h"
 #include "agent/store_layout.h"
+#include "agent/suspect.h"
 #include "agent/trainer_record.h"
 #include "common/background_call.h"
 #include "common/files.h"
@@ -168,6 +169,8 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
   // One listing of the history, for the comparison and for the restore.
   SnapshotCatalog catalog(store, config.job);
   SG_ASSIGN_OR_RETURN(SnapshotHistory history, catalog.History());
+  // Never from a snapshot the trainer could not resume from (agent/suspect.h).
+  SG_RETURN_IF_ERROR(SetAsideSuspect(config, clock, history));
   std::error_code ec;
   std::filesystem::create_directories(config.checkpoint_dir, ec);
   // A local checkpoint the store does not hold (the agent restarted on the

@@ -17,6 +17,7 @@ struct Dir {
   bool committed = false;
   bool claimed = false;
   bool fenced = false;
+  bool suspect = false;  // marked: the trainer could not resume from it (agent/suspect.h)
   std::chrono::system_clock::time_point newest{};
   std::vector<std::string> keys;
 };
@@ -34,6 +35,7 @@ StatusOr<Dirs> ListDirs(ObjectStore& store, const std::string& job,
     d.newest = std::max(d.newest, o.modified);
     if (o.key == ManifestKey(job, *seq)) d.committed = true;
     if (o.key == ClaimKey(job, *seq)) d.claimed = true;
+    if (o.key == SuspectKey(job, *seq)) d.suspect = true;
   }
   return dirs;
 }
@@ -104,7 +106,8 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   {
     std::vector<uint64_t> to_keep;
     for (const auto& [seq, d] : dirs) {
-      if (d.committed && !d.fenced && static_cast<int>(to_keep.size()) < options.keep) {
+      if (d.committed && !d.fenced && !d.suspect &&
+          static_cast<int>(to_keep.size()) < options.keep) {
         to_keep.push_back(seq);
       }
     }
@@ -119,7 +122,10 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
       continue;
     }
     if (d.committed) {
-      if (kept < options.keep) {
+      // A suspect snapshot is never one of the kept good ones: it stays
+      // while newer than the oldest of them (for `unsuspect`), uncounted.
+      if (d.suspect && kept < options.keep) continue;
+      if (!d.suspect && kept < options.keep) {
         ++kept;
         if (catalog.ReadManifest(seq).ok()) ++kept_readable;
         continue;

@@ -13,7 +13,10 @@
 namespace sg {
 
 struct GcOptions {
-  int keep = 3;  // committed snapshots kept, newest first; at least 1
+  // Committed snapshots kept, newest first; at least 1. A suspect one
+  // (agent/suspect.h) never counts: it is kept while newer than the oldest
+  // kept good one.
+  int keep = 3;
   // Uncommitted snapshot dirs (a claim or objects, no manifest) and
   // unfinished uploads are removed once this old: a live writer is younger.
   std::chrono::seconds abandoned_after{3600};

@@ -25,6 +25,10 @@ const Manifest* SnapshotHistory::Find(uint64_t seq) const {
   return nullptr;
 }
 
+bool SnapshotHistory::IsSuspect(uint64_t seq) const {
+  return std::find(suspect.begin(), suspect.end(), seq) != suspect.end();
+}
+
 SnapshotCatalog::SnapshotCatalog(ObjectStore& store, std::string job)
     : store_(store), job_(std::move(job)) {}
 
@@ -46,9 +50,10 @@ StatusOr<std::vector<uint64_t>> SnapshotCatalog::CommittedIn(
 
 std::vector<uint64_t> SnapshotCatalog::Admitted(const FenceTable& fences,
                                                 const std::vector<ObjectInfo>& snapshot_objects) {
-  std::vector<uint64_t> seqs;
+  std::vector<uint64_t> seqs, marked;
   for (const ObjectInfo& o : snapshot_objects) {
     if (auto seq = ManifestSeqOfKey(job_, o.key)) seqs.push_back(*seq);
+    if (auto seq = SuspectSeqOfKey(job_, o.key)) marked.push_back(*seq);
   }
   std::sort(seqs.rbegin(), seqs.rend());
   fenced_.clear();
@@ -77,6 +82,10 @@ std::vector<uint64_t> SnapshotCatalog::Admitted(const FenceTable& fences,
     }
     admitted.push_back(seq);
   }
+  suspect_.clear();
+  for (uint64_t seq : admitted) {
+    if (std::find(marked.begin(), marked.end(), seq) != marked.end()) suspect_.push_back(seq);
+  }
   return admitted;
 }
 
@@ -85,6 +94,7 @@ StatusOr<SnapshotHistory> SnapshotCatalog::History() {
   SnapshotHistory history;
   history.job = job_;
   history.fenced = fenced_;
+  history.suspect = suspect_;
   Prefetch(committed);
   for (uint64_t seq : committed) history.entries.push_back({seq, ReadManifest(seq)});
   return history;

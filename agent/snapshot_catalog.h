@@ -26,8 +26,12 @@ struct SnapshotHistory {
   };
   std::vector<Entry> entries;    // committed and admitted, newest first
   std::vector<uint64_t> fenced;  // committed but fenced off: not part of it
+  // Admitted snapshots marked suspect (agent/suspect.h), newest first: the
+  // trainer could not resume from them. Still in `entries`.
+  std::vector<uint64_t> suspect;
 
   bool empty() const { return entries.empty(); }
+  bool IsSuspect(uint64_t seq) const;
   // The readable manifests, newest first.
   std::vector<Manifest> Readable() const;
   // The manifest of `seq` when it is in the history and readable.
@@ -51,6 +55,8 @@ class SnapshotCatalog {
   StatusOr<SnapshotHistory> History();
   // Seqs with a manifest that the last Committed() left out as fenced.
   const std::vector<uint64_t>& Fenced() const { return fenced_; }
+  // Seqs that the last Committed() admitted and that carry a suspect mark.
+  const std::vector<uint64_t>& Suspect() const { return suspect_; }
   // One GET (none when Committed() or Prefetch already read it).
   StatusOr<Manifest> ReadManifest(uint64_t seq);
   // Reads the manifests of `seqs` not read yet, up to `parallel` GETs at a
@@ -67,6 +73,7 @@ class SnapshotCatalog {
   const std::string job_;
   std::map<uint64_t, Manifest> read_;
   std::vector<uint64_t> fenced_;
+  std::vector<uint64_t> suspect_;
 };
 
 }  // namespace sg

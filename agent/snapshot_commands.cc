@@ -308,9 +308,11 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
     // (docs/agent.md), "-" outside an engine. Added last, so the columns
     // before them keep their places. NEW and REUSED split STORED: the bytes
     // the snapshot uploaded, and those it references in earlier snapshots'
-    // objects (docs/design.md §4, "Frame reuse").
-    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %7s  %10s  %10s\n", "SEQ", "CREATED",
-                "FILES", "SIZE", "STORED", "STEP", "INDEX", "ATTEMPT", "NEW", "REUSED");
+    // objects (docs/design.md §4, "Frame reuse"). SUSPECT: the trainer
+    // could not resume from it (agent/suspect.h).
+    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %7s  %10s  %10s  %s\n", "SEQ",
+                "CREATED", "FILES", "SIZE", "STORED", "STEP", "INDEX", "ATTEMPT", "NEW", "REUSED",
+                "SUSPECT");
   }
   for (const SnapshotHistory::Entry& entry : history->entries) {
     const uint64_t seq = entry.seq;
@@ -332,16 +334,18 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
                       {"instance", m->instance},
                       {"generation", m->generation},
                       {"index", m->index ? nlohmann::ordered_json(*m->index) : nullptr},
-                      {"attempt", m->attempt ? nlohmann::ordered_json(*m->attempt) : nullptr}});
+                      {"attempt", m->attempt ? nlohmann::ordered_json(*m->attempt) : nullptr},
+                      {"suspect", history->IsSuspect(seq)}});
     } else {
       auto or_dash = [](const std::optional<int64_t>& v) {
         return v ? std::to_string(*v) : std::string("-");
       };
-      std::printf("%-10s  %-24s  %5zu  %10s  %10s  %-10s  %5s  %7s  %10s  %10s\n",
+      std::printf("%-10s  %-24s  %5zu  %10s  %10s  %-10s  %5s  %7s  %10s  %10s  %s\n",
                   SeqName(seq).c_str(), m->created.c_str(), m->files.size(),
                   HumanBytes(m->TotalSize()).c_str(), HumanBytes(m->TotalStored()).c_str(),
                   or_dash(m->step).c_str(), or_dash(m->index).c_str(), or_dash(m->attempt).c_str(),
-                  HumanBytes(m->NewStored()).c_str(), HumanBytes(m->ReusedStored()).c_str());
+                  HumanBytes(m->NewStored()).c_str(), HumanBytes(m->ReusedStored()).c_str(),
+                  history->IsSuspect(seq) ? "yes" : "-");
     }
   }
   if (json) std::cout << rows.dump(2) << "\n";

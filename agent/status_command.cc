@@ -12,6 +12,7 @@
 #include "agent/log_store.h"
 #include "agent/progress.h"
 #include "agent/restorer.h"
+#include "agent/retry_budget.h"
 #include "agent/snapshot_commands.h"
 #include "agent/store_layout.h"
 #include "common/aws_credentials.h"
@@ -116,6 +117,7 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
   SnapshotCatalog catalog(store, job);
   SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
   s.committed = committed.size();
+  s.suspect = catalog.Suspect();
   for (uint64_t seq : committed) {
     auto m = catalog.ReadManifest(seq);
     if (m.ok()) {
@@ -215,11 +217,14 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
               {"index", m.index ? ordered_json(*m.index) : ordered_json(nullptr)},
               {"attempt", m.attempt ? ordered_json(*m.attempt) : ordered_json(nullptr)}};
   }
-  out["snapshots"] = {{"committed", s.committed}, {"newest", newest}};
+  out["snapshots"] = {{"committed", s.committed}, {"newest", newest}, {"suspect", s.suspect}};
   const EngineSeen engine = EngineOf(s);
+  const auto budget = AttemptBudgetWarning(engine.attempt, s.attempt_cap);
   out["engine"] = {
       {"index", engine.index ? ordered_json(*engine.index) : ordered_json(nullptr)},
-      {"attempt", engine.attempt ? ordered_json(*engine.attempt) : ordered_json(nullptr)}};
+      {"attempt", engine.attempt ? ordered_json(*engine.attempt) : ordered_json(nullptr)},
+      {"max_attempts", s.attempt_cap > 0 ? ordered_json(s.attempt_cap) : ordered_json(nullptr)},
+      {"warning", budget ? ordered_json(*budget) : ordered_json(nullptr)}};
   out["complete"] = s.complete;
   if (s.completion) {
     const JobCompletion& c = *s.completion;
@@ -296,6 +301,15 @@ std::string JobStatusToText(const JobStatus& s, Clock::WallTime now, Duration le
              " (the newest run that recorded them)");
   }
 
+  if (!s.suspect.empty()) {
+    std::string seqs;
+    for (uint64_t seq : s.suspect) seqs += (seqs.empty() ? "" : ", ") + SeqName(seq);
+    line("suspect", seqs + ": the trainer could not resume from " +
+                        (s.suspect.size() == 1 ? "it" : "them") + " (spotguard unsuspect SEQ)");
+  }
+  if (auto warning = AttemptBudgetWarning(EngineOf(s).attempt, s.attempt_cap)) {
+    line("WARNING", *warning);
+  }
   if (!s.complete) {
     line("complete", "no");
   } else if (!s.completion) {
@@ -361,6 +375,7 @@ int RunStatusCommand(const Config& config, const std::map<std::string, std::stri
               << ": " << status.status().message() << "\n";
     return kExitFailure;
   }
+  status->attempt_cap = config.fleet_max_attempts;
   const auto now = SystemClock().Now();
   // The newest shipped log segment: the running attempt's (docs/design.md §13).
   auto newest_log = NewestLogSegment(**store, config.job);

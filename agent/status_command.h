@@ -35,6 +35,7 @@ struct JobStatus {
   std::string store;  // ObjectStore::Describe()
   std::optional<LeaseState> lease;
   uint64_t committed = 0;          // committed snapshots
+  std::vector<uint64_t> suspect;   // marked suspect (agent/suspect.h), newest first
   std::optional<Manifest> newest;  // the newest one whose manifest reads back
   bool complete = false;
   std::optional<JobCompletion> completion;  // when complete and the marker reads back
@@ -45,6 +46,9 @@ struct JobStatus {
   // Objects that exist but do not read back (a damaged lease, manifest or
   // marker), each naming the object and what is wrong.
   std::vector<std::string> problems;
+  // The engine's cap on attempts (fleet.max_attempts; 0: unknown), set by
+  // the caller: the attempt near it is warned about (agent/retry_budget.h).
+  int attempt_cap = 0;
 
   // Nothing of the job is in the store.
   bool empty() const;

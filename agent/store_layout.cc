@@ -6,6 +6,18 @@ namespace sg {
 namespace {
 
 constexpr std::string_view kManifestName = "manifest.json";
+constexpr std::string_view kSuspectName = "suspect.json";
+
+// The seq of "<job>/snapshots/<seq>/<name>".
+std::optional<uint64_t> SeqOfSnapshotObject(const std::string& job, std::string_view key,
+                                            std::string_view name) {
+  const std::string prefix = SnapshotsPrefix(job);
+  if (key.size() != prefix.size() + 11 + name.size() || !key.starts_with(prefix) ||
+      !key.ends_with(name) || key[prefix.size() + 10] != '/') {
+    return std::nullopt;
+  }
+  return ParseSeqName(key.substr(prefix.size(), 10));
+}
 
 }  // namespace
 
@@ -70,12 +82,15 @@ std::optional<uint64_t> SnapshotSeqOfKey(const std::string& job, std::string_vie
 }
 
 std::optional<uint64_t> ManifestSeqOfKey(const std::string& job, std::string_view key) {
-  auto seq = SnapshotSeqOfKey(job, key);
-  if (!seq || key.size() != SnapshotsPrefix(job).size() + 11 + kManifestName.size() ||
-      !key.ends_with(kManifestName)) {
-    return std::nullopt;
-  }
-  return seq;
+  return SeqOfSnapshotObject(job, key, kManifestName);
+}
+
+std::string SuspectKey(const std::string& job, uint64_t seq) {
+  return SnapshotPrefix(job, seq) + std::string(kSuspectName);
+}
+
+std::optional<uint64_t> SuspectSeqOfKey(const std::string& job, std::string_view key) {
+  return SeqOfSnapshotObject(job, key, kSuspectName);
 }
 
 std::string LeaseKey(const std::string& job) { return JobPrefix(job) + "lease"; }

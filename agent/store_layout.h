@@ -4,6 +4,7 @@
 //   <job>/snapshots/<seq>/claim            seq taken by a writer (create-only)
 //   <job>/snapshots/<seq>/files/<path>.zst the file's frames (<path> for codec none)
 //   <job>/snapshots/<seq>/manifest.json    written last: its presence commits
+//   <job>/snapshots/<seq>/suspect.json     the trainer could not resume from it (agent/suspect.h)
 //   <job>/latest                           newest committed seq (a hint)
 //   <job>/lease                            the job's lease (agent/lease.h)
 //   <job>/fences/<generation>-<seq>        one per lease generation (agent/fencing.h)
@@ -52,6 +53,13 @@ std::optional<uint64_t> SeqOfDataKey(std::string_view key);
 std::optional<uint64_t> SnapshotSeqOfKey(const std::string& job, std::string_view key);
 // The seq of a key that is a manifest ("<job>/snapshots/<seq>/manifest.json").
 std::optional<uint64_t> ManifestSeqOfKey(const std::string& job, std::string_view key);
+
+// "<job>/snapshots/<seq>/suspect.json": the mark of a snapshot the trainer
+// could not resume from (agent/suspect.h). Beside the manifest, so the
+// listing that finds the history finds the marks, and retention removes a
+// mark with its snapshot.
+std::string SuspectKey(const std::string& job, uint64_t seq);
+std::optional<uint64_t> SuspectSeqOfKey(const std::string& job, std::string_view key);
 
 std::string LeaseKey(const std::string& job);     // "<job>/lease"
 std::string CompleteKey(const std::string& job);  // "<job>/complete"

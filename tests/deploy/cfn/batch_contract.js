@@ -69,6 +69,8 @@ expect(String(last.Action).toUpperCase() === 'EXIT' && last.OnReason === '*' && 
 
 // The container.
 expect(/\{index\}/.test(JSON.stringify(env.SPOTGUARD_JOB)), 'SPOTGUARD_JOB does not hold {index}: the children would share one prefix');
+expect(JSON.stringify(env.SPOTGUARD_FLEET_MAX_ATTEMPTS) === JSON.stringify(rs.Attempts),
+       'SPOTGUARD_FLEET_MAX_ATTEMPTS is not the retry strategy\'s Attempts: status cannot warn near the cap');
 expect(env.SPOTGUARD_ON_COMPLETE === 'mark', 'on_complete is not mark (Batch ends the instance, not spotguard)');
 expect(cp.JobRoleArn, 'no JobRoleArn');
 expect((cp.ResourceRequirements || []).some((r) => r.Type === 'GPU'), 'no GPU resource requirement');

@@ -1,0 +1,40 @@
+// `spotguard unsuspect SEQ` (agent/suspect.h): clears the mark of a snapshot
+// the trainer could not resume from, so the next start may resume from it.
+#include <iostream>
+
+#include "agent/exit_codes.h"
+#include "agent/snapshot_commands.h"
+#include "agent/store_layout.h"
+#include "agent/suspect.h"
+
+namespace sg {
+
+int RunUnsuspectCommand(const Config& config, const std::map<std::string, std::string>& env,
+                        const std::string& seq_text) {
+  const std::optional<uint64_t> seq = ParseSeqArgument(seq_text);
+  if (!seq) {
+    std::cerr << "spotguard unsuspect: \"" << seq_text
+              << "\" is not a snapshot seq (digits, as `spotguard ls` shows them)\n";
+    return kExitUsage;
+  }
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
+  if (!store.ok()) {
+    std::cerr << "spotguard unsuspect: " << store.status().message() << "\n";
+    return kExitFailure;
+  }
+  Status st = ClearSuspect(**store, config.job, *seq);
+  if (st.Is(StatusCode::kNotFound)) {
+    std::cerr << "spotguard unsuspect: snapshot " << SeqName(*seq) << " of job " << config.job
+              << " is not marked suspect\n";
+    return kExitNothingToRestore;
+  }
+  if (!st.ok()) {
+    std::cerr << "spotguard unsuspect: " << st.message() << "\n";
+    return kExitFailure;
+  }
+  std::cout << "snapshot " << SeqName(*seq) << " of job " << config.job
+            << " is no longer suspect; the next start may resume from it\n";
+  return kExitOk;
+}
+
+}  // namespace sg

@@ -1,0 +1,104 @@
+// The checkpoint cadence (agent/checkpoint_cadence.h) on the fake clock:
+// Young's interval from the measured cost and the interruption rate, within
+// the bounds, and shorter after a rebalance recommendation.
+#include "agent/checkpoint_cadence.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/support/fake_clock.h"
+
+namespace sg::testing {
+namespace {
+
+using std::chrono::seconds;
+
+CadenceOptions Wide(Seconds mtbf) {
+  CadenceOptions o;
+  o.min = Seconds(1);
+  o.max = Seconds(100'000);
+  o.mtbf = mtbf;
+  return o;
+}
+
+// One request answered `cost` later, on the fake clock.
+void Measure(CheckpointCadence& cadence, FakeClock& clock, seconds cost) {
+  const auto asked = clock.Monotonic();
+  clock.Advance(cost);
+  cadence.OnCommitted(asked, clock.Monotonic());
+}
+
+TEST(CheckpointCadenceTest, YoungsIntervalIsTheRootOfTwiceCostTimesMtbf) {
+  EXPECT_DOUBLE_EQ(YoungInterval(Seconds(60), Seconds(3600)).count(), std::sqrt(2.0 * 60 * 3600));
+  EXPECT_DOUBLE_EQ(YoungInterval(Seconds(0), Seconds(3600)).count(), 0);
+}
+
+TEST(CheckpointCadenceTest, TheCadenceFollowsYoungsIntervalForThreeCostsAndTwoRates) {
+  for (const double mtbf_hours : {2.0, 12.0}) {
+    for (const int cost : {10, 60, 300}) {
+      FakeClock clock;
+      CheckpointCadence cadence(Wide(Seconds(mtbf_hours * 3600)));
+      Measure(cadence, clock, seconds(cost));
+      const CadenceInputs in = cadence.At(clock.Monotonic());
+      EXPECT_DOUBLE_EQ(in.cost.count(), cost);
+      EXPECT_DOUBLE_EQ(in.mtbf.count(), mtbf_hours * 3600);
+      EXPECT_NEAR(in.interval.count(), std::sqrt(2.0 * cost * mtbf_hours * 3600), 1e-6)
+          << "C " << cost << " s, MTBF " << mtbf_hours << " h";
+    }
+  }
+}
+
+TEST(CheckpointCadenceTest, TheCostIsAMovingEstimate) {
+  FakeClock clock;
+  CheckpointCadence cadence(Wide(Seconds(3600)));
+  Measure(cadence, clock, seconds(100));
+  Measure(cadence, clock, seconds(200));  // 0.3 x 200 + 0.7 x 100
+  EXPECT_DOUBLE_EQ(cadence.cost().count(), 130);
+}
+
+TEST(CheckpointCadenceTest, TheIntervalStaysWithinMinAndMax) {
+  FakeClock clock;
+  CadenceOptions o = Wide(Seconds(3600));
+  o.min = Seconds(600);
+  o.max = Seconds(1200);
+  CheckpointCadence cadence(o);
+  Measure(cadence, clock, seconds(1));  // Young: 85 s
+  EXPECT_DOUBLE_EQ(cadence.At(clock.Monotonic()).interval.count(), 600);
+  for (int i = 0; i < 20; ++i) Measure(cadence, clock, seconds(3000));  // Young: ~4600 s
+  EXPECT_DOUBLE_EQ(cadence.At(clock.Monotonic()).interval.count(), 1200);
+}
+
+TEST(CheckpointCadenceTest, ARebalanceRecommendationShortensTheIntervalUntilTheRiskDecays) {
+  FakeClock clock;
+  CheckpointCadence cadence(Wide(Seconds(6 * 3600)));
+  Measure(cadence, clock, seconds(60));
+  const double before = cadence.At(clock.Monotonic()).interval.count();
+  EXPECT_NEAR(before, std::sqrt(2.0 * 60 * 6 * 3600), 1e-6);
+  cadence.OnRebalance(clock.Monotonic());
+  const CadenceInputs at_once = cadence.At(clock.Monotonic());
+  // Ten times the rate: the interval shrinks by sqrt(10).
+  EXPECT_DOUBLE_EQ(at_once.rate_factor, 10);
+  EXPECT_NEAR(at_once.interval.count(), before / std::sqrt(10.0), 1e-6);
+  clock.Advance(seconds(1800));  // one half-life: 1 + 9/2
+  EXPECT_DOUBLE_EQ(cadence.At(clock.Monotonic()).rate_factor, 5.5);
+  clock.Advance(std::chrono::hours(24));
+  EXPECT_NEAR(cadence.At(clock.Monotonic()).interval.count(), before, 0.01 * before);
+}
+
+TEST(CheckpointCadenceTest, OnlyAChangeBeyondTheThresholdIsAnnounced) {
+  FakeClock clock;
+  CheckpointCadence cadence(Wide(Seconds(3600)));
+  ASSERT_TRUE(cadence.Changed(clock.Monotonic()));  // the first is always announced
+  Measure(cadence, clock, seconds(62));  // 60 -> 62: ~1.6 % longer
+  EXPECT_FALSE(cadence.Changed(clock.Monotonic()));
+  cadence.OnRebalance(clock.Monotonic());
+  auto changed = cadence.Changed(clock.Monotonic());
+  ASSERT_TRUE(changed);
+  EXPECT_DOUBLE_EQ(changed->rate_factor, 10);
+  EXPECT_NE(DescribeCadence(*changed, "rebalance recommendation").find("rebalance"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sg::testing
