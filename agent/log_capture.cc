@@ -33,6 +33,7 @@ LogCapture::LogCapture(Clock& clock, std::shared_ptr<LogSegments> segments)
   queue_ = std::make_shared<LogQueue>(LogQueue::Options{
       .max_bytes = kQueueBytes,
       .write = [segments = segments_](std::string_view line) { segments->Append(line); },
+      .write_now = nullptr,
       .on_dropped = [](uint64_t n) { LogWarn("{} log lines dropped: log_dir was blocked", n); },
   });
 }

@@ -8,7 +8,7 @@
 #include "agent/exit_codes.h"
 #include "agent/snapshot_commands.h"
 #include "common/log_lines.h"
-#include "common/zstd_codec.h"
+#include "common/zstd_stream.h"
 
 namespace sg {
 namespace {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "agent/cli.h"
-#include "common/log.h"
+#include "common/log_queue.h"
 
 extern char** environ;
 
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   BoundTheHeap(env);
   const int code = sg::RunCli(args, env);
   // Lines still queued for stderr go out, unless stderr takes none for 2 s
-  // (a reader that stopped): the exit never waits for it (common/log.h).
+  // (a reader that stopped): the exit never waits for it (common/log_queue.h).
   sg::FlushStderr();
   return code;
 }

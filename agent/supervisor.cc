@@ -58,7 +58,7 @@ constexpr int kRoomRetryMs = 20;
 // what is already buffered (up to kMaxDrainBytes) and stops, so a
 // descendant that left the group holding a pipe keeps no one waiting.
 // Lines are cut at kMaxLogLineBytes, so memory stays bounded. The copy to
-// stderr never waits (common/log.h drops lines while stderr is blocked);
+// stderr never waits (common/log_queue.h: dropped while stderr is blocked);
 // the sink may make the forwarder wait for room until `wake` is written.
 void Forward(std::array<int, 2> fds, int wake, pid_t pid, TrainerOutputSink sink) {
   std::array<LineSplitter, 2> splitters;

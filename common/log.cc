@@ -123,8 +123,6 @@ class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
 
 bool FlushStderr(std::chrono::milliseconds stall) { return StderrQueue().Drain(stall); }
 
-uint64_t DroppedStderrLines() { return StderrQueue().dropped(); }
-
 void SetLogTap(LogTap t) {
   std::lock_guard<std::mutex> lock(tap_mu);
   tap = t ? std::make_shared<const LogTap>(std::move(t)) : nullptr;

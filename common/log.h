@@ -5,8 +5,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-#include <cstdint>
 #include <functional>
 #include <string_view>
 
@@ -21,22 +19,9 @@ StatusOr<LogLevel> ParseLogLevel(std::string_view name);
 StatusOr<LogFormat> ParseLogFormat(std::string_view name);
 std::string_view LogLevelName(LogLevel level);
 
-// Lines go to stderr through a bounded queue (common/log_queue.h): logging
-// never waits for whoever reads stderr (a stopped reader, a stalled journal,
-// a full pipe). Past kStderrQueueBytes waiting, lines are dropped and
-// counted, and "N log lines dropped: stderr was blocked" is logged once the
-// queue has drained.
-inline constexpr size_t kStderrQueueBytes = size_t{1} << 20;
-
 // Sets the process-wide logger. Safe to call again (e.g. after the config is
 // read) to change format or level.
 void InitLogging(LogLevel level, LogFormat format);
-
-// Waits until the lines logged so far reached stderr; gives up (false) once
-// stderr has taken no line for `stall`. For the end of the process.
-bool FlushStderr(std::chrono::milliseconds stall = std::chrono::seconds(2));
-// Lines dropped so far because stderr was blocked.
-uint64_t DroppedStderrLines();
 
 // A copy of every line logged from now on goes to `tap` too (time in UTC
 // with milliseconds, level name, message), e.g. into the agent's log files

@@ -76,4 +76,14 @@ void WriteLineToFd(int fd, std::string_view line);
 // it).
 size_t WriteLineToFdNow(int fd, std::string_view line);
 
+// The process's stderr (common/log.cc): every logger writes through one
+// LogQueue of kStderrQueueBytes, so logging never waits for whoever reads
+// stderr (a stopped reader, a stalled journal, a full pipe). Past that,
+// lines are dropped and counted, and "N log lines dropped: stderr was
+// blocked" is logged once the queue has drained.
+inline constexpr size_t kStderrQueueBytes = size_t{1} << 20;
+// Waits until the lines logged so far reached stderr; gives up (false) once
+// stderr has taken no line for `stall`. For the end of the process.
+bool FlushStderr(std::chrono::milliseconds stall = std::chrono::seconds(2));
+
 }  // namespace sg

@@ -1,4 +1,5 @@
 #include "common/zstd_codec.h"
+#include "common/zstd_stream.h"
 
 // ZSTD_d_forceIgnoreChecksum is among zstd's experimental parameters.
 #define ZSTD_STATIC_LINKING_ONLY

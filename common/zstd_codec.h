@@ -76,16 +76,6 @@ class FrameStreamDecoder {
 // declares more than `max_size` bytes (a stored log segment, say).
 StatusOr<std::string> DecodeSizedFrame(std::string_view stored, uint64_t max_size);
 
-// Decodes a zstd stream (one frame, or frames one after another as `zstd -d`
-// reads them) and hands its bytes to `each` as they come, at most `piece`
-// bytes at a time. Memory stays at `piece` plus zstd's window, and a frame
-// whose window is past 2^kMaxStreamWindowLog bytes is refused, however much
-// the stream decodes to (a stored log segment: a few KB that claim a GiB
-// cost no more). `each`'s error ends the decoding.
-inline constexpr int kMaxStreamWindowLog = 23;  // 8 MiB
-Status DecodeZstdInPieces(std::string_view stored, size_t piece,
-                          const std::function<Status(std::string_view)>& each);
-
 // Which codec to use for data like `samples`: with shuffle "auto", the
 // shuffled codec whose output is at least 3% smaller than plain zstd's wins;
 // kNone when zstd saves less than 3% over the raw bytes.

@@ -181,9 +181,11 @@ TEST_F(SnapshotCli, CommandsWithoutNodesOnAGroupJobSayHowToSeeItsGroupSnapshots)
                   .nodes = 2,
                   .step = 20 * static_cast<int64_t>(seq),
                   .generation = 1,
-                  .created = "2026-11-22T08:22:00Z"};
+                  .created = "2026-11-22T08:22:00Z",
+                  .parts = {}};
     for (int rank = 0; rank < 2; ++rank) {
-      g.parts.push_back(PartRecord{.rank = rank, .step = g.step, .seq = seq, .instance = "i-a"});
+      g.parts.push_back(PartRecord{
+          .rank = rank, .step = g.step, .seq = seq, .instance = "i-a", .bytes = 1, .stored = 1});
     }
     ASSERT_TRUE(GroupStore(**store, "e2e").CommitGroup(g).ok());
   }

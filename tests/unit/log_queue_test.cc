@@ -61,6 +61,7 @@ TEST(LogQueue, AStuckWriterNeverBlocksAPushAndLinesPastTheBoundAreDroppedAndCoun
   LogQueue queue(LogQueue::Options{
       .max_bytes = 100,
       .write = [&](std::string_view line) { writer.Write(line); },
+      .write_now = nullptr,
       .on_dropped = [&](uint64_t n) { reported.set_value(n); },
   });
   // The writer is stuck (the gate is shut) from the first line on: 10 lines
@@ -85,7 +86,9 @@ TEST(LogQueue, AStuckWriterNeverBlocksAPushAndLinesPastTheBoundAreDroppedAndCoun
 TEST(LogQueue, ARefusedLineIsNotCountedSoTheCallerCanOfferItAgain) {
   GatedWriter writer;
   LogQueue queue(LogQueue::Options{.max_bytes = 40,
-                                   .write = [&](std::string_view line) { writer.Write(line); }});
+                                   .write = [&](std::string_view line) { writer.Write(line); },
+                                   .write_now = nullptr,
+                                   .on_dropped = nullptr});
   EXPECT_TRUE(queue.Push(Line(0), LogQueue::WhenFull::kRefuse));
   EXPECT_TRUE(queue.Push(Line(1), LogQueue::WhenFull::kRefuse));
   EXPECT_FALSE(queue.Push(Line(2), LogQueue::WhenFull::kRefuse));  // past half the bound
@@ -115,6 +118,7 @@ TEST(LogQueue, AWriterThatKeepsUpGetsEachLineAtOnceAndOrderIsKeptBehindAQueuedOn
         now.emplace_back(line);
         return line.size();
       },
+      .on_dropped = nullptr,
   });
   EXPECT_TRUE(queue.Push(Line(0)));  // written at once, on this thread
   EXPECT_EQ(now, std::vector<std::string>{Line(0)});

@@ -12,6 +12,7 @@
 #include "common/file_store.h"
 #include "common/log_lines.h"
 #include "common/zstd_codec.h"
+#include "common/zstd_stream.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg {
