@@ -117,18 +117,20 @@ Status DecodeZstdInPieces(std::string_view stored, size_t piece,
   ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxStreamWindowLog);
   std::string buf(piece, '\0');
   ZSTD_inBuffer in{stored.data(), stored.size(), 0};
-  size_t hint = 0;  // 0 once a frame has been decoded and flushed whole
+  bool ended = false;  // the last call that did anything ended a frame
   while (true) {
     ZSTD_outBuffer out{buf.data(), buf.size(), 0};
-    hint = ZSTD_decompressStream(dctx.get(), &out, &in);
+    const size_t in_before = in.pos;
+    const size_t hint = ZSTD_decompressStream(dctx.get(), &out, &in);
     if (ZSTD_isError(hint)) {
       return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(hint));
     }
+    if (out.pos > 0 || in.pos != in_before) ended = hint == 0;
     if (out.pos > 0) SG_RETURN_IF_ERROR(each(std::string_view(buf.data(), out.pos)));
     // A full buffer may leave more to flush; otherwise only new input helps.
     if (in.pos == in.size && out.pos < out.size) break;
   }
-  if (hint != 0) return Status::Corruption("zstd: the stream ends inside a frame");
+  if (!ended) return Status::Corruption("zstd: the stream ends inside a frame");
   return Status::Ok();
 }
 

@@ -107,7 +107,7 @@ TEST(TrainerOutput, ACaptureWithoutRoomHoldsTheForwarderBackAndLosesNoLine) {
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(lines.size(), 3000u);
   for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i], std::to_string(i));
-  EXPECT_GE(refused, 6000);
+  EXPECT_GE(refused, 1);
 }
 
 // A capture that never has room (a hung log disk) never keeps the agent
