@@ -47,6 +47,7 @@ constexpr CommonOption kCommonOptions[] = {
     {"--region", "region", "REGION", "AWS region of the bucket"},
     {"--endpoint", "endpoint", "URL", "S3-compatible endpoint (default: AWS)"},
     {"--imds-endpoint", "imds.endpoint", "URL", "Instance metadata service endpoint"},
+    {"--nodes", "nodes", "N", "Instances that train the job together (1: one instance)"},
     {"--log-level", "log_level", "LEVEL", "trace | debug | info | warn | error | off"},
     {"--log-format", "log_format", "FORMAT", "text | json"},
 };

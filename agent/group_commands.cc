@@ -141,6 +141,15 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
   return result;
 }
 
+std::optional<std::string> GroupSnapshotsHint(ObjectStore& store, const std::string& job,
+                                              std::string_view to) {
+  auto groups = GroupStore(store, job).Groups();
+  if (!groups.ok() || groups->empty()) return std::nullopt;
+  const int nodes = groups->back().nodes;
+  return Format("job {} has {} group snapshot{} (nodes: {}); add --nodes {} {}", job,
+                groups->size(), groups->size() == 1 ? "" : "s", nodes, nodes, to);
+}
+
 int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
   auto groups = GroupStore(store, config.job).Groups();
   if (!groups.ok()) return FailGroupCommand("ls", groups.status());

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "agent/config.h"
 #include "agent/group_protocol.h"
@@ -34,6 +35,13 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
                                             std::chrono::seconds abandoned_after);
 
 int RunGroupLs(const Config& config, ObjectStore& store, bool json);
+
+// For `ls`, `status` and `restore` run without `nodes` on a job that holds
+// group snapshots, which they would otherwise call "none": "job J has N
+// group snapshots (nodes: K); add --nodes K <to>". nullopt when the job holds
+// none, or they cannot be listed.
+std::optional<std::string> GroupSnapshotsHint(ObjectStore& store, const std::string& job,
+                                              std::string_view to = "to see them");
 int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq);
 // The group part of `status`: the round, its ranks with their freshness,
 // who is missing, who waits, and the newest group snapshot.

@@ -81,6 +81,11 @@ bool JobLogs::Flush(uint64_t generation, bool store_unanswered,
     }
     Report(*r);
   }
+  // The lines queued for the files go in first (unless the log disk hangs).
+  if (!capture_->Drain(left())) {
+    LogWarn("the log files in {} take no more lines (a hung disk?); the last lines are not shipped",
+            dir);
+  }
   const LogSegmentStats stats = capture_->segments().stats();
   if (stats.dropped_lines > 0 || stats.unshipped_removed > 0) {
     LogWarn(

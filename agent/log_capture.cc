@@ -28,28 +28,46 @@ StatusOr<std::unique_ptr<LogCapture>> LogCapture::Open(const Config& config, con
       new LogCapture(clock, std::shared_ptr<LogSegments>(std::move(segments))));
 }
 
+LogCapture::LogCapture(Clock& clock, std::shared_ptr<LogSegments> segments)
+    : clock_(clock), segments_(std::move(segments)) {
+  queue_ = std::make_shared<LogQueue>(LogQueue::Options{
+      .max_bytes = kQueueBytes,
+      .write = [segments = segments_](std::string_view line) { segments->Append(line); },
+      .write_now = nullptr,
+      .on_dropped = [](uint64_t n) { LogWarn("{} log lines dropped: log_dir was blocked", n); },
+  });
+}
+
 LogCapture::~LogCapture() {
   if (tapped_) SetLogTap(nullptr);
+  // The last lines ("exiting ...") reach the files before the process ends,
+  // unless the log disk took nothing for a second.
+  (void)queue_->Drain(std::chrono::seconds(1));
 }
 
 void LogCapture::TapAgentLog() {
   tapped_ = true;
-  SetLogTap([segments = segments_](std::string_view time, std::string_view level,
-                                   std::string_view message) {
-    std::string text(level);
-    text += ' ';
-    // An agent's line is one line; a multi-line message stays one.
-    text += EscapeLogText(message);
-    segments->Append(FormatLogLine(time, kAgentSource, text));
-  });
+  SetLogTap(
+      [queue = queue_](std::string_view time, std::string_view level, std::string_view message) {
+        std::string text(level);
+        text += ' ';
+        // An agent's line is one line; a multi-line message stays one.
+        text += EscapeLogText(message);
+        // Never waits: the loop and the notice path log through here.
+        queue->Push(FormatLogLine(time, kAgentSource, text));
+      });
 }
 
-void LogCapture::TrainerLine(TrainerStream stream, std::string_view line, bool cut) {
+bool LogCapture::TrainerLine(TrainerStream stream, std::string_view line, bool cut, bool may_wait) {
   std::string text = EscapeLogText(line);
   if (cut) text.append(kCutMark);
-  segments_->Append(FormatLogLine(
-      FormatUtc(clock_.Now(), /*millis=*/true),
-      stream == TrainerStream::kStdout ? kTrainerOutSource : kTrainerErrSource, text));
+  const std::string formatted =
+      FormatLogLine(FormatUtc(clock_.Now(), /*millis=*/true),
+                    stream == TrainerStream::kStdout ? kTrainerOutSource : kTrainerErrSource, text);
+  if (queue_->Push(formatted, may_wait ? LogQueue::WhenFull::kRefuse : LogQueue::WhenFull::kDrop)) {
+    return true;
+  }
+  return !may_wait;
 }
 
 }  // namespace sg

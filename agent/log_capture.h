@@ -12,6 +12,7 @@
 #include "agent/config.h"
 #include "agent/supervisor.h"
 #include "common/clock.h"
+#include "common/log_queue.h"
 #include "common/log_segments.h"
 
 namespace sg {
@@ -27,8 +28,16 @@ inline constexpr std::string_view kAgentSource = "agent";
 inline constexpr std::string_view kTrainerOutSource = "trainer.out";
 inline constexpr std::string_view kTrainerErrSource = "trainer.err";
 
+// Lines reach the files through a bounded queue written by a thread of its
+// own (common/log_queue.h), so a log disk that hangs never blocks whoever
+// logs: the agent's lines are dropped (and counted, then reported) when the
+// queue is full, and the trainer's lines wait for room on the forwarder's
+// thread (TrainerOutputSink).
 class LogCapture {
  public:
+  // Bytes of lines waiting for the log files.
+  static constexpr size_t kQueueBytes = size_t{1} << 20;
+
   // Opens the files in `dir` (LogDirOf); the bound is log_max_mib in 8
   // segments. `clock` must outlive the capture.
   static StatusOr<std::unique_ptr<LogCapture>> Open(const Config& config, const std::string& dir,
@@ -39,21 +48,28 @@ class LogCapture {
   // From now on a copy of every line of the agent's own log is captured.
   void TapAgentLog();
   // One line of the trainer's output (a TrainerOutputSink).
-  void TrainerLine(TrainerStream stream, std::string_view line, bool cut);
+  bool TrainerLine(TrainerStream stream, std::string_view line, bool cut, bool may_wait);
   TrainerOutputSink TrainerSink() {
-    return [this](TrainerStream s, std::string_view line, bool cut) { TrainerLine(s, line, cut); };
+    return [this](TrainerStream s, std::string_view line, bool cut, bool may_wait) {
+      return TrainerLine(s, line, cut, may_wait);
+    };
   }
+  // Waits until the lines captured so far are in the files; false once the
+  // files took no line for `stall`.
+  bool Drain(std::chrono::milliseconds stall) { return queue_->Drain(stall); }
 
   LogSegments& segments() { return *segments_; }
 
  private:
-  LogCapture(Clock& clock, std::shared_ptr<LogSegments> segments)
-      : clock_(clock), segments_(std::move(segments)) {}
+  LogCapture(Clock& clock, std::shared_ptr<LogSegments> segments);
 
   Clock& clock_;
-  // Shared with the tap: a thread still logging while the capture is
-  // destroyed writes to files that still exist.
+  // Shared with the queue's thread: it may still write after the capture is
+  // destroyed, to files that still exist.
   std::shared_ptr<LogSegments> segments_;
+  // Shared with the tap: a thread still logging while the capture is
+  // destroyed queues to a queue that still exists.
+  std::shared_ptr<LogQueue> queue_;
   bool tapped_ = false;
 };
 

@@ -8,14 +8,10 @@
 #include "agent/exit_codes.h"
 #include "agent/snapshot_commands.h"
 #include "common/log_lines.h"
-#include "common/zstd_codec.h"
+#include "common/zstd_stream.h"
 
 namespace sg {
 namespace {
-
-// A segment is at most log_max_mib / 8 plus one line; this refuses a frame
-// that claims far more.
-constexpr uint64_t kMaxSegmentBytes = 1ull << 30;
 
 bool Selected(const StoredLogSegment& s, const LogsOptions& options,
               std::optional<uint64_t> attempt) {
@@ -38,22 +34,18 @@ std::vector<StoredLogSegment> SelectLogSegments(const std::vector<StoredLogSegme
 }
 
 StatusOr<uint64_t> PrintLogSegment(ObjectStore& store, const StoredLogSegment& segment,
-                                   const std::string& since_utc, bool json, std::ostream& out) {
+                                   const std::string& since_utc, bool json, std::ostream& out,
+                                   const LogPrintLimits& limits) {
   SG_ASSIGN_OR_RETURN(std::string stored, store.Get(segment.key));
-  auto raw = DecodeSizedFrame(stored, kMaxSegmentBytes);
-  if (!raw.ok())
-    return Status::Corruption(segment.key + ": " + std::string(raw.status().message()));
   uint64_t printed = 0;
-  std::string_view rest = *raw;
-  while (!rest.empty()) {
-    const size_t nl = rest.find('\n');
-    const std::string_view line = rest.substr(0, nl);
-    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+  const std::string attempt = " #" + std::to_string(segment.name.generation) + " ";
+  auto print = [&](std::string_view line, bool /*cut*/) {
     auto parsed = ParseLogLine(line);
-    if (!parsed) continue;  // the remains of a write that failed half-way
+    if (!parsed) return;  // the remains of a write that failed half-way
     // Fixed-width UTC times compare as strings.
-    if (!since_utc.empty() && parsed->time < since_utc) continue;
+    if (!since_utc.empty() && parsed->time < since_utc) return;
     if (json) {
+      // JSON escapes control characters itself.
       nlohmann::ordered_json j;
       j["time"] = parsed->time;
       j["attempt"] = segment.name.generation;
@@ -62,21 +54,29 @@ StatusOr<uint64_t> PrintLogSegment(ObjectStore& store, const StoredLogSegment& s
       j["text"] = parsed->text;
       out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
-      out << parsed->time << " #" << segment.name.generation << " " << parsed->source << " "
-          << parsed->text << "\n";
+      // Stored bytes never reach the terminal raw (EscapeControls).
+      out << EscapeControls(parsed->time) << attempt << EscapeControls(parsed->source) << " "
+          << EscapeControls(parsed->text) << "\n";
     }
     ++printed;
-  }
+  };
+  LineSplitter lines(limits.max_line);
+  const Status decoded = DecodeZstdInPieces(stored, limits.piece, [&](std::string_view piece) {
+    lines.Feed(piece, print);
+    return out ? Status::Ok() : Status::IOError("writing the lines failed");
+  });
+  if (decoded.ok()) lines.Finish(print);
   out.flush();
+  if (!decoded.ok()) return Status::Corruption(segment.key + ": " + std::string(decoded.message()));
   return printed;
 }
 
 int RunLogsCommand(const Config& config, const std::map<std::string, std::string>& env,
                    const LogsOptions& options) {
-  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive, StoreAccess::kReadOnly);
   if (!store.ok()) {
     std::cerr << "spotguard logs: " << store.status().message() << "\n";
-    return kExitFailure;
+    return StoreOpenExitCode(store.status());
   }
   const std::string since_utc =
       options.since ? FormatUtc(SystemClock().Now() - *options.since, /*millis=*/true) : "";
@@ -94,7 +94,7 @@ int RunLogsCommand(const Config& config, const std::map<std::string, std::string
     std::vector<StoredLogSegment> chosen = SelectLogSegments(*all, options);
     if (following && !chosen.empty() && chosen.front().name.generation > *following) {
       std::cerr << "spotguard logs: attempt " << chosen.front().name.generation << " began on "
-                << chosen.front().name.instance << "\n";
+                << EscapeControls(chosen.front().name.instance) << "\n";
     }
     if (!chosen.empty()) following = chosen.front().name.generation;
     for (const StoredLogSegment& s : chosen) {
@@ -102,7 +102,7 @@ int RunLogsCommand(const Config& config, const std::map<std::string, std::string
       auto n = PrintLogSegment(**store, s, since_utc, options.json, std::cout);
       if (!n.ok()) {
         // The other segments are still worth reading; the exit code says it.
-        std::cerr << "spotguard logs: skipped " << s.key << ": " << n.status().message() << "\n";
+        std::cerr << "spotguard logs: skipped " << EscapeControls(n.status().message()) << "\n";
         damaged = true;
         continue;
       }

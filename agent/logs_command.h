@@ -14,6 +14,7 @@
 #include "agent/log_store.h"
 #include "common/clock.h"
 #include "common/duration.h"
+#include "common/log_lines.h"
 #include "common/object_store.h"
 
 namespace sg {
@@ -32,10 +33,22 @@ struct LogsOptions {
 std::vector<StoredLogSegment> SelectLogSegments(const std::vector<StoredLogSegment>& all,
                                                 const LogsOptions& options);
 
-// Prints one segment's lines no older than `since_utc` ("" for all);
-// returns the lines printed. A segment that does not decode is an error.
+// What printing a segment holds in memory besides the stored object and
+// zstd's window (at most 8 MiB): the decoded piece and the line being
+// gathered. Defaults as `spotguard logs` uses them.
+struct LogPrintLimits {
+  size_t piece = size_t{64} << 10;
+  size_t max_line = 4 * kMaxLogLineBytes + 1024;  // a longer line is cut there
+};
+
+// Prints one segment's lines no older than `since_utc` ("" for all), as the
+// segment is decoded, piece by piece (docs/design.md §13); returns the
+// lines printed. Text lines have their control bytes escaped
+// (EscapeControls), on a terminal or not. A segment that does not decode is
+// an error, after the lines before the damage were printed.
 StatusOr<uint64_t> PrintLogSegment(ObjectStore& store, const StoredLogSegment& segment,
-                                   const std::string& since_utc, bool json, std::ostream& out);
+                                   const std::string& since_utc, bool json, std::ostream& out,
+                                   const LogPrintLimits& limits = {});
 
 // Exit codes: 0; 1 the store cannot be read, or a segment could not be
 // (it is skipped, named on stderr, and the others are printed); 3 no

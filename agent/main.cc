@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "agent/cli.h"
+#include "common/log_queue.h"
 
 extern char** environ;
 
@@ -27,5 +28,9 @@ int main(int argc, char** argv) {
     if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
   BoundTheHeap(env);
-  return sg::RunCli(args, env);
+  const int code = sg::RunCli(args, env);
+  // Lines still queued for stderr go out, unless stderr takes none for 2 s
+  // (a reader that stopped): the exit never waits for it (common/log_queue.h).
+  sg::FlushStderr();
+  return code;
 }

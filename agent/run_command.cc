@@ -9,6 +9,7 @@
 #include "agent/snapshot_commands.h"
 #include "common/aws_environment.h"
 #include "common/log.h"
+#include "common/log_queue.h"
 
 namespace sg {
 
@@ -55,9 +56,12 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
   // A job of several nodes runs the round protocol (docs/multi-node.md).
   const AgentResult result = config.nodes > 1 ? RunGroupAgent(context) : RunAgent(context);
   // Threads stuck on the store still use the store, the transport and the
-  // agent: end the process here, before any of them is destroyed. The log
-  // is flushed line by line (common/log.cc).
-  if (result.abandoned) ::_exit(result.exit_code);
+  // agent: end the process here, before any of them is destroyed, once the
+  // lines queued for stderr are out (or stderr is stuck: common/log_queue.h).
+  if (result.abandoned) {
+    FlushStderr();
+    ::_exit(result.exit_code);
+  }
   return result.exit_code;
 }
 

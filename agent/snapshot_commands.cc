@@ -167,8 +167,8 @@ std::shared_ptr<AwsEnvironment> OpenAws(const Config& config, const Environment&
 }
 
 StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env,
-                                                 std::shared_ptr<AwsEnvironment> aws,
-                                                 StoreUse use) {
+                                                 std::shared_ptr<AwsEnvironment> aws, StoreUse use,
+                                                 StoreAccess access) {
   SG_ASSIGN_OR_RETURN(StoreUrl url, ParseStoreUrl(config.store));
   S3StoreOptions options;
   using std::chrono::seconds;
@@ -194,7 +194,12 @@ StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Env
     options.aws = aws ? std::move(aws) : OpenAws(config, env);
   }
   options.endpoint = config.endpoint;
-  return OpenObjectStore(url, options);
+  return OpenObjectStore(
+      url, options, access == StoreAccess::kReadOnly ? FileRoot::kMustExist : FileRoot::kCreate);
+}
+
+int StoreOpenExitCode(const Status& st) {
+  return st.Is(StatusCode::kNotFound) ? kExitUsage : kExitFailure;
 }
 
 int RunSnapshotCommand(const Config& config, const Environment& env,
@@ -258,8 +263,8 @@ int RunRestoreCommand(const Config& config, const Environment& env,
                 Status::InvalidArgument("restore needs --to DIR or checkpoint_dir in the config"),
                 kExitUsage);
   }
-  auto store = OpenStore(config, env, nullptr, StoreUse::kTransfer);
-  if (!store.ok()) return Fail("restore", store.status());
+  auto store = OpenStore(config, env, nullptr, StoreUse::kTransfer, StoreAccess::kReadOnly);
+  if (!store.ok()) return Fail("restore", store.status(), StoreOpenExitCode(store.status()));
   if (config.nodes > 1) {
     return RunGroupRestore(config, **store, args.seq, args.rank, target, args.force);
   }
@@ -277,6 +282,14 @@ int RunRestoreCommand(const Config& config, const Environment& env,
   progress.reset();
   if (!result.ok()) {
     const bool nothing = result.status().Is(StatusCode::kNotFound) && !args.seq;
+    // Not "nothing to restore" (3, which a boot script takes for a fresh
+    // start): the job's snapshots are a group's.
+    const auto hint =
+        nothing ? GroupSnapshotsHint(**store, config.job, "and --rank R to restore rank R's part")
+                : std::nullopt;
+    if (hint)
+      return Fail("restore", Status::InvalidArgument("no single-node snapshot: " + *hint),
+                  kExitUsage);
     return Fail("restore", result.status(),
                 nothing                             ? kExitNothingToRestore
                 : IsRestoreRefusal(result.status()) ? kExitUsage
@@ -296,8 +309,8 @@ int RunRestoreCommand(const Config& config, const Environment& env,
 }
 
 int RunLsCommand(const Config& config, const Environment& env, bool json) {
-  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
-  if (!store.ok()) return Fail("ls", store.status());
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive, StoreAccess::kReadOnly);
+  if (!store.ok()) return Fail("ls", store.status(), StoreOpenExitCode(store.status()));
   if (config.nodes > 1) return RunGroupLs(config, **store, json);
   SnapshotCatalog catalog(**store, config.job);
   auto history = catalog.History();
@@ -349,12 +362,16 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
     }
   }
   if (json) std::cout << rows.dump(2) << "\n";
+  if (history->entries.empty()) {
+    if (auto hint = GroupSnapshotsHint(**store, config.job))
+      std::cerr << "spotguard ls: " << *hint << "\n";
+  }
   return kExitOk;
 }
 
 int RunVerifyCommand(const Config& config, const Environment& env, std::optional<uint64_t> seq) {
-  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
-  if (!store.ok()) return Fail("verify", store.status());
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive, StoreAccess::kReadOnly);
+  if (!store.ok()) return Fail("verify", store.status(), StoreOpenExitCode(store.status()));
   if (config.nodes > 1) return RunGroupVerify(config, **store, seq);
   SnapshotCatalog catalog(**store, config.job);
   if (!seq) {

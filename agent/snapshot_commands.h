@@ -42,9 +42,16 @@ enum class StoreUse { kAgent, kLease, kInteractive, kTransfer };
 // The store the config names (s3:// or file://), with region, endpoint and
 // credentials from the config and the environment; an s3:// store uses `aws`
 // (null: its own, from OpenAws).
+// kReadOnly (ls, verify, status, logs, restore): a file:// store is never
+// created; a missing root is NotFound, naming the path (StoreOpenExitCode).
+enum class StoreAccess { kReadWrite, kReadOnly };
 StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env,
                                                  std::shared_ptr<AwsEnvironment> aws = nullptr,
-                                                 StoreUse use = StoreUse::kAgent);
+                                                 StoreUse use = StoreUse::kAgent,
+                                                 StoreAccess access = StoreAccess::kReadWrite);
+// The exit code of a command whose store could not be opened: 2 (a config
+// error) when a read-only command's file:// store does not exist, else 1.
+int StoreOpenExitCode(const Status& st);
 
 struct SnapshotCommandArgs {
   std::string dir;                 // --dir

@@ -1,7 +1,5 @@
 #include "agent/status_command.h"
 
-#include "agent/group_commands.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -354,10 +352,10 @@ std::string JobStatusToText(const JobStatus& s, Clock::WallTime now, Duration le
 
 int RunStatusCommand(const Config& config, const std::map<std::string, std::string>& env,
                      bool json) {
-  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive, StoreAccess::kReadOnly);
   if (!store.ok()) {
     std::cerr << "spotguard status: " << store.status().message() << "\n";
-    return kExitFailure;
+    return StoreOpenExitCode(store.status());
   }
   std::optional<nlohmann::ordered_json> group;
   if (config.nodes > 1) {
@@ -380,15 +378,20 @@ int RunStatusCommand(const Config& config, const std::map<std::string, std::stri
   // The newest shipped log segment: the running attempt's (docs/design.md §13).
   auto newest_log = NewestLogSegment(**store, config.job);
   const std::string log_key = newest_log.ok() && *newest_log ? (*newest_log)->key : "";
+  // Without `nodes`, a job of several nodes has no snapshot of its own.
+  const std::optional<std::string> hint =
+      !group && status->committed == 0 ? GroupSnapshotsHint(**store, config.job) : std::nullopt;
   if (json) {
     nlohmann::ordered_json j = JobStatusToJson(*status, now, config.lease.timeout);
     j["newest_log_segment"] =
         log_key.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(log_key);
     if (group) j["group"] = std::move(*group);  // nodes > 1 (docs/multi-node.md)
+    if (hint) j["hint"] = *hint;
     std::cout << j.dump(2) << "\n";
   } else {
     if (group) std::cout << GroupStatusText(*group);
     std::cout << JobStatusToText(*status, now, config.lease.timeout);
+    if (hint) std::cout << "hint: " << *hint << "\n";
     if (!log_key.empty()) std::cout << "logs: newest segment " << log_key << " (spotguard logs)\n";
   }
   return kExitOk;

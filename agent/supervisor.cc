@@ -49,30 +49,38 @@ std::string Expand(const std::string& arg, const Config& config, const TrainerLa
 }
 
 constexpr size_t kMaxDrainBytes = 1 << 20;
+// How often a forwarder whose sink has no room offers the line again.
+constexpr int kRoomRetryMs = 20;
 
 // Copies the trainer's output (`fds`: stdout and stderr, non-blocking) to
 // the agent's stderr (the journal), one line per entry, and to `sink`,
 // until both reach end of file or until `wake` is written: then it forwards
 // what is already buffered (up to kMaxDrainBytes) and stops, so a
 // descendant that left the group holding a pipe keeps no one waiting.
-// Lines are cut at kMaxLogLineBytes, so memory stays bounded.
+// Lines are cut at kMaxLogLineBytes, so memory stays bounded. The copy to
+// stderr never waits (common/log_queue.h: dropped while stderr is blocked);
+// the sink may make the forwarder wait for room until `wake` is written.
 void Forward(std::array<int, 2> fds, int wake, pid_t pid, TrainerOutputSink sink) {
   std::array<LineSplitter, 2> splitters;
   const std::string label = Format("[trainer {}] ", pid);
+  bool finishing = false;
   auto emit_for = [&](TrainerStream stream) {
     return [&, stream](std::string_view line, bool cut) {
       std::string text = label;
       text.append(line);
       if (cut) text.append(kCutMark);
       LogInfoUntapped(text);
-      if (sink) sink(stream, line, cut);
+      if (!sink) return;
+      while (!sink(stream, line, cut, /*may_wait=*/!finishing)) {
+        pollfd p{wake, POLLIN, 0};
+        if (::poll(&p, 1, kRoomRetryMs) > 0) finishing = true;
+      }
     };
   };
   const LineSplitter::Emit emits[2] = {emit_for(TrainerStream::kStdout),
                                        emit_for(TrainerStream::kStderr)};
   char buf[16384];
   bool open[2] = {true, true};
-  bool finishing = false;
   size_t drained = 0;
   while ((open[0] || open[1]) && !(finishing && drained >= kMaxDrainBytes)) {
     if (!finishing) {

@@ -60,9 +60,13 @@ std::map<std::string, std::string> TrainerEnvironment(const std::map<std::string
 enum class TrainerStream { kStdout, kStderr };
 // Receives each line of the trainer's output (without '\n'; `cut`: it was
 // longer than kMaxLogLineBytes and is its first part), on the forwarder's
-// thread (docs/design.md §13).
+// thread (docs/design.md §13). Returns false when it has no room for the
+// line now and `may_wait`: the forwarder keeps the line, reads no more of
+// the trainer's output and offers it again (back-pressure on the forwarder
+// only). Without `may_wait` (the forwarder is finishing) a line without room
+// is dropped.
 using TrainerOutputSink =
-    std::function<void(TrainerStream stream, std::string_view line, bool cut)>;
+    std::function<bool(TrainerStream stream, std::string_view line, bool cut, bool may_wait)>;
 
 // Stopping (docs/design.md §11): the stop signal goes to the trainer's whole
 // process group and SIGKILL follows after the grace, whether the trainer

@@ -100,13 +100,21 @@ FileStore::FileStore(std::string root)
       tmp_dir_(root_ + "/.spotguard-tmp"),
       lock_path_(root_ + "/.spotguard-lock") {}
 
-StatusOr<std::unique_ptr<FileStore>> FileStore::Open(const std::string& root) {
+StatusOr<std::unique_ptr<FileStore>> FileStore::Open(const std::string& root, FileRoot mode) {
   if (root.empty() || root.front() != '/') {
     return Status::InvalidArgument("file store root \"" + root + "\" must be an absolute path");
   }
   std::string clean = root;
   while (clean.size() > 1 && clean.back() == '/') clean.pop_back();
   auto store = std::unique_ptr<FileStore>(new FileStore(clean));
+  if (mode == FileRoot::kMustExist) {
+    struct stat st {};
+    if (::stat(clean.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Status::NotFound("the store file://" + clean + " does not exist: " + clean +
+                              " is not a directory (is `store` mistyped?)");
+    }
+    return store;
+  }
   SG_RETURN_IF_ERROR(MakeDirs(store->tmp_dir_).WithContext("open file store " + clean));
   return store;
 }
@@ -128,7 +136,57 @@ StatusOr<std::string> FileStore::PathFor(const std::string& key) const {
   return root_ + "/" + key;
 }
 
-std::string FileStore::NewStagedPath() const { return tmp_dir_ + "/" + RandomHex(); }
+namespace {
+
+// A staged file is named "<random>.<key>", the key with '%' and '/'
+// percent-encoded, so that a gc of one prefix (one job) touches only the
+// writes of its own keys. An encoded key longer than kStagedKeyBytes keeps
+// its head only, marked by '+' in place of '.' (a file name stops at 255
+// bytes); its own prefix is still enough to tell the job.
+constexpr size_t kStagedKeyBytes = 200;
+
+std::string StagedName(const std::string& key) {
+  std::string enc;
+  for (const char c : key) {
+    const size_t before = enc.size();
+    if (c == '%') {
+      enc += "%25";
+    } else if (c == '/') {
+      enc += "%2F";
+    } else {
+      enc += c;
+    }
+    if (enc.size() > kStagedKeyBytes) {
+      enc.resize(before);  // never half an escape
+      return RandomHex() + "+" + enc;
+    }
+  }
+  return RandomHex() + "." + enc;
+}
+
+// The key (or its head) a staged file is for; nullopt for a name without
+// one (a writer of spotguard 0.2 or older).
+std::optional<std::string> StagedKeyOf(std::string_view name) {
+  const size_t sep = name.find_first_of(".+");
+  if (sep == std::string_view::npos) return std::nullopt;
+  std::string key;
+  for (size_t i = sep + 1; i < name.size(); ++i) {
+    const std::string_view esc = name.substr(i, 3);
+    if (esc == "%25" || esc == "%2F") {
+      key += esc == "%25" ? '%' : '/';
+      i += 2;
+    } else {
+      key += name[i];
+    }
+  }
+  return key;
+}
+
+}  // namespace
+
+std::string FileStore::NewStagedPath(const std::string& key) const {
+  return tmp_dir_ + "/" + StagedName(key);
+}
 
 Status FileStore::CommitStaged(const std::string& key, const std::string& staged,
                                const std::string& path, const PutCondition& condition) {
@@ -170,7 +228,7 @@ Status FileStore::CommitStaged(const std::string& key, const std::string& staged
 StatusOr<std::string> FileStore::Put(const std::string& key, std::string_view data,
                                      const PutCondition& condition) {
   SG_ASSIGN_OR_RETURN(const std::string path, PathFor(key));
-  const std::string staged = NewStagedPath();
+  const std::string staged = NewStagedPath(key);
   StatusOr<std::string> etag = [&]() -> StatusOr<std::string> {
     SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(staged, O_WRONLY | O_CREAT | O_EXCL, 0644));
     SG_RETURN_IF_ERROR(WriteAll(fd.get(), data, staged));
@@ -227,18 +285,21 @@ class FileStore::Writer final : public ObjectWriter {
 
 StatusOr<std::unique_ptr<ObjectWriter>> FileStore::NewWriter(const std::string& key) {
   SG_ASSIGN_OR_RETURN(std::string path, PathFor(key));
-  std::string staged = NewStagedPath();
+  std::string staged = NewStagedPath(key);
   SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(staged, O_WRONLY | O_CREAT | O_EXCL, 0644));
   return std::unique_ptr<ObjectWriter>(
       new Writer(*this, key, std::move(path), std::move(staged), std::move(fd)));
 }
 
-StatusOr<int> FileStore::CleanStaleWrites(const std::string& /*prefix*/, std::chrono::seconds age) {
-  // Staged files carry no key, so every stale one goes, whatever the prefix.
+StatusOr<int> FileStore::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) {
   const auto cutoff = std::chrono::system_clock::now() - age;
   int removed = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(tmp_dir_, ec)) {
+    // Only the writes of keys under `prefix`; a staged file that names no
+    // key (an older writer's) only when the whole store is cleaned.
+    const std::optional<std::string> key = StagedKeyOf(entry.path().filename().string());
+    if (!prefix.empty() && !(key && key->starts_with(prefix))) continue;
     struct stat st {};
     if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (InfoOf("", st).modified < cutoff && ::unlink(entry.path().c_str()) == 0) ++removed;

@@ -18,10 +18,15 @@
 
 namespace sg {
 
+// Whether opening a store creates its root: commands that only read never do.
+enum class FileRoot { kCreate, kMustExist };
+
 class FileStore final : public ObjectStore {
  public:
-  // `root` must be absolute; it is created when missing.
-  static StatusOr<std::unique_ptr<FileStore>> Open(const std::string& root);
+  // `root` must be absolute; it is created when missing, or with kMustExist
+  // a missing root is NotFound, naming the path, and nothing is created.
+  static StatusOr<std::unique_ptr<FileStore>> Open(const std::string& root,
+                                                   FileRoot mode = FileRoot::kCreate);
 
   StatusOr<std::string> Put(const std::string& key, std::string_view data,
                             const PutCondition& condition) override;
@@ -43,7 +48,8 @@ class FileStore final : public ObjectStore {
   // says, and fsyncs the directory.
   Status CommitStaged(const std::string& key, const std::string& staged, const std::string& path,
                       const PutCondition& condition);
-  std::string NewStagedPath() const;
+  // A new staged file's path for a write of `key`.
+  std::string NewStagedPath(const std::string& key) const;
 
   const std::string root_;
   const std::string tmp_dir_;

@@ -2,13 +2,15 @@
 
 #include <spdlog/formatter.h>
 #include <spdlog/pattern_formatter.h>
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/base_sink.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/log_queue.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -93,7 +95,33 @@ class TapSink final : public spdlog::sinks::sink {
   void set_formatter(std::unique_ptr<spdlog::formatter>) override {}
 };
 
+// The one queue in front of fd 2, shared by every logger InitLogging makes
+// and never destroyed: its thread may be stuck in a write at the exit.
+LogQueue& StderrQueue() {
+  static LogQueue* queue = new LogQueue(LogQueue::Options{
+      .max_bytes = kStderrQueueBytes,
+      .write = [](std::string_view line) { WriteLineToFd(STDERR_FILENO, line); },
+      .write_now = [](std::string_view line) { return WriteLineToFdNow(STDERR_FILENO, line); },
+      .on_dropped = [](uint64_t n) { LogWarn("{} log lines dropped: stderr was blocked", n); },
+  });
+  return *queue;
+}
+
+// Formats as spdlog's sinks do and hands the line to StderrQueue: a logger
+// never waits for whoever reads stderr (docs/design.md §13).
+class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t buf;
+    formatter_->format(msg, buf);
+    StderrQueue().Push(std::string_view(buf.data(), buf.size()));
+  }
+  void flush_() override {}
+};
+
 }  // namespace
+
+bool FlushStderr(std::chrono::milliseconds stall) { return StderrQueue().Drain(stall); }
 
 void SetLogTap(LogTap t) {
   std::lock_guard<std::mutex> lock(tap_mu);
@@ -141,7 +169,7 @@ std::string FormatJsonLogLine(std::string_view time_utc, std::string_view level,
 }
 
 void InitLogging(LogLevel level, LogFormat format) {
-  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto sink = std::make_shared<StderrSink>();
   if (format == LogFormat::kJson) {
     sink->set_formatter(std::make_unique<JsonFormatter>());
   } else {

@@ -1,5 +1,7 @@
 #include "common/log_lines.h"
 
+#include <algorithm>
+
 namespace sg {
 
 void LineSplitter::Feed(std::string_view data, const Emit& emit) {
@@ -65,10 +67,18 @@ size_t Utf8Length(std::string_view s) {
   return n;
 }
 
+void AppendHexEscape(unsigned char c, std::string& out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += "\\x";
+  out += kHex[c >> 4];
+  out += kHex[c & 0xF];
+}
+
+bool IsC0OrDel(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7F; }
+
 }  // namespace
 
 std::string EscapeLogText(std::string_view raw) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(raw.size());
   while (!raw.empty()) {
@@ -78,16 +88,35 @@ std::string EscapeLogText(std::string_view raw) {
       raw.remove_prefix(1);
       continue;
     }
-    const size_t n = (c < 0x20 && c != '\t') || c == 0x7F ? 0 : Utf8Length(raw);
+    const size_t n = IsC0OrDel(c) ? 0 : Utf8Length(raw);
     if (n == 0) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xF];
+      AppendHexEscape(c, out);
       raw.remove_prefix(1);
       continue;
     }
     out.append(raw.substr(0, n));
     raw.remove_prefix(n);
+  }
+  return out;
+}
+
+std::string EscapeControls(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const auto c = static_cast<unsigned char>(text[0]);
+    const size_t n = IsC0OrDel(c) ? 0 : Utf8Length(text);
+    // U+0080..U+009F: 0xC2 0x80..0x9F.
+    const bool c1 = n == 2 && c == 0xC2 && static_cast<unsigned char>(text[1]) <= 0x9F;
+    if (n == 0 || c1) {
+      for (size_t i = 0; i < std::max<size_t>(n, 1); ++i) {
+        AppendHexEscape(static_cast<unsigned char>(text[i]), out);
+      }
+      text.remove_prefix(std::max<size_t>(n, 1));
+      continue;
+    }
+    out.append(text.substr(0, n));
+    text.remove_prefix(n);
   }
   return out;
 }

@@ -45,6 +45,14 @@ class LineSplitter {
 // tab and bytes that are not valid UTF-8 become "\xNN". Never contains '\n'.
 std::string EscapeLogText(std::string_view raw);
 
+// `text` safe to print on a terminal: control bytes (all below 0x20 but tab,
+// and DEL), the C1 controls (U+0080 to U+009F, which some terminals obey as
+// ESC sequences) and bytes that are not valid UTF-8 become "\xNN"; all else,
+// backslashes included, is kept. Text EscapeLogText wrote holds none of
+// them and comes out unchanged; a stored segment someone crafted cannot set
+// the terminal's title or clear its screen (`spotguard logs`).
+std::string EscapeControls(std::string_view text);
+
 // One line of a log file: "2026-11-22T08:22:00.123Z trainer.out <text>\n".
 // `source` has no space; `text` is already escaped.
 std::string FormatLogLine(std::string_view time_utc, std::string_view source,

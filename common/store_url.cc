@@ -84,9 +84,10 @@ StatusOr<StoreUrl> ParseStoreUrl(std::string_view url) {
 }
 
 StatusOr<std::unique_ptr<ObjectStore>> OpenObjectStore(const StoreUrl& url,
-                                                       const S3StoreOptions& s3) {
+                                                       const S3StoreOptions& s3,
+                                                       FileRoot file_root) {
   if (url.scheme == StoreUrl::Scheme::kFile) {
-    SG_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(url.path));
+    SG_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(url.path, file_root));
     return std::unique_ptr<ObjectStore>(std::move(store));
   }
   SG_ASSIGN_OR_RETURN(std::unique_ptr<S3Store> store, S3Store::Open(url, s3));

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/file_store.h"
 #include "common/object_store.h"
 #include "common/status.h"
 
@@ -26,9 +27,11 @@ StatusOr<StoreUrl> ParseStoreUrl(std::string_view url);
 
 struct S3StoreOptions;
 
-// Opens the store a URL names. file:// stores are created on first use;
+// Opens the store a URL names. file:// stores are created on first use
+// (FileRoot::kCreate), or must exist (kMustExist: NotFound otherwise);
 // s3:// stores take region, endpoint and credentials from `s3`.
 StatusOr<std::unique_ptr<ObjectStore>> OpenObjectStore(const StoreUrl& url,
-                                                       const S3StoreOptions& s3);
+                                                       const S3StoreOptions& s3,
+                                                       FileRoot file_root = FileRoot::kCreate);
 
 }  // namespace sg

@@ -1,4 +1,5 @@
 #include "common/zstd_codec.h"
+#include "common/zstd_stream.h"
 
 // ZSTD_d_forceIgnoreChecksum is among zstd's experimental parameters.
 #define ZSTD_STATIC_LINKING_ONLY
@@ -107,6 +108,30 @@ StatusOr<std::string> DecodeSizedFrame(std::string_view stored, uint64_t max_siz
                               " bytes, more than " + std::to_string(max_size));
   }
   return DecodeFrame(Codec::kZstd, stored, declared);
+}
+
+Status DecodeZstdInPieces(std::string_view stored, size_t piece,
+                          const std::function<Status(std::string_view)>& each) {
+  std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx(ZSTD_createDCtx());
+  if (!dctx) return Status::IOError("zstd: no decompression context");
+  ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxStreamWindowLog);
+  std::string buf(piece, '\0');
+  ZSTD_inBuffer in{stored.data(), stored.size(), 0};
+  bool ended = false;  // the last call that did anything ended a frame
+  while (true) {
+    ZSTD_outBuffer out{buf.data(), buf.size(), 0};
+    const size_t in_before = in.pos;
+    const size_t hint = ZSTD_decompressStream(dctx.get(), &out, &in);
+    if (ZSTD_isError(hint)) {
+      return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(hint));
+    }
+    if (out.pos > 0 || in.pos != in_before) ended = hint == 0;
+    if (out.pos > 0) SG_RETURN_IF_ERROR(each(std::string_view(buf.data(), out.pos)));
+    // A full buffer may leave more to flush; otherwise only new input helps.
+    if (in.pos == in.size && out.pos < out.size) break;
+  }
+  if (!ended) return Status::Corruption("zstd: the stream ends inside a frame");
+  return Status::Ok();
 }
 
 StatusOr<std::string> DecodeFrame(Codec codec, std::string_view stored, uint64_t raw_size) {

@@ -203,5 +203,22 @@ TEST_F(LogsCli, PrintsTheNewestAttemptByDefaultAndGcKeepsLogsKeepAttempts) {
   EXPECT_EQ(Run({"logs", "--attempt", "2"}).exit_code, 0);
 }
 
+// A segment someone crafted (it did not come through the capture, which
+// escapes) cannot set the terminal's title or clear its screen: `logs`
+// prints control bytes escaped, to a terminal or a pipe alike.
+TEST_F(LogsCli, ControlBytesStoredInASegmentArePrintedEscaped) {
+  const std::string t = "2026-11-22T08:22:00.000Z";
+  Ship("i-a", 1,
+       {t + " trainer.out \x1b]0;pwned\x07title\n", t + " trainer.out \x1b[2J\x1b[Hcleared\n",
+        t + " agent\x1b[31m info \xc2\x9b" + "2Jc1\n"});
+  auto r = Run({"logs"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out, t + " #1 trainer.out \\x1b]0;pwned\\x07title\n" + t +
+                       " #1 trainer.out \\x1b[2J\\x1b[Hcleared\n" + t +
+                       " #1 agent\\x1b[31m info \\xc2\\x9b2Jc1\n");
+}
+
 }  // namespace
 }  // namespace sg::testing

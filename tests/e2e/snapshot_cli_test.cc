@@ -7,6 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "agent/group_store.h"
+#include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/big_file.h"
 #include "tests/support/subprocess.h"
@@ -72,9 +74,34 @@ TEST_F(SnapshotCli, SnapshotListRestoreVerifyAndGc) {
 }
 
 TEST_F(SnapshotCli, RestoreOfAnEmptyStoreExitsThree) {
+  std::filesystem::create_directories(dir_.Join("store"));
   auto r = Run({"restore", "--to", dir_.Join("x")});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("no snapshot"), std::string::npos) << r.err;
+}
+
+// A mistyped file:// store: commands that only read never create it, and
+// say which path does not exist (exit 2, a config error: docs/design.md §2).
+TEST_F(SnapshotCli, ReadOnlyCommandsNeverCreateAMissingStoreAndNameIt) {
+  const std::string root = dir_.Join("store");
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"ls"},
+                                             {"ls", "--json"},
+                                             {"status"},
+                                             {"verify"},
+                                             {"logs"},
+                                             {"restore", "--to", dir_.Join("x")}}) {
+    auto r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("the store file://" + root + " does not exist"), std::string::npos)
+        << args[0] << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(root)) << args[0] << " created the store";
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("x")));
+  // A command that writes still creates it.
+  WriteTree(dir_.Join("ckpt"), {{"model.pt", {"m", 0644}}});
+  EXPECT_EQ(Run({"snapshot", "--dir", dir_.Join("ckpt")}).exit_code, 0);
+  EXPECT_EQ(Run({"ls"}).exit_code, 0);
 }
 
 TEST_F(SnapshotCli, ADamagedSnapshotIsNamedAndTheOlderOneRestored) {
@@ -141,6 +168,44 @@ TEST_F(SnapshotCli, AProgressLineIsShownOnATerminalOnly) {
   EXPECT_NE(tty.out.find("restore 0000000001"), std::string::npos) << tty.out;
   EXPECT_NE(tty.out.find("20.0 MiB / 20.0 MiB"), std::string::npos) << tty.out;
   EXPECT_NE(tty.out.find("ETA"), std::string::npos) << tty.out;
+}
+
+// A job trained by 2 nodes holds group snapshots only: ls, status and
+// restore without `nodes` say so and how to see them, instead of "none".
+TEST_F(SnapshotCli, CommandsWithoutNodesOnAGroupJobSayHowToSeeItsGroupSnapshots) {
+  auto store = FileStore::Open(dir_.Join("store"));
+  ASSERT_TRUE(store.ok());
+  for (uint64_t seq : {1, 2}) {
+    GroupCommit g{.seq = seq,
+                  .round = seq,
+                  .nodes = 2,
+                  .step = 20 * static_cast<int64_t>(seq),
+                  .generation = 1,
+                  .created = "2026-11-22T08:22:00Z",
+                  .parts = {}};
+    for (int rank = 0; rank < 2; ++rank) {
+      g.parts.push_back(PartRecord{
+          .rank = rank, .step = g.step, .seq = seq, .instance = "i-a", .bytes = 1, .stored = 1});
+    }
+    ASSERT_TRUE(GroupStore(**store, "e2e").CommitGroup(g).ok());
+  }
+  const std::string hint = "job e2e has 2 group snapshots (nodes: 2); add --nodes 2";
+  auto ls = Run({"ls"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.err.find(hint + " to see them"), std::string::npos) << ls.err;
+  auto status = Run({"status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("hint: " + hint + " to see them"), std::string::npos) << status.out;
+  auto json = Run({"status", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(json.out)["hint"], hint + " to see them") << json.out;
+  // Not 3 ("nothing to restore": a boot script would start afresh), but 2.
+  auto restore = Run({"restore", "--to", dir_.Join("x")});
+  EXPECT_EQ(restore.exit_code, 2) << restore.err;
+  EXPECT_NE(restore.err.find(hint + " and --rank R"), std::string::npos) << restore.err;
+  // With --nodes, ls lists them.
+  auto group_ls = Run({"ls", "--nodes", "2"});
+  EXPECT_EQ(group_ls.exit_code, 0) << group_ls.err;
+  EXPECT_NE(group_ls.out.find("0000000002"), std::string::npos) << group_ls.out;
 }
 
 }  // namespace

@@ -128,6 +128,34 @@ TEST_F(FileStoreTest, StaleStagedFilesOfADeadWriterAreCleaned) {
   EXPECT_TRUE(store_->Head("big").status().Is(StatusCode::kNotFound));
 }
 
+// Two jobs in one store: a gc of job a (its prefix) leaves job b's upload in
+// progress alone, however old it looks, and however long its key.
+TEST_F(FileStoreTest, AGcOfOneJobLeavesAnotherJobsUploadInProgressAlone) {
+  const std::string long_key = "b/" + std::string(120, 'd') + "/" + std::string(120, 'e') + "/f%";
+  auto a = store_->NewWriter("a/snapshots/1/data");
+  auto b = store_->NewWriter("b/snapshots/1/data");
+  auto b_long = store_->NewWriter(long_key);
+  auto ab = store_->NewWriter("ab/snapshots/1/data");  // "a" is not a prefix of job "ab"
+  ASSERT_TRUE(a.ok() && b.ok() && b_long.ok() && ab.ok());
+  for (auto* w : {&*a, &*b, &*b_long, &*ab}) ASSERT_TRUE((*w)->Append("part").ok());
+  ASSERT_EQ(StagedFiles(), 4u);
+  // Every staged file counts as stale (the cutoff is in the future).
+  auto removed = store_->CleanStaleWrites("a/", std::chrono::seconds(-3600));
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1);
+  EXPECT_EQ(StagedFiles(), 3u);
+  EXPECT_TRUE((*b)->Commit().ok());
+  EXPECT_TRUE((*b_long)->Commit().ok());
+  EXPECT_TRUE((*ab)->Commit().ok());
+  EXPECT_FALSE((*a)->Commit().ok());  // its staged file was job a's own, and stale
+  EXPECT_TRUE(store_->Head(long_key).ok());
+  // The long key's staged file names only its head, enough to tell its job.
+  auto c_long = store_->NewWriter(long_key);
+  ASSERT_TRUE(c_long.ok());
+  EXPECT_EQ(*store_->CleanStaleWrites("a/", std::chrono::seconds(-3600)), 0);
+  EXPECT_EQ(*store_->CleanStaleWrites("b/", std::chrono::seconds(-3600)), 1);
+}
+
 TEST_F(FileStoreTest, ListRefusesAPrefixThatClimbsOut) {
   EXPECT_TRUE(store_->List("../", "", 10).status().Is(StatusCode::kInvalidArgument));
 }
