@@ -18,11 +18,14 @@ class TrainerTail {
   static constexpr size_t kLines = 20;
   static constexpr size_t kLineBytes = 400;
 
-  // A sink that keeps each line and passes it on to `next` (may be null).
+  // A sink that keeps each line `next` (may be null) takes and passes it
+  // on; a line `next` refuses for now is offered again, and kept then.
   TrainerOutputSink Wrap(TrainerOutputSink next) {
-    return [this, next = std::move(next)](TrainerStream s, std::string_view line, bool cut) {
+    return [this, next = std::move(next)](TrainerStream s, std::string_view line, bool cut,
+                                          bool may_wait) {
+      if (next && !next(s, line, cut, may_wait)) return false;
       Add(line);
-      if (next) next(s, line, cut);
+      return true;
     };
   }
   void Add(std::string_view line) {
