@@ -5,18 +5,6 @@
 #include "common/files.h"
 
 namespace sg {
-namespace {
-
-int64_t MtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
-std::string Join(const std::string& dir, const std::string& rel) {
-  return rel.empty() ? dir : dir + "/" + rel;
-}
-
-}  // namespace
-
 const RestoreMarker::File* RestoreMarker::Find(const std::string& relpath) const {
   const auto it = files.find(relpath);
   return it == files.end() ? nullptr : &it->second;
@@ -29,7 +17,7 @@ bool RestoreMarker::Owns(const std::string& relpath, const struct stat& st) cons
 }
 
 std::optional<RestoreMarker> ReadRestoreMarker(const std::string& dir) {
-  auto text = ReadFileToString(Join(dir, kRestoreMarkerName));
+  auto text = ReadFileToString(JoinRelPath(dir, kRestoreMarkerName));
   if (!text.ok()) return std::nullopt;
   auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return std::nullopt;
@@ -56,15 +44,15 @@ Status WriteRestoreMarker(const std::string& dir, const std::string& id, uint64_
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   for (const std::string& p : paths) {
     struct stat st {};
-    if (::lstat(Join(dir, p).c_str(), &st) != 0)
-      return Status::FromErrno(errno, "stat " + Join(dir, p));
+    if (::lstat(JoinRelPath(dir, p).c_str(), &st) != 0)
+      return Status::FromErrno(errno, "stat " + JoinRelPath(dir, p));
     files.push_back({{"path", p},
                      {"inode", static_cast<uint64_t>(st.st_ino)},
                      {"size", static_cast<uint64_t>(st.st_size)},
                      {"mtime_ns", MtimeNs(st)}});
   }
   const nlohmann::ordered_json j = {{"id", id}, {"seq", seq}, {"files", std::move(files)}};
-  return WriteFileAtomic(Join(dir, kRestoreMarkerName), j.dump() + "\n");
+  return WriteFileAtomic(JoinRelPath(dir, kRestoreMarkerName), j.dump() + "\n");
 }
 
 }  // namespace sg

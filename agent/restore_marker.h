@@ -17,6 +17,16 @@
 
 namespace sg {
 
+// A file's mtime in nanoseconds, as the marker records it.
+inline int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+// `dir`/`rel`, or `dir` itself when `rel` is empty (the target's root).
+inline std::string JoinRelPath(const std::string& dir, const std::string& rel) {
+  return rel.empty() ? dir : dir + "/" + rel;
+}
+
 inline constexpr char kRestoreMarkerName[] = ".spotguard-restored.json";
 
 struct RestoreMarker {

@@ -18,14 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int64_t MtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
-std::string Join(const std::string& dir, const std::string& rel) {
-  return rel.empty() ? dir : dir + "/" + rel;
-}
-
 bool Lstat(const std::string& path, struct stat* st) { return ::lstat(path.c_str(), st) == 0; }
 
 // Names in `dir`, or an error when it cannot be read.
@@ -61,9 +53,9 @@ Status MakeParents(const std::string& root, const std::string& like, const std::
     const std::string dir = rel.substr(0, slash++);
     struct stat st {};
     mode_t mode = 0755;
-    if (Lstat(Join(like, dir), &st) && S_ISDIR(st.st_mode)) mode = st.st_mode & 07777;
-    if (::mkdir(Join(root, dir).c_str(), mode) != 0 && errno != EEXIST) {
-      return Status::FromErrno(errno, "mkdir " + Join(root, dir));
+    if (Lstat(JoinRelPath(like, dir), &st) && S_ISDIR(st.st_mode)) mode = st.st_mode & 07777;
+    if (::mkdir(JoinRelPath(root, dir).c_str(), mode) != 0 && errno != EEXIST) {
+      return Status::FromErrno(errno, "mkdir " + JoinRelPath(root, dir));
     }
   }
   return Status::Ok();
@@ -115,21 +107,21 @@ struct Carrier {
 
   // Carries the foreign entries of target/rel into staged/rel.
   Status Dir(const std::string& rel) {
-    SG_ASSIGN_OR_RETURN(std::vector<std::string> names, Names(Join(target, rel)));
+    SG_ASSIGN_OR_RETURN(std::vector<std::string> names, Names(JoinRelPath(target, rel)));
     for (const std::string& name : names) {
       if (rel.empty() && name == kRestoreMarkerName) continue;
       const std::string child = rel.empty() ? name : rel + "/" + name;
       struct stat st {
       }, dst{};
-      if (!Lstat(Join(target, child), &st)) continue;  // gone meanwhile
-      const bool taken = Lstat(Join(staged, child), &dst);
+      if (!Lstat(JoinRelPath(target, child), &st)) continue;  // gone meanwhile
+      const bool taken = Lstat(JoinRelPath(staged, child), &dst);
       if (S_ISDIR(st.st_mode)) {
         // A mount that appeared after CheckNoMountBelow: refused the same way.
-        auto mount = MountIdOf(Join(target, child));
+        auto mount = MountIdOf(JoinRelPath(target, child));
         if (!mount.ok() && mount.status().Is(StatusCode::kNotFound)) continue;  // gone meanwhile
         if (!mount.ok()) return mount.status();
         if (*mount != target_mount) {
-          return MountBelowError("restore target " + target, {{Join(target, child), ""}});
+          return MountBelowError("restore target " + target, {{JoinRelPath(target, child), ""}});
         }
         if (taken && !S_ISDIR(dst.st_mode)) continue;  // replaced; settling keeps it
         if (taken) {
@@ -138,23 +130,23 @@ struct Carrier {
         }
         // Writable while it is filled (a read-only directory of the user's
         // would refuse the links), then given its own mode.
-        if (::mkdir(Join(staged, child).c_str(), 0700) != 0) {
-          return Status::FromErrno(errno, "mkdir " + Join(staged, child));
+        if (::mkdir(JoinRelPath(staged, child).c_str(), 0700) != 0) {
+          return Status::FromErrno(errno, "mkdir " + JoinRelPath(staged, child));
         }
         SG_RETURN_IF_ERROR(Dir(child));
-        ::chmod(Join(staged, child).c_str(), st.st_mode & 07777);
+        ::chmod(JoinRelPath(staged, child).c_str(), st.st_mode & 07777);
         // A directory that held only restore's own files was restore's too;
         // an empty one is somebody's and stays.
-        auto kept = Names(Join(staged, child));
-        auto had = Names(Join(target, child));
+        auto kept = Names(JoinRelPath(staged, child));
+        auto had = Names(JoinRelPath(target, child));
         if (kept.ok() && kept->empty() && had.ok() && !had->empty()) {
-          ::rmdir(Join(staged, child).c_str());
+          ::rmdir(JoinRelPath(staged, child).c_str());
         }
         continue;
       }
       if (marker && marker->Owns(child, st)) continue;
       if (taken) continue;  // replaced by the snapshot; settling keeps it
-      SG_RETURN_IF_ERROR(CarryEntry(Join(target, child), Join(staged, child), st, target));
+      SG_RETURN_IF_ERROR(CarryEntry(JoinRelPath(target, child), JoinRelPath(staged, child), st, target));
       ++carried;
     }
     return Status::Ok();
@@ -177,17 +169,17 @@ struct Settler {
   // Removes from old/rel what is restore's or already in the target, and
   // moves into the target what is missing there; leaves what conflicts.
   Status Dir(const std::string& rel) {
-    SG_ASSIGN_OR_RETURN(std::vector<std::string> names, Names(Join(old_root, rel)));
+    SG_ASSIGN_OR_RETURN(std::vector<std::string> names, Names(JoinRelPath(old_root, rel)));
     for (const std::string& name : names) {
       const std::string child = rel.empty() ? name : rel + "/" + name;
-      const std::string from = Join(old_root, child);
+      const std::string from = JoinRelPath(old_root, child);
       // The marker goes last (Settle): killed halfway, the next cleanup must
       // still know which files were restore's.
       if (rel.empty() && name == kRestoreMarkerName) continue;
       struct stat st {
       }, tst{};
       if (!Lstat(from, &st)) continue;
-      const bool there = Lstat(Join(target, child), &tst);
+      const bool there = Lstat(JoinRelPath(target, child), &tst);
       if (S_ISDIR(st.st_mode)) {
         // Only an old dir that a swap took a mount away with (a mount made
         // after the checks, or by a restore before they existed): it stays
@@ -216,7 +208,7 @@ struct Settler {
       if (!there) {
         // Created while the restore ran, or not linkable: it moves over.
         SG_RETURN_IF_ERROR(MakeParents(target, old_root, child));
-        if (::rename(from.c_str(), Join(target, child).c_str()) != 0) {
+        if (::rename(from.c_str(), JoinRelPath(target, child).c_str()) != 0) {
           return Status::FromErrno(errno, "move " + from + " into " + target);
         }
         ++placement.carried;
@@ -229,7 +221,7 @@ struct Settler {
       if (S_ISLNK(st.st_mode) && S_ISLNK(tst.st_mode)) {
         std::error_code e1, e2;
         same_link =
-            fs::read_symlink(from, e1) == fs::read_symlink(Join(target, child), e2) && !e1 && !e2;
+            fs::read_symlink(from, e1) == fs::read_symlink(JoinRelPath(target, child), e2) && !e1 && !e2;
       }
       if (same_inode || copied || same_link) {
         Remove(from, child);
@@ -306,12 +298,12 @@ std::vector<std::string> ForeignConflicts(const std::string& target,
     // A foreign non-directory where the path needs a directory.
     for (size_t slash = p.find('/'); slash != std::string::npos; slash = p.find('/', slash + 1)) {
       const std::string dir = p.substr(0, slash);
-      if (Lstat(Join(target, dir), &st) && !S_ISDIR(st.st_mode) &&
+      if (Lstat(JoinRelPath(target, dir), &st) && !S_ISDIR(st.st_mode) &&
           !(marker && marker->Owns(dir, st))) {
         conflicts.push_back(dir);
       }
     }
-    if (!Lstat(Join(target, p), &st)) continue;
+    if (!Lstat(JoinRelPath(target, p), &st)) continue;
     if (S_ISDIR(st.st_mode) || !(marker && marker->Owns(p, st))) conflicts.push_back(p);
   }
   std::sort(conflicts.begin(), conflicts.end());
@@ -363,10 +355,10 @@ Status DiscardUnswappedRestoreDir(const std::string& dir) {
   std::error_code ec;
   for (const std::string& name : names) {
     if (name == kRestoreMarkerName) continue;
-    fs::remove_all(Join(dir, name), ec);
-    if (ec) return Status::IOError("remove " + Join(dir, name) + ": " + ec.message());
+    fs::remove_all(JoinRelPath(dir, name), ec);
+    if (ec) return Status::IOError("remove " + JoinRelPath(dir, name) + ": " + ec.message());
   }
-  ::unlink(Join(dir, kRestoreMarkerName).c_str());
+  ::unlink(JoinRelPath(dir, kRestoreMarkerName).c_str());
   if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) return Status::FromErrno(errno, "rmdir " + dir);
   return Status::Ok();
 }
