@@ -1,4 +1,5 @@
 // The spotguard binary, run as users run it.
+#include <filesystem>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -108,6 +109,8 @@ TEST(Cli, ConfigFileComesFromTheEnvironmentWhenNoFlagNamesOne) {
 
 TEST(Cli, JsonLogFormatIsAccepted) {
   testing::TempDir dir;
+  // `ls` reads an existing store; it never creates one (docs/stores.md).
+  std::filesystem::create_directories(dir.Join("store"));
   auto r = Spotguard(
       {"ls", "--job", "j", "--log-format", "json", "--store", "file://" + dir.Join("store")});
   EXPECT_EQ(r.exit_code, 0) << r.err;

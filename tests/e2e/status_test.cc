@@ -201,11 +201,14 @@ TEST_F(StatusCli, DamagedObjectsAreNamedWithoutFailing) {
   EXPECT_EQ(j["problems"].size(), 2u);
 }
 
-TEST_F(StatusCli, AStoreThatCannotBeOpenedExitsOne) {
+// A file:// store that is not there is a config error for a command that
+// only reads (docs/design.md §2): exit 2, naming the path.
+TEST_F(StatusCli, AStoreThatCannotBeOpenedIsNamedAndExitsTwo) {
   auto r = RunCommand({SPOTGUARD_BIN, "status", "--job", "e2e", "--store", "file:///dev/null/x"},
                       {{"SPOTGUARD_CONFIG", ""}});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("spotguard status:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/dev/null/x"), std::string::npos) << r.err;
 }
 
 }  // namespace
