@@ -79,6 +79,9 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
 int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t ultotal, curl_off_t ulnow) {
   auto* t = static_cast<Transfer*>(user);
   if (t->sink != nullptr && t->streaming != 0) {
+    // An error the sink already gave (from a piece) stands: it is what ends
+    // the transfer, and asking again must not replace it with a yes.
+    if (!t->sink_status.ok()) return 1;
     t->sink_status = (*t->sink)(t->streamed, std::string_view());
     if (!t->sink_status.ok()) return 1;  // CURLE_ABORTED_BY_CALLBACK
   }

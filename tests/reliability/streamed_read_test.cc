@@ -90,7 +90,9 @@ TEST_F(StreamedRead, TheSinksErrorEndsTheReadWithoutARetry) {
   const long before = ProxyStats(proxy).value("requests", 0L);  // opening checks the bucket
   int calls = 0;
   Status st = store->GetTo("streamed.bin", ByteRange{0, data_.size()},
-                           [&](uint64_t, std::string_view) {
+                           [&](uint64_t, std::string_view piece) {
+                             // A transport may ask with no bytes (common/body_sink.h).
+                             if (piece.empty()) return Status::Ok();
                              ++calls;
                              return Status::Corruption("frame 3 does not check");
                            });
@@ -112,10 +114,11 @@ TEST_F(StreamedRead, AStreamedRangeEqualsTheSameRangeRead) {
   EXPECT_EQ(got.restarts, 0);
   EXPECT_TRUE(got.in_order);
   EXPECT_TRUE(got.bytes == *whole);
-  // A missing object is NotFound, and the sink hears nothing.
+  // A missing object is NotFound, and the sink is handed no byte (it may be
+  // asked with none while the answer is awaited, common/body_sink.h).
   bool called = false;
-  Status missing = direct_->GetTo("absent.bin", ByteRange{0, 10}, [&](uint64_t, std::string_view) {
-    called = true;
+  Status missing = direct_->GetTo("absent.bin", ByteRange{0, 10}, [&](uint64_t, std::string_view piece) {
+    called = called || !piece.empty();
     return Status::Ok();
   });
   EXPECT_TRUE(missing.Is(StatusCode::kNotFound)) << missing.ToString();
