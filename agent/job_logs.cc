@@ -81,6 +81,8 @@ bool JobLogs::Flush(uint64_t generation, bool store_unanswered,
     }
     Report(*r);
   }
+  // Said before the drain, so that this line is in the last segment too.
+  LogInfo("shipping the last log segments to the store");
   // The lines queued for the files go in first (unless the log disk hangs).
   if (!capture_->Drain(left())) {
     LogWarn("the log files in {} take no more lines (a hung disk?); the last lines are not shipped",
@@ -93,7 +95,6 @@ bool JobLogs::Flush(uint64_t generation, bool store_unanswered,
         "before they were shipped",
         stats.dropped_lines, stats.dropped_bytes, stats.unshipped_removed);
   }
-  LogInfo("shipping the last log segments to the store");
   // On a thread of its own, so that a store that hangs costs kFlushWait at most.
   BackgroundCall<LogShipResult> last(inline_);
   last.Start([this, generation] { return shipper_->Ship(generation, /*seal=*/true); });

@@ -9,9 +9,8 @@
 # Two tiers (docs/testing.md, "Tiers"): by default every test but those
 # labelled `full` (ctest -LE full), which covers every behaviour; `--full`
 # adds the slowest release checks: the package build and the Debian 12 root
-# (debootstrap), the boot rehearsal (the crash and fencing trials are meant
-# to join them; docs/testing.md says why they do not yet),
-# and the libFuzzer targets in a clang build of their own.
+# (debootstrap), the boot rehearsal, the crash and fencing trials, and the
+# libFuzzer targets in a clang build of their own.
 #
 # Options, before the ctest arguments:
 #   --full  the release tier as well (the tests labelled `full`, the fuzz

@@ -4,6 +4,8 @@
 // nodes on the Ceph gateway; node 2 reaches the store through the fault
 // proxy, which freezes: every request is held, neither forwarded nor
 // answered, until it is released.
+#include <cstdio>
+#include <ctime>
 #include <regex>
 
 #include "common/files.h"
@@ -13,7 +15,43 @@
 namespace sg::testing {
 namespace {
 
-using Steady = std::chrono::steady_clock;
+using WallTime = std::chrono::system_clock::time_point;
+
+// The time an agent's log line starts with ("2026-11-28T22:18:20.708Z ...").
+std::optional<WallTime> LineTime(std::string_view line) {
+  std::tm tm{};
+  int ms = 0;
+  if (line.size() < 24 || line[23] != 'Z') return std::nullopt;
+  const std::string head(line.substr(0, 24));
+  if (std::sscanf(head.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::milliseconds(ms);
+}
+
+// The time of the first line of `log` that holds `text`.
+std::optional<WallTime> TimeOfLine(const std::string& log, std::string_view text) {
+  const size_t at = log.find(text);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t start = log.rfind('\n', at);
+  return LineTime(std::string_view(log).substr(start == std::string::npos ? 0 : start + 1));
+}
+
+// The time of the last line of `log` that starts with one.
+std::optional<WallTime> TimeOfLastLine(const std::string& log) {
+  std::optional<WallTime> last;
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    if (auto t = LineTime(std::string_view(log).substr(start, end - start))) last = t;
+    start = end + 1;
+  }
+  return last;
+}
 
 class GroupStalledStoreE2E : public MultiNodeE2E {
  protected:
@@ -91,15 +129,14 @@ TEST_F(GroupStalledStoreE2E, ANoticeIsTakenAtOnceWhileTheStoreHangsAndAnsweredOn
                           R"({"action": "terminate", "in_seconds": 120})");
   AgentProcess& a = *nodes_[2].agent;
   ASSERT_TRUE(a.WaitForOutput("INTERRUPTION NOTICE", 60s)) << Logs();
-  const std::optional<double> delay = ReadAfter();
-  ASSERT_TRUE(delay.has_value()) << Logs();
-  // One poll interval (200 ms) plus a margin for a loaded machine; a loop
-  // held by the store reads it 30 s or more late.
-  EXPECT_LT(*delay, 5.0) << Logs();
-  // The trainer is asked while the store still holds every request: the
-  // proxy stays frozen until the release below, so any wait here is before
-  // it. (The watch logs the notice first and the request just after, so
-  // looking for the request without waiting raced with it.)
+  // The notice was read while the store held every request: the proxy
+  // stays frozen until the release below, and a loop held by the store
+  // could read nothing before it. (How soon it was read depends on the
+  // machine's load and is not asserted; the log says it.)
+  ASSERT_TRUE(ReadAfter().has_value()) << Logs();
+  // The trainer is asked while the store still holds every request, for
+  // the same reason. (The watch logs the notice first and the request just
+  // after, so looking for the request without waiting raced with it.)
   EXPECT_TRUE(a.WaitForOutput("asked the trainer for a checkpoint (SIGUSR1) on the notice", 20s))
       << Logs();
   EXPECT_TRUE(nlohmann::json::parse(proxy_->Control("GET", "/_proxy/stats"))["frozen"].get<bool>());
@@ -122,21 +159,27 @@ TEST_F(GroupStalledStoreE2E, ANoticeIsTakenAtOnceWhileTheStoreHangsAndAnsweredOn
 TEST_F(GroupStalledStoreE2E, AStoreThatNeverAnswersStillGetsTheTrainerStoppedBeforeTheDeadline) {
   StartTwo();
   Freeze();
-  const auto posted = Steady::now();
+  // The notice's deadline: 20 s after it is posted. Judged by the agent's
+  // own log times (the wall clock it logs with), not by when this process
+  // saw the exit, so that a loaded machine's slow harness cannot fail it.
+  const auto deadline = std::chrono::system_clock::now() + 20s;
   nodes_[2].imds->Control("POST", "/_sim/spot-notice",
                           R"({"action": "terminate", "in_seconds": 20})");
   AgentProcess& a = *nodes_[2].agent;
   const auto code = a.Wait(150s);
-  const auto took = Steady::now() - posted;
   ASSERT_TRUE(code.has_value()) << "the agent hangs on the store\n" << Logs();
-  // Nothing could be committed: 74. The trainer was stopped 8 s before the
-  // deadline and the process ended a second before it: 19 s, and a margin
-  // for a loaded machine (a loop held by the store takes minutes).
+  // Nothing could be committed: 74.
   EXPECT_EQ(*code, 74) << Logs();
-  EXPECT_LT(took, 35s) << Logs();
   const std::string log = a.Output();
-  EXPECT_NE(log.find("the trainer stopped"), std::string::npos) << log;
   EXPECT_NE(log.find("asked the trainer for a checkpoint"), std::string::npos) << log;
+  // The trainer was stopped, and the agent's last line logged, before the
+  // deadline (a loop held by the store would take minutes).
+  const std::optional<std::chrono::system_clock::time_point> stopped =
+      TimeOfLine(log, "the trainer stopped");
+  const std::optional<std::chrono::system_clock::time_point> last = TimeOfLastLine(log);
+  ASSERT_TRUE(stopped.has_value() && last.has_value()) << log;
+  EXPECT_LT(*stopped, deadline) << log;
+  EXPECT_LE(*last, deadline) << log;
 }
 
 // A replacement whose restore takes longer than group.timeout (a large part
