@@ -22,7 +22,8 @@ reps=${BENCH_REPS:-$([ "$quick" = 1 ] && echo 1 || echo 2)}
 base=$WORK/restore-over
 store="file://$base/store"
 rm -rf "$base"
-mkdir -p "$base"
+mkdir -p "$base" "$OUT"
+work_fs=$(findmnt -no FSTYPE -T "$base" | head -1)
 load_before=$(cut -d' ' -f1 /proc/loadavg)
 
 python3 - "$base/src" "$files" <<'PY'
@@ -70,8 +71,8 @@ median() {
   echo "## 15. Restore over an earlier restore: $files small files"
   echo
   echo "Measured by \`bench/sections/15-restore-over.sh\`: $files files of 512 B-1.5 KiB of random"
-  echo "bytes ($(bench_calc "$bytes / 1e6") MB) in 100 directories, one snapshot in a \`file://\` store"
-  echo "on the same disk (so the figures are restore's own work, not a store's), then $reps time(s)"
+  echo "bytes ($(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1e6}') MB) in 100 directories, one snapshot in a \`file://\` store"
+  echo "in the same scratch dir ($work_fs; so the figures are restore's own work, not a store's), then $reps time(s)"
   echo "each: \`spotguard restore --to\` an absent directory (**fresh**), and again into the directory"
   echo "that restore made (**over**: every entry of it is looked up in the earlier restore's marker,"
   echo "carried or replaced, and the old contents settled; docs/design.md §7). Every restore checked"
