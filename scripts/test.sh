@@ -54,7 +54,19 @@ if [ ${#labels[@]} -gt 0 ]; then
   for l in "${labels[@]}"; do [ "$l" = unit ] || unit_only=0; done
 fi
 
+# Each phase's wall time, printed at the end (docs/testing.md records them).
+phases=()
+phase_start=$SECONDS
+phase_done() {
+  phases+=("$1 $((SECONDS - phase_start)) s")
+  phase_start=$SECONDS
+}
+print_phases() {
+  [ ${#phases[@]} -eq 0 ] || echo "test.sh: time by phase: $(IFS=','; echo "${phases[*]}" | sed 's/,/, /g'); total ${SECONDS} s" >&2
+}
+
 bash scripts/install-deps.sh test
+phase_done install
 
 build=${SPOTGUARD_TEST_BUILD_DIR:-build/test}
 jobs=$(nproc)
@@ -64,15 +76,22 @@ jobs=$(nproc)
 # edit-compile loop of `--unit` still recompiles one file per edit.
 unity=()
 [ -f "$build/CMakeCache.txt" ] || unity=(-DSPOTGUARD_UNITY_BUILD=ON)
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DSPOTGUARD_SANITIZE=ON "${unity[@]}"
+# The Google Benchmark programs (bench/) are compiled in the release tier
+# only: no test runs them, and bench/run.sh builds its own Release copy.
+bench=OFF
+[ "$full" = 1 ] && bench=ON
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DSPOTGUARD_SANITIZE=ON -DSPOTGUARD_BUILD_BENCH=$bench \
+  "${unity[@]}"
 if [ "$unit_only" = 1 ]; then
   cmake --build "$build" -j "$jobs" --target tests_unit
 else
   cmake --build "$build" -j "$jobs"
 fi
+phase_done build
 
 started_s3=0
 cleanup() {
+  print_phases
   if [ "$started_s3" = 1 ]; then
     bash scripts/s3-server.sh stop || echo "test.sh: stopping the S3 gateway failed" >&2
   fi
@@ -85,6 +104,7 @@ if [ "$unit_only" = 1 ]; then
 elif [ -z "${SPOTGUARD_TEST_S3_ENDPOINT:-}" ]; then
   started_s3=1
   exports=$(bash scripts/s3-server.sh start)
+  phase_done "S3 gateway start"
   eval "$exports"
 else
   echo "test.sh: using the S3 gateway at $SPOTGUARD_TEST_S3_ENDPOINT" >&2
@@ -121,6 +141,7 @@ tier=()
 [ "$full" = 1 ] || tier=(-LE full)
 ctest_rc=0
 ctest --test-dir "$build" --output-on-failure -j "$jobs" "${tier[@]}" "${ctest_args[@]}" || ctest_rc=$?
+phase_done ctest
 
 if [ "$fuzz" = 1 ]; then
   if ! wait "$fuzz_pid"; then
