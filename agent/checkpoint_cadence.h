@@ -2,8 +2,9 @@
 // "Checkpoint cadence"): the trainer is asked for a checkpoint every
 // Young's interval, sqrt(2 * C * MTBF), where C is the measured time from a
 // checkpoint request to its commit (a moving estimate) and MTBF the mean
-// time between interruptions: a configured prior, divided at a rebalance
-// recommendation by a factor that decays back to 1 over time. Pure: every
+// time between interruptions: a configured prior, or learned from the job's
+// own history in the store, divided at a rebalance recommendation by a factor
+// that decays back to 1 over time. Pure: every
 // input comes with its time (tests/unit/checkpoint_cadence_test.cc).
 #pragma once
 
@@ -36,6 +37,19 @@ struct CadenceOptions {
   double change_threshold = 0.1;
 };
 
+// The job's own interruption history, read from its events at start
+// (agent/interruption_history.h): the time from its first event to now, and
+// the interruption notices among them.
+struct InterruptionHistory {
+  Seconds exposure{0};
+  int interruptions = 0;
+};
+
+// The MTBF learned from `history`, the prior counting as one interval seen:
+// (prior + exposure) / (1 + interruptions). No history gives the prior; a
+// long one gives exposure / interruptions.
+Seconds LearnedMtbf(Seconds prior, const InterruptionHistory& history);
+
 // The interval and what it was computed from.
 struct CadenceInputs {
   Seconds interval{0};
@@ -51,6 +65,9 @@ class CheckpointCadence {
   // A checkpoint asked for at `requested` was committed at `committed`.
   void OnCommitted(Clock::MonoTime requested, Clock::MonoTime committed);
   void OnRebalance(Clock::MonoTime at) { rebalance_at_ = at; }
+  // The MTBF from here on: LearnedMtbf of the prior and `history`.
+  void Learn(const InterruptionHistory& history) { mtbf_ = LearnedMtbf(o_.mtbf, history); }
+  Seconds mtbf() const { return mtbf_; }
 
   // The interval at `now`, within [min, max], with its inputs.
   CadenceInputs At(Clock::MonoTime now) const;
@@ -64,6 +81,7 @@ class CheckpointCadence {
  private:
   const CadenceOptions o_;
   Seconds cost_;
+  Seconds mtbf_{o_.mtbf};  // the prior until Learn
   bool measured_ = false;
   std::optional<Clock::MonoTime> rebalance_at_;
   std::optional<Seconds> announced_;

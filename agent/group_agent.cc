@@ -266,6 +266,9 @@ void GroupAgent::Look(Clock::MonoTime now) {
     }
     auto parts = group_.Parts(plan_->round);
     if (parts.ok()) round_parts_ = *parts;
+    if (state_ == State::kInRound) {
+      if (auto flushes = group_.Flushes(plan_->round); flushes.ok()) TakeFlushes(now, *flushes);
+    }
     const std::optional<GroupCommit> newest = NewestGroup();
     if (newest) group_step_ = newest->step;
     // The coordinator decides on what this look read (no second listing).

@@ -112,6 +112,10 @@ class GroupAgent {
   // A rebalance recommendation (on_rebalance: snapshot) asks the trainer for
   // a checkpoint and uploads it at once; the round goes on.
   void TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e);
+  // Another rank's warning, as the round's flush records say (`flushes`:
+  // rank -> its step then): this node's trainer is asked too, once per rank
+  // and round, and its next checkpoint goes up at once.
+  void TakeFlushes(Clock::MonoTime now, const std::map<int, std::optional<int64_t>>& flushes);
   // systemd (docs/design.md §14): READY=1 once the first round's part is
   // restored and its trainer started, STOPPING=1 once this node leaves for
   // good; each said once.
@@ -186,6 +190,7 @@ class GroupAgent {
   Clock::MonoTime next_periodic_{};        // the next periodic upload (upload_interval)
   Clock::MonoTime next_checkpoint_signal_{};  // checkpoint_interval's next signal
   bool asked_ = false;                     // a checkpoint was asked for and not answered
+  std::set<int> flushes_taken_;            // ranks whose flush this node acted on, this round
   std::optional<int64_t> answer_step_;     // the part that answers it
   bool final_ = false;                     // the round's request is answered (final.json)
   std::string stepless_warned_;           // a checkpoint without a step, said once

@@ -4,6 +4,7 @@
 // rebalance recommendation's snapshot (on_rebalance).
 #include "agent/group_agent_impl.h"
 
+#include "agent/group_store.h"
 #include "common/log.h"
 #include "common/signal_names.h"
 
@@ -39,11 +40,37 @@ void GroupAgent::TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e) 
       state_ != State::kInRound) {
     return;
   }
-  LogWarn("rebalance recommendation: asking the trainer for a checkpoint; the round goes on");
+  LogWarn("rebalance recommendation: asking the trainer for a checkpoint, and every other node's "
+          "agent to ask its own; the round goes on");
   AskTrainer("the rebalance recommendation");
   // Its part goes up as soon as it is complete; the other ranks' agents
   // upload theirs of the same step to complete the group snapshot (kFollow).
   next_periodic_ = now;
+  flushes_taken_.insert(rank_);
+  // The group flushes together: the other members read this record on
+  // their next look and ask their own trainers (TakeFlushes), for trainers
+  // that do not pass one rank's request on to the others. Written off the
+  // loop, with a GroupStore of its own (the loop's caches are not shared).
+  std::optional<int64_t> newest;
+  if (auto all = RoundCheckpoints(); all.ok() && !all->empty()) newest = all->front().step;
+  store_work_.Post([&store = c_.store, job = cfg_.job, round = plan_->round, rank = rank_, newest] {
+    if (Status st = GroupStore(store, job).MarkFlush(round, rank, newest); !st.ok()) {
+      LogWarn("recording the group flush of round {} failed: {}", round, st.message());
+    }
+  });
+}
+
+void GroupAgent::TakeFlushes(Clock::MonoTime now,
+                             const std::map<int, std::optional<int64_t>>& flushes) {
+  if (state_ != State::kInRound) return;
+  for (const auto& [rank, step] : flushes) {
+    if (!flushes_taken_.insert(rank).second) continue;
+    LogInfo("rank {} was warned (a rebalance recommendation, at step {}): the group flushes; "
+            "asking this node's trainer for a checkpoint",
+            rank, step ? std::to_string(*step) : "none");
+    AskTrainer("rank " + std::to_string(rank) + "'s rebalance recommendation");
+    next_periodic_ = now;
+  }
 }
 
 }  // namespace sg::group_detail

@@ -49,6 +49,7 @@ void GroupAgent::Join(const RoundPlan& plan) {
   uploaded_.clear();
   round_parts_.clear();
   asked_ = false;
+  flushes_taken_.clear();
   answer_step_.reset();
   next_periodic_ = c_.clock.Monotonic() + cfg_.upload_interval;
   trainer_done_ = done_marked_ = false;

@@ -308,6 +308,14 @@ StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Asked(uint64_t round
   return RankSteps(store_, RoundPrefix(round) + "asked/");
 }
 
+Status GroupStore::MarkFlush(uint64_t round, int rank, std::optional<int64_t> step) {
+  return PutRankStep(store_, RoundPrefix(round) + "flush/", rank, step);
+}
+
+StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Flushes(uint64_t round) {
+  return RankSteps(store_, RoundPrefix(round) + "flush/");
+}
+
 Status GroupStore::WriteFinal(uint64_t round, uint64_t seq, int64_t step) {
   nlohmann::json j = {{"seq", seq}, {"step", step}};
   Status st = store_.Put(RoundPrefix(round) + "final.json", j.dump(), PutCondition::CreateOnly())

@@ -110,6 +110,12 @@ class GroupStore {
   // `after` (create-only); and every rank's, by rank.
   Status MarkAsked(uint64_t round, int rank, std::optional<int64_t> after);
   StatusOr<std::map<int, std::optional<int64_t>>> Asked(uint64_t round);
+  // A rank's agent was warned (a rebalance recommendation) when its newest
+  // local step was `step` (create-only): every member asks its own trainer
+  // for a checkpoint, so the group flushes together; and every rank's, by
+  // rank (docs/design.md §14, "A group flush").
+  Status MarkFlush(uint64_t round, int rank, std::optional<int64_t> step);
+  StatusOr<std::map<int, std::optional<int64_t>>> Flushes(uint64_t round);
   // The group snapshot that answers a round's request for a checkpoint: the
   // first one newer than every rank's step when it was asked (create-only).
   Status WriteFinal(uint64_t round, uint64_t seq, int64_t step);

@@ -75,6 +75,9 @@ struct RestoredState {
   std::optional<uint64_t> last_seq;  // of that snapshot
   bool upload_first = false;         // a local checkpoint the store lacks
   std::string resume;                // what the trainer starts from; "" = fresh
+  // The job's interruption history (checkpoint_cadence auto only): the
+  // cadence learns its MTBF from it.
+  std::optional<InterruptionHistory> history;
 };
 
 // How an upload ended.

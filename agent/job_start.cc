@@ -9,6 +9,7 @@
 #include "agent/checkpoint_watcher.h"
 #include "agent/exit_codes.h"
 #include "agent/group_store.h"
+#include "agent/interruption_history.h"
 #include "agent/job_ports_real.h"
 #include "agent/local_checkpoint.h"
 #include "agent/manifest.h"
@@ -311,6 +312,17 @@ JobStart StartJob(const StartSteps& s) {
       s.stopped, s.clock.Monotonic() + kStartRetryBound);
   if (!st.ok()) {
     return fail(st, st.Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure);
+  }
+  if (s.config.checkpoint_cadence.automatic) {
+    // History, for the cadence's MTBF: without it, the prior serves.
+    auto history = ReadInterruptionHistory(s.store, s.config.job, s.clock.Now());
+    if (history.ok()) {
+      out.point.state.history = *history;
+    } else {
+      LogWarn("reading the job's interruption history failed ({}); the cadence starts from "
+              "checkpoint_cadence.mtbf",
+              history.status().message());
+    }
   }
   out.outcome = s.stopped() ? JobStart::Outcome::kStopped : JobStart::Outcome::kStarted;
   return out;

@@ -62,7 +62,10 @@ phase_done() {
   phase_start=$SECONDS
 }
 print_phases() {
-  [ ${#phases[@]} -eq 0 ] || echo "test.sh: time by phase: $(IFS=','; echo "${phases[*]}" | sed 's/,/, /g'); total ${SECONDS} s" >&2
+  [ ${#phases[@]} -gt 0 ] || return 0
+  local joined
+  joined=$(IFS=','; echo "${phases[*]}")
+  echo "test.sh: time by phase: ${joined//,/, }; total ${SECONDS} s" >&2
 }
 
 bash scripts/install-deps.sh test

@@ -18,7 +18,9 @@ namespace {
 // A trainer that saves only when asked: SIGUSR1 sets a flag (it reads no
 // notice file), and once asked it saves step_<N>.pt at every tenth step. The
 // flag is shared through `shared`/asked, as a real job's ranks all-reduce
-// theirs, so every node saves the same steps. `plain`: it starts a helper
+// theirs, so every node saves the same steps; in mode `own` each node has a
+// flag of its own (beside its checkpoint dir), as ranks that pass no request
+// on: only a node whose own agent asked it saves. `plain`: it starts a helper
 // child first (which SIGUSR1 kills: its default action). `launcher`: it is a
 // stand-in for torchrun that an unhandled SIGUSR1 kills, running one worker.
 constexpr char kAskedTrainer[] = R"PY(#!/usr/bin/python3
@@ -27,14 +29,14 @@ mode, shared = sys.argv[1], sys.argv[2]
 if mode == "launcher":
     worker = subprocess.Popen([sys.executable, __file__, "worker", shared])
     sys.exit(worker.wait())
-flag = os.path.join(shared, "asked")
+ckpt = os.environ["SPOTGUARD_CHECKPOINT_DIR"]
+flag = os.path.join(ckpt, "..", "asked") if mode == "own" else os.path.join(shared, "asked")
 def on_usr1(*_):
     open(flag, "a").close()
 signal.signal(signal.SIGUSR1, on_usr1)
 if mode == "plain":
     helper = subprocess.Popen(["sleep", "600"])
 print("ready", flush=True)
-ckpt = os.environ["SPOTGUARD_CHECKPOINT_DIR"]
 step = 0
 resume = os.environ.get("SPOTGUARD_RESUME_FROM", "")
 if resume:
@@ -216,6 +218,29 @@ TEST_F(GroupDutiesE2E, ARebalanceRecommendationTakesAGroupSnapshotWithoutEndingT
         return false;
       },
       30s));
+}
+
+// A group flush (docs/design.md §14): trainers that do not pass a request on
+// (mode `own`) all save because every node's agent asks its own, on the
+// record the warned node writes. Before, only node 2's trainer was asked, so
+// node 1's never saved and no group snapshot could be made.
+TEST_F(GroupDutiesE2E, ARebalanceOnOneNodeAsksEveryNodesTrainerAndTheGroupFlushes) {
+  const std::string config = JobConfig(2, AskedTrainer("own"));
+  StartNode(1, config);
+  StartNode(2, config);
+  ASSERT_TRUE(nodes_[2].agent->WaitForOutput("] ready", 120s)) << Logs();
+  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("] ready", 120s)) << Logs();
+  nodes_[2].imds->Control("POST", "/_sim/rebalance", "{}");
+  ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 120s)) << Logs();
+  EXPECT_TRUE(std::filesystem::exists(nodes_[1].ckpt + "/../asked")) << Logs();
+  EXPECT_NE(nodes_[1].agent->Output().find("was warned (a rebalance recommendation"),
+            std::string::npos)
+      << Logs();
+  EXPECT_NE(nodes_[1].agent->Output().find("for a checkpoint (SIGUSR1) on rank"), std::string::npos)
+      << Logs();
+  EXPECT_TRUE(Ends(1).empty()) << "the round goes on\n" << Logs();
+  EXPECT_FALSE(nodes_[1].agent->Wait(0ms).has_value());
+  EXPECT_FALSE(nodes_[2].agent->Wait(0ms).has_value());
 }
 
 }  // namespace

@@ -100,5 +100,26 @@ TEST(CheckpointCadenceTest, OnlyAChangeBeyondTheThresholdIsAnnounced) {
             std::string::npos);
 }
 
+// The MTBF learned from the job's history: the prior counts as one
+// interval, so no history keeps it, and a long one outweighs it.
+TEST(CheckpointCadenceTest, TheMtbfIsLearnedFromTheJobsHistory) {
+  const Seconds prior(6 * 3600.0);
+  EXPECT_DOUBLE_EQ(LearnedMtbf(prior, {}).count(), prior.count());
+  // 2 notices in 18 h: (6 + 18) / 3 = 8 h.
+  EXPECT_DOUBLE_EQ(LearnedMtbf(prior, {Seconds(18 * 3600.0), 2}).count(), 8 * 3600.0);
+  // 10 h without a notice: (6 + 10) / 1 = 16 h, longer than the prior.
+  EXPECT_DOUBLE_EQ(LearnedMtbf(prior, {Seconds(10 * 3600.0), 0}).count(), 16 * 3600.0);
+  // 99 notices in 99 h: (6 + 99) / 100 = 1.05 h, near the observed 1 h.
+  EXPECT_NEAR(LearnedMtbf(prior, {Seconds(99 * 3600.0), 99}).count(), 1.05 * 3600, 1e-6);
+
+  // The cadence uses it: with C = 60 s, sqrt(2 x 60 x 8 h) = 1859 s.
+  FakeClock clock;
+  CheckpointCadence cadence(Wide(prior));
+  Measure(cadence, clock, seconds(60));
+  cadence.Learn({Seconds(18 * 3600.0), 2});
+  EXPECT_DOUBLE_EQ(cadence.At(clock.Monotonic()).mtbf.count(), 8 * 3600.0);
+  EXPECT_NEAR(cadence.At(clock.Monotonic()).interval.count(), std::sqrt(2.0 * 60 * 8 * 3600), 1e-6);
+}
+
 }  // namespace
 }  // namespace sg::testing

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/interruption_history.h"
 #include "common/file_store.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/temp_dir.h"
@@ -63,6 +64,51 @@ TEST(EventLog, TheEnginesIndexAndAttemptGoIntoEveryEventOnlyWhenSet) {
   EXPECT_EQ((*recent)[0]["detail_attempt"], "forged");
   EXPECT_FALSE((*recent)[1].contains("index")) << "outside an engine, no new keys";
   EXPECT_FALSE((*recent)[1].contains("attempt"));
+}
+
+// The cadence's history comes from the event keys: the time since the first
+// event and the notices, whatever instance recorded them; a key that is not
+// an event's is passed over.
+TEST(InterruptionHistoryTest, ExposureAndNoticesComeFromTheEventKeys) {
+  TempDir dir;
+  auto opened = FileStore::Open(dir.path());
+  ASSERT_TRUE(opened.ok());
+  FileStore& store = **opened;
+  FakeClock clock;
+  clock.SetNow(Clock::WallTime(std::chrono::seconds(1'795'000'000)));
+  const Clock::WallTime first = clock.Now();
+  EventLog a(store, clock, "job", "i-1");
+  EventLog b(store, clock, "job", "i-2");
+  ASSERT_TRUE(a.Record("start").ok());
+  clock.Advance(std::chrono::hours(3));
+  ASSERT_TRUE(a.Record("notice").ok());
+  clock.Advance(std::chrono::hours(1));
+  ASSERT_TRUE(b.Record("start").ok());
+  clock.Advance(std::chrono::hours(5));
+  ASSERT_TRUE(b.Record("notice").ok());
+  ASSERT_TRUE(b.Record("snapshot").ok());
+  ASSERT_TRUE(store.Put("job/events/README", "not an event", PutCondition::None()).ok());
+  ASSERT_TRUE(EventLog(store, clock, "other", "i-3").Record("notice").ok());
+
+  auto h = ReadInterruptionHistory(store, "job", first + std::chrono::hours(10));
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->interruptions, 2);
+  EXPECT_DOUBLE_EQ(h->exposure.count(), 10 * 3600.0);
+
+  auto none = ReadInterruptionHistory(store, "fresh", first);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->interruptions, 0);
+  EXPECT_DOUBLE_EQ(none->exposure.count(), 0);
+}
+
+TEST(InterruptionHistoryTest, ACompactStampIsParsedExactlyAndAnythingElseIsNot) {
+  auto t = ParseCompactStamp("20261122T082200.123Z");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(FormatUtc(*t, /*millis=*/true), "2026-11-22T08:22:00.123Z");
+  EXPECT_FALSE(ParseCompactStamp("2026-11-22T08:22:00.123Z").has_value());
+  EXPECT_FALSE(ParseCompactStamp("20261122T082200.123").has_value());
+  EXPECT_FALSE(ParseCompactStamp("20261122X082200.123Z").has_value());
+  EXPECT_FALSE(ParseCompactStamp("").has_value());
 }
 
 }  // namespace

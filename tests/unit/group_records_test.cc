@@ -231,6 +231,23 @@ TEST_F(GroupRecordsTest, AGroupDoesNotSilentlyStartOverAJobThatRanOnOneNode) {
 }
 
 // The digest's primitive against RFC 7914 section 11's PBKDF2-HMAC-SHA-256 vector.
+// A group flush's records (docs/design.md §14): one per warned rank and
+// round, create-only, so a second warning of the same rank asks no one twice,
+// and another round's records are not this round's.
+TEST_F(GroupRecordsTest, AFlushIsRecordedOncePerRankAndRound) {
+  EXPECT_TRUE(group_->Flushes(3)->empty());
+  ASSERT_TRUE(group_->MarkFlush(3, 1, 40).ok());
+  ASSERT_TRUE(group_->MarkFlush(3, 0, std::nullopt).ok());
+  // A second warning of rank 1 is no error, and changes nothing (create-only).
+  EXPECT_TRUE(group_->MarkFlush(3, 1, 50).ok());
+  auto flushes = group_->Flushes(3);
+  ASSERT_TRUE(flushes.ok()) << flushes.status().message();
+  const std::map<int, std::optional<int64_t>> want = {{0, std::nullopt}, {1, 40}};
+  EXPECT_EQ(*flushes, want);
+  EXPECT_TRUE(group_->Flushes(4)->empty());
+  EXPECT_TRUE(store_->Head("job/group/rounds/0000000003/flush/1.json").ok());
+}
+
 TEST(Pbkdf2Test, MatchesThePublishedVector) {
   EXPECT_EQ(HexEncode(Pbkdf2Sha256("passwd", "salt", 1, 64)),
             "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc"

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include "agent/job_policy.h"
+#include "tests/unit/job_actions_support.h"
 
 namespace sg::testing {
 namespace {
@@ -12,31 +13,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 namespace a = job_action;
-
-template <typename T>
-const T* Find(const JobActions& actions) {
-  for (const JobAction& action : actions) {
-    if (const T* found = std::get_if<T>(&action)) return found;
-  }
-  return nullptr;
-}
-
-const a::RecordEvent* FindEvent(const JobActions& actions, std::string_view kind) {
-  for (const JobAction& action : actions) {
-    if (const auto* e = std::get_if<a::RecordEvent>(&action); e && e->kind == kind) return e;
-  }
-  return nullptr;
-}
-
-bool Said(const JobActions& actions, std::string_view text) {
-  for (const JobAction& action : actions) {
-    if (const auto* log = std::get_if<a::Log>(&action);
-        log && log->message.find(text) != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
-}
 
 constexpr Clock::WallTime kWall0 = Clock::WallTime(seconds(1'795'000'000));
 
@@ -149,6 +125,24 @@ TEST(JobPolicyResumeTest, TheCadenceAsksAtYoungsIntervalAndLogsEachChange) {
   EXPECT_NEAR(FindEvent(first, "cadence")->data["interval_seconds"].get<double>(), 657.27, 0.01);
   EXPECT_TRUE(Said(first, "checkpoint interval 657s (start)"));
   EXPECT_EQ(SignalTimes(p, 1, 2000), (std::vector<int>{658, 1316, 1974}));
+}
+
+// The job's history in the store sets the MTBF: 3 notices in 9 h with a
+// 1 h prior gives (1 + 9) / 4 = 2.5 h, and sqrt(2 x 60 x 9000) = 1039 s.
+TEST(JobPolicyResumeTest, TheCadenceLearnsTheMtbfFromTheJobsHistory) {
+  RestoredState state = Restored(100, 3);
+  state.history = InterruptionHistory{Seconds(9 * 3600.0), 3};
+  JobPolicyOptions o = Cadence(Seconds(3600));
+  o.checkpoint_signal = SIGUSR1;
+  JobPolicy p(o);
+  p.OnLeaseAcquired(At(milliseconds(0)));
+  JobActions restored = p.OnRestored(At(milliseconds(0)), state);
+  EXPECT_TRUE(Said(restored, "3 interruption notice(s) in 9.0 h")) << "the history is logged";
+  EXPECT_TRUE(Said(restored, "MTBF 2.5 h"));
+  JobActions first = p.OnTick(At(seconds(0)));
+  ASSERT_NE(FindEvent(first, "cadence"), nullptr);
+  EXPECT_NEAR(FindEvent(first, "cadence")->data["mtbf_seconds"].get<double>(), 9000, 1e-6);
+  EXPECT_NEAR(FindEvent(first, "cadence")->data["interval_seconds"].get<double>(), 1039.23, 0.01);
 }
 
 TEST(JobPolicyResumeTest, TheMeasuredCostOfARequestSetsTheNextInterval) {

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include "agent/exit_codes.h"
+#include "tests/unit/job_actions_support.h"
 
 namespace sg::testing {
 namespace {
@@ -14,48 +15,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 namespace a = job_action;
-
-template <typename T>
-const T* Find(const JobActions& actions) {
-  for (const JobAction& action : actions) {
-    if (const T* found = std::get_if<T>(&action)) return found;
-  }
-  return nullptr;
-}
-
-template <typename T>
-int Count(const JobActions& actions) {
-  int n = 0;
-  for (const JobAction& action : actions) n += std::holds_alternative<T>(action) ? 1 : 0;
-  return n;
-}
-
-std::vector<std::string> EventKinds(const JobActions& actions) {
-  std::vector<std::string> kinds;
-  for (const JobAction& action : actions) {
-    if (const auto* e = std::get_if<a::RecordEvent>(&action)) kinds.push_back(e->kind);
-  }
-  return kinds;
-}
-
-bool Said(const JobActions& actions, std::string_view text) {
-  for (const JobAction& action : actions) {
-    if (const auto* log = std::get_if<a::Log>(&action);
-        log && log->message.find(text) != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// The index of the first action of type T; -1 when there is none.
-template <typename T>
-int IndexOf(const JobActions& actions) {
-  for (size_t i = 0; i < actions.size(); ++i) {
-    if (std::holds_alternative<T>(actions[i])) return static_cast<int>(i);
-  }
-  return -1;
-}
 
 class JobPolicyTest : public ::testing::Test {
  protected:
