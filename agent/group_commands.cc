@@ -195,13 +195,13 @@ int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint6
   const std::vector<GroupCommit>* groups = &listing->groups;
   // Damaged group snapshot records are named; the newest readable one is
   // still checked.
-  std::vector<std::string> bad;
+  std::vector<std::string> unreadable;
   for (const UnreadableRecord& u : listing->unreadable) {
-    bad.push_back("cannot read " + u.key + ": " + u.why);
+    unreadable.push_back("cannot read " + u.key + ": " + u.why);
   }
   std::optional<GroupCommit> g = FindGroup(*groups, seq);
-  if (!g && !bad.empty()) {
-    return FailGroupCommand("verify", Status::Corruption(Join(bad, "; ")));
+  if (!g && !unreadable.empty()) {
+    return FailGroupCommand("verify", Status::Corruption(Join(unreadable, "; ")));
   }
   if (!g) {
     return FailGroupCommand(
@@ -211,6 +211,7 @@ int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint6
         kExitNothingToRestore);
   }
   uint64_t files = 0, bytes = 0;
+  std::vector<std::string> bad;  // of the group snapshot checked
   for (const PartRecord& p : g->parts) {
     const std::string part_job = PartJob(config.job, p.rank);
     auto manifest = SnapshotCatalog(store, part_job).ReadManifest(p.seq);
@@ -225,12 +226,20 @@ int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint6
     if (!st.ok()) bad.push_back("rank " + std::to_string(p.rank) + ": " + st.message());
   }
   if (!bad.empty()) {
+    std::vector<std::string> all = bad;
+    all.insert(all.end(), unreadable.begin(), unreadable.end());
     return FailGroupCommand("verify", Status::Corruption("group snapshot " + SeqName(g->seq) +
-                                                         " or its records are damaged: " +
-                                                         Join(bad, "; ")));
+                                                         " is damaged: " + Join(all, "; ")));
   }
+  // The snapshot checked is whole; records elsewhere that cannot be read
+  // are named apart, and still fail the command.
   std::cout << "group snapshot " << SeqName(g->seq) << ": " << g->nodes << " nodes, " << files
             << " files, " << HumanBytes(bytes) << ", every checksum matches\n";
+  if (!unreadable.empty()) {
+    return FailGroupCommand("verify",
+                            Status::Corruption("other group records are damaged: " +
+                                               Join(unreadable, "; ")));
+  }
   return kExitOk;
 }
 

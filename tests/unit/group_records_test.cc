@@ -131,6 +131,37 @@ TEST_F(GroupRecordsTest, StatusAndVerifyNameTheUnreadableRecords) {
   EXPECT_NE(err.find("cannot read job/groups/0000000001.json"), std::string::npos) << err;
 }
 
+// verify names what is damaged: a whole newest snapshot is said to be whole,
+// and an unreadable older record is named apart (it was "group snapshot 2 or
+// its records are damaged", the damaged record being 1's).
+TEST_F(GroupRecordsTest, VerifyNamesTheUnreadableRecordApartFromAWholeSnapshot) {
+  SnapshotRequest part;
+  part.job = PartJob("job", 0);
+  auto stored = CommitTree({{"step_10.pt", {"weights", 0644}}}, part, 10);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  Garbage(group_->GroupKey(1));
+  GroupCommit g;
+  g.seq = 2;
+  g.round = 1;
+  g.nodes = 1;
+  g.step = 10;
+  g.created = "2026-11-28T10:00:00Z";
+  g.parts = {PartRecord{.rank = 0, .step = 10, .seq = stored->seq, .instance = "i-test"}};
+  ASSERT_TRUE(group_->CommitGroup(g).ok());
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int code = RunGroupVerify(config_, *store_, std::nullopt);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, kExitFailure) << err;
+  EXPECT_NE(out.find("group snapshot 0000000002: 1 nodes, 1 files"), std::string::npos) << out;
+  EXPECT_NE(out.find("every checksum matches"), std::string::npos) << out;
+  EXPECT_NE(err.find("other group records are damaged: cannot read job/groups/0000000001.json"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("group snapshot 0000000002"), std::string::npos) << err;
+}
+
 TEST_F(GroupRecordsTest, AFailureIsShownWithHowToGoOnAndCleared) {
   const std::string settings = SettingsDigest(config_);
   ASSERT_TRUE(group_->MarkFailed({"a trainer crashed in 3 rounds in a row (restart.max 2)",
