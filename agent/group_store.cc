@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <set>
 
 #include "agent/store_layout.h"
@@ -40,6 +41,16 @@ void Forget(std::map<std::string, T>& cache, const std::string& prefix,
   }
 }
 
+// Whether this is the process's first sight of the unreadable record `key`
+// as of `etag`: each is warned about once, however many GroupStore objects
+// read it (retention makes one for every commit).
+bool FirstSightOfUnreadable(const std::string& key, const std::string& etag) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  return seen.insert(key + '\n' + etag).second;
+}
+
 }  // namespace
 
 template <typename T, typename Parse>
@@ -57,7 +68,9 @@ StatusOr<std::optional<T>> GroupStore::ReadOnce(std::map<std::string, T>& cache,
   StatusOr<T> parsed = parse(*body, key);
   if (!parsed.ok()) {
     if (parsed.status().Is(StatusCode::kCorruption)) {
-      LogWarn("skipping {}: {}", key, parsed.status().message());
+      if (FirstSightOfUnreadable(key, object.etag)) {
+        LogWarn("skipping {}: {}", key, parsed.status().message());
+      }
       unreadable_[key] = {object.etag, parsed.status().message()};
     }
     return parsed.status();

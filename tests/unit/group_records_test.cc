@@ -6,6 +6,8 @@
 // started over by a group.
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include "agent/exit_codes.h"
 #include "agent/group_commands.h"
 #include "agent/group_protocol.h"
@@ -13,6 +15,7 @@
 #include "agent/job_start.h"
 #include "agent/store_layout.h"
 #include "common/crypto.h"
+#include "common/log.h"
 #include "tests/support/file_store_fixture.h"
 
 namespace sg::testing {
@@ -86,6 +89,35 @@ TEST_F(GroupRecordsTest, AnUnreadableGroupSnapshotAtTheTopHoldsBackNoCommit) {
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->NextSeq(), 8u);
   EXPECT_EQ(after->unreadable.size(), 2u);
+}
+
+// An unreadable record is warned about once per process, not at every
+// commit (retention reads the records with a GroupStore of its own each
+// time: 48 warnings in 40 s before).
+TEST_F(GroupRecordsTest, AnUnreadableRecordIsWarnedAboutOnceHoweverManyReadersReadIt) {
+  // Content of its own, so that no other test's record has its etag.
+  ASSERT_TRUE(store_->Put(group_->GroupKey(4), "{not json " + dir_.path(), PutCondition::None())
+                  .ok());
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  InitLogging(LogLevel::kInfo, LogFormat::kText);
+  SetLogTap([&](std::string_view, std::string_view level, std::string_view message) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (level == "warn" && message.find("groups/0000000004.json") != std::string_view::npos) {
+      warnings.emplace_back(message);
+    }
+  });
+  for (int i = 0; i < 3; ++i) {
+    auto listing = GroupStore(*store_, "job").ListGroups();
+    ASSERT_TRUE(listing.ok());
+    EXPECT_EQ(listing->unreadable.size(), 1u) << "still named in every listing";
+  }
+  // A new version of the record (another etag) is news again.
+  ASSERT_TRUE(store_->Put(group_->GroupKey(4), "[]", PutCondition::None()).ok());
+  ASSERT_TRUE(GroupStore(*store_, "job").ListGroups().ok());
+  SetLogTap({});
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(warnings.size(), 2u) << "once for each version of the record";
 }
 
 TEST_F(GroupRecordsTest, AnUnreadablePlanAtTheTopHoldsBackNoRound) {
