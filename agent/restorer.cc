@@ -111,10 +111,13 @@ Status CheckRestoreTarget(const std::string& target_dir) {
                                    " exists and is not a directory");
   }
   if (IsMountPoint(target_dir, st)) {
+    // A refusal like a mount below the target: exit 2, as for any target
+    // restore cannot use (IsRestoreRefusal).
     return Status::InvalidArgument(
-        "restore target " + target_dir +
-        " is a mount point, which restore cannot swap atomically; restore into a directory "
-        "below it");
+               "restore target " + target_dir +
+               " is a mount point, which restore cannot swap atomically; restore into a "
+               "directory below it")
+        .WithReason(kMountBelowReason);
   }
   SG_RETURN_IF_ERROR(CheckNoMountBelow(target_dir, "restore target " + target_dir));
   return CheckWritableDir(target_dir, "restore target " + target_dir);
