@@ -14,6 +14,7 @@
 #include <deque>
 #include <mutex>
 
+#include "agent/attempt_record.h"
 #include "agent/capture.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
@@ -134,6 +135,8 @@ class Agent {
 
   BackgroundCall<Status> renewal_{c_.ports.inline_store_work};  // the renewal in flight
   BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
+  MetricsFile metrics_{c_.metrics_file, cfg_.job, events_.attempt_id()};
+  AttemptRecorder attempt_{events_, store_work_, c_.clock, metrics_};  // every event goes here
   Clock::MonoTime next_poll_{}, next_watchdog_{};
   bool done_ = false;
   bool threads_left_ = false;
@@ -282,6 +285,7 @@ void Agent::Loop() {
     }
     if (done_) break;
     Perform(policy_.OnTick(Now()));
+    metrics_.Tick(c_.clock.Now(), JobPhaseName(policy_.phase()));
   }
 }
 
@@ -324,8 +328,7 @@ JobActions Agent::Do(const JobAction& action) {
     }
     return policy_.OnTrainerStopped(Now());
   } else if (const auto* event = std::get_if<a::RecordEvent>(&action)) {
-    store_work_.Post(
-        [this, kind = event->kind, data = event->data] { (void)events_.Record(kind, data); });
+    attempt_.Record(event->kind, event->data, event->at);
   } else if (std::holds_alternative<a::RunRetention>(action)) {
     store_work_.Post([this] {
       auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
@@ -397,6 +400,8 @@ void Agent::FlushLogs() {
 void Agent::Finish(int exit_code) {
   done_ = true;
   result_.exit_code = exit_code;
+  attempt_.Record("exit", {{"code", exit_code}, {"reason", JobEndName(policy_.end())}});
+  metrics_.Tick(c_.clock.Now(), "done", /*force=*/true);
   if (auto n = policy_.notice_to_commit()) result_.notice_to_commit_seconds = *n;
   result_.committed_step = policy_.committed_step_this_run();
   // The newest step the trainer wrote a checkpoint for, complete or not.
@@ -412,6 +417,7 @@ void Agent::Finish(int exit_code) {
 
 AgentResult Agent::Run() {
   events_.SetEngineIdentity(cfg_.index, cfg_.engine_attempt);
+  attempt_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
   if (pid1_) LogInfo("running as PID 1: reaping every orphaned process");
   if (Status st = BlockSignals(); !st.ok()) {
     LogError("{}", st.message());
@@ -459,8 +465,11 @@ AgentResult Agent::Run() {
     return result_;
   }
   (void)policy_.OnLeaseAcquired(Now());
+  attempt_.Record("lease");
   if (Status st = DrawFence(); !st.ok()) return fail(st);
+  attempt_.Record("restore-start");
   auto start = RestoreAtStart(c_.store, c_.clock, cfg_, events_);
+  attempt_.Record("restore-end");
   if (!start.ok()) {
     return fail(start.status(),
                 start.status().Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure);

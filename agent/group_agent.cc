@@ -18,6 +18,7 @@
 #include <set>
 
 #include "agent/capture.h"
+#include "agent/attempt_record.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
 #include "agent/group_commands.h"
@@ -297,6 +298,7 @@ AgentResult GroupAgent::Run() {
     result_.exit_code = kExitOk;
     return result_;
   }
+  (void)events_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));  // the ledger's
   (void)c_.notifier.Notify("READY=1");
   watch_->Start();
   while (state_ != State::kDone) {

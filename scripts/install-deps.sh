@@ -21,6 +21,9 @@ packages=(
   clang libclang-rt-14-dev libfaketime faketime iproute2 iptables
   # the PyTorch example trainer and its end-to-end test
   python3-torch
+  # `spotguard report --html` checked in headless Chromium; the metrics file
+  # checked with promtool (from the prometheus package)
+  chromium prometheus
   # packaging and deployment checks: man page, Debian package, unit, scripts;
   # the RPM package (rpmbuild; rpm2cpio and cpio unpack it), the Debian 12 root for the
   # portability check (debootstrap), startup timing (hyperfine)
