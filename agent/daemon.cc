@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "agent/attempt_record.h"
 #include "agent/capture.h"
 #include "agent/checkpoint_signal.h"
 #include "agent/completion.h"
@@ -162,6 +163,8 @@ class Agent {
 
   BackgroundCall<Status> renewal_{c_.ports.inline_store_work};  // the renewal in flight
   BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
+  MetricsFile metrics_{c_.metrics_file, cfg_.job, events_.attempt_id()};
+  AttemptRecorder attempt_{events_, store_work_, c_.clock, metrics_};  // every event goes here
   Clock::MonoTime next_poll_{};
   WatchdogPinger watchdog_{c_.notifier};
   bool done_ = false;
@@ -375,6 +378,7 @@ void Agent::Loop() {
     }
     if (done_) break;
     Perform(policy_.OnTick(Now()));
+    metrics_.Tick(c_.clock.Now(), JobPhaseName(policy_.phase()));
   }
 }
 
@@ -417,8 +421,7 @@ JobActions Agent::Do(const JobAction& action) {
     }
     return policy_.OnTrainerStopped(Now());
   } else if (const auto* event = std::get_if<a::RecordEvent>(&action)) {
-    store_work_.Post(
-        [this, kind = event->kind, data = event->data] { (void)events_.Record(kind, data); });
+    attempt_.Record(event->kind, event->data, event->at);
   } else if (std::holds_alternative<a::RunRetention>(action)) {
     store_work_.Post([this] {
       auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
@@ -527,6 +530,8 @@ void Agent::FlushLogs() {
 void Agent::Finish(int exit_code) {
   done_ = true;
   result_.exit_code = exit_code;
+  attempt_.Record("exit", {{"code", exit_code}, {"reason", JobEndName(policy_.end())}});
+  metrics_.Tick(c_.clock.Now(), "done", /*force=*/true);
   if (auto n = policy_.notice_to_commit()) result_.notice_to_commit_seconds = *n;
   result_.committed_step = policy_.committed_step_this_run();
   // The newest step the trainer wrote a checkpoint for, complete or not.
@@ -538,6 +543,7 @@ AgentResult Agent::Run() {
   if (auto near = AttemptBudgetWarning(cfg_.engine_attempt, cfg_.fleet_max_attempts)) {
     LogWarn("{}", *near);  // docs/fleet.md, "Retry budgets"
   }
+  attempt_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
   if (pid1_) LogInfo("running as PID 1: reaping every orphaned process");
   if (Status st = BlockSignals(); !st.ok()) {
     LogError("{}", st.message());
@@ -584,6 +590,14 @@ AgentResult Agent::Run() {
     return StoppedAtStart(watch);
   }
   (void)policy_.OnLeaseAcquired(Now());
+  // The start ran on a thread of its own: its moments are recorded now,
+  // each with the time it happened (the ledger's, docs/operations.md).
+  attempt_.Record("lease", {}, start.leased_at);
+  attempt_.Record("restore-start", {}, start.restore_started_at);
+  attempt_.Record("restore-end", {{"step", start.point.resumed_step
+                                               ? nlohmann::ordered_json(*start.point.resumed_step)
+                                               : nlohmann::ordered_json(nullptr)}},
+                  start.restore_ended_at);
   result_.resumed_step = start.point.resumed_step;
   result_.restore_seconds = start.point.restore_seconds;
   resume_ = start.point.state.resume;

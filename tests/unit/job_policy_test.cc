@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <map>
+
 #include "agent/exit_codes.h"
 
 namespace sg::testing {
@@ -164,7 +166,20 @@ TEST_F(JobPolicyTest, ANoticeAsksForACheckpointCommitsItStopsTheTrainerAndExits7
 
   JobActions stopped = StopAndEnd(At(seconds(20)), {Ckpt(200, seconds(13))});
   EXPECT_NE(Find<a::CompleteLifecycleHook>(stopped), nullptr);
-  EXPECT_EQ(EventKinds(stopped), (std::vector<std::string>{"notice", "snapshot", "stop"}));
+  EXPECT_EQ(EventKinds(stopped),
+            (std::vector<std::string>{"notice", "checkpoint-request", "checkpoint-answer",
+                                      "snapshot", "trainer-stop", "stop"}));
+  // Written after the trainer stopped, each with the time it happened (the ledger's).
+  std::map<std::string, Clock::WallTime> when;
+  for (const JobAction& action : stopped) {
+    if (const auto* e = std::get_if<a::RecordEvent>(&action); e && e->at) when[e->kind] = *e->at;
+  }
+  EXPECT_EQ(when["notice"], At(seconds(10)).wall);
+  EXPECT_EQ(when["checkpoint-request"], At(seconds(10)).wall);
+  EXPECT_EQ(when["checkpoint-answer"], At(seconds(14)).wall);
+  EXPECT_EQ(when["snapshot"], At(seconds(18)).wall);
+  EXPECT_EQ(when["trainer-stop"], At(seconds(20)).wall);
+  EXPECT_EQ(when["stop"], At(seconds(20)).wall);
   EXPECT_NE(Find<a::RunRetention>(stopped), nullptr);
   EXPECT_NE(Find<a::ReleaseLease>(stopped), nullptr);
   ASSERT_TRUE(std::holds_alternative<a::Exit>(stopped.back()));
