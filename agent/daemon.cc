@@ -163,7 +163,7 @@ class Agent {
 
   BackgroundCall<Status> renewal_{c_.ports.inline_store_work};  // the renewal in flight
   BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
-  MetricsFile metrics_{c_.metrics_file, cfg_.job, events_.attempt_id()};
+  MetricsFile metrics_{cfg_.metrics_file, cfg_.job, events_.attempt_id()};
   AttemptRecorder attempt_{events_, store_work_, c_.clock, metrics_};  // every event goes here
   Clock::MonoTime next_poll_{};
   WatchdogPinger watchdog_{c_.notifier};
@@ -270,6 +270,8 @@ AgentResult Agent::StoppedAtStart(const StartWatch& watch) {
     nlohmann::ordered_json data = {{"reason", notice ? "notice" : "signal"}, {"during", "start"}};
     if (notice) data["notice"] = notice->ToJson();
     (void)events_.Record("stop", data);
+    // The ledger's end of this attempt (docs/operations.md, "The ledger").
+    (void)events_.Record("exit", {{"code", kExitInterrupted}, {"reason", data["reason"]}});
   }
   if (notice) CompleteLifecycleHook(EndContext());
   FlushLogs();

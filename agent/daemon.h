@@ -42,9 +42,6 @@ struct AgentContext {
   // What the metadata service said of this instance; nullopt off EC2.
   std::optional<InstanceIdentity> identity = std::nullopt;
   std::string launch_time = {};  // the identity document's pendingTime; "" when unknown
-  // SPOTGUARD_METRICS_FILE: where the metrics are written; "" = nowhere
-  // (docs/operations.md, "Metrics").
-  std::string metrics_file = {};
 };
 
 struct AgentResult {

@@ -186,7 +186,12 @@ Goodput ComputeGoodput(const Ledger& ledger) {
     const LedgerAttempt* next = i + 1 < all.size() && all[i + 1].node == a.node ? &all[i + 1] : nullptr;
     AttemptGoodput ag;
     ag.attempt = &a;
-    const LedgerMs launched = a.launch && *a.launch <= a.first ? *a.launch : a.first;
+    // The launch counts when it is between the node's previous attempt and
+    // this one's first event: an agent run again on the same instance (an
+    // engine's retry) has the instance's old launch, and its gap is waiting.
+    const bool launch_known = a.launch && *a.launch <= a.first &&
+                              (prev == nullptr || *a.launch >= g.attempts.back().end);
+    const LedgerMs launched = launch_known ? *a.launch : a.first;
     const LedgerMs prev_end = prev ? g.attempts.back().end : launched;
     ag.begin = std::max(launched, prev_end);
     ag.end = std::max(ag.begin, a.last);

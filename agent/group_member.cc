@@ -41,6 +41,7 @@ namespace sg::group_detail {
 void GroupAgent::Join(const RoundPlan& plan) {
   rank_ = *plan.RankOf(self_.agent);
   events_.SetNode(rank_);  // the ledger's lane (docs/operations.md)
+  (void)events_.Record("group-joined", {{"round", plan.round}});  // the wait for the group ends
   plan_ = plan;
   part_step_.reset();
   restored_step_.reset();

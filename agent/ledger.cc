@@ -1,6 +1,7 @@
 #include "agent/ledger.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <map>
 
@@ -54,7 +55,7 @@ void Apply(LedgerAttempt& a, const nlohmann::json& e, LedgerMs t) {
     a.availability_zone = Str(e, "availability_zone");
     a.lifecycle = Str(e, "lifecycle");
     if (auto launch = ParseLedgerTime(Str(e, "launch_time"))) a.launch = launch;
-  } else if (kind == "lease") {
+  } else if (kind == "lease" || kind == "group-joined") {
     SetOnce(a.lease, t);
   } else if (kind == "restore-start") {
     SetOnce(a.restore_start, t);

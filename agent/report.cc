@@ -164,7 +164,7 @@ std::string ReportToText(const nlohmann::ordered_json& r) {
     out << Format("  {:<18} {:>10.1f} s  {:>5.1f}%\n", name, s, total > 0 ? 100 * s / total : 0);
   }
   if (const auto& cost = r["cost"]; cost.is_null()) {
-    out << "cost: unknown (no prices configured; set SPOTGUARD_PRICES, docs/operations.md)\n";
+    out << "cost: unknown (no prices configured: the `prices` key, docs/operations.md)\n";
   } else {
     out << Format("cost: ${:.2f} for {:.2f} instance-hours; on demand ${:.2f}; saving ${:.2f} "
                   "({:.0f}%); prices configured\n",

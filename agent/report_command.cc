@@ -15,10 +15,10 @@ namespace sg {
 
 int RunReportCommand(const Config& config, const std::map<std::string, std::string>& env,
                      const ReportOptions& options) {
-  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
+  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive, StoreAccess::kReadOnly);
   if (!store.ok()) {
     std::cerr << "spotguard report: " << store.status().message() << "\n";
-    return kExitFailure;
+    return StoreOpenExitCode(store.status());
   }
   auto events = ReadJobEvents(**store, config.job);
   if (!events.ok()) {
@@ -26,13 +26,9 @@ int RunReportCommand(const Config& config, const std::map<std::string, std::stri
               << (*store)->Describe() << ": " << events.status().message() << "\n";
     return kExitFailure;
   }
-  std::vector<std::string> entries;
-  if (auto it = env.find("SPOTGUARD_PRICES"); it != env.end() && !it->second.empty()) {
-    for (const std::string& e : Split(it->second, ',')) entries.push_back(std::string(Trim(e)));
-  }
-  auto prices = ParsePrices(entries);
+  auto prices = ParsePrices(config.prices);  // checked when the config was read
   if (!prices.ok()) {
-    std::cerr << "spotguard report: SPOTGUARD_PRICES: " << prices.status().message() << "\n";
+    std::cerr << "spotguard report: prices: " << prices.status().message() << "\n";
     return kExitUsage;
   }
   ReportInput input{config.job, std::move(*events), std::nullopt, *prices};

@@ -19,7 +19,7 @@ struct ReportOptions {
 };
 
 // Exit code: 0; 1 when the store cannot be read or the page cannot be written;
-// 2 when SPOTGUARD_PRICES does not parse.
+// 2 when the `prices` config key does not parse.
 int RunReportCommand(const Config& config, const std::map<std::string, std::string>& env,
                      const ReportOptions& options);
 

@@ -60,7 +60,6 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
   context.lease_store = lease_store->get();
   context.identity = known;
   context.launch_time = launch_time;
-  if (auto it = env.find("SPOTGUARD_METRICS_FILE"); it != env.end()) context.metrics_file = it->second;
   // A job of several nodes runs the round protocol (docs/multi-node.md).
   const AgentResult result = config.nodes > 1 ? RunGroupAgent(context) : RunAgent(context);
   // Threads stuck on the store still use the store, the transport and the

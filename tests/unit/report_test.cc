@@ -15,24 +15,24 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr LedgerMs kT0 = 1'795'000'000'000;
+constexpr LedgerMs kReportT0 = 1'795'000'000'000;
 
-nlohmann::json Ev(const std::string& id, int sec, const std::string& kind,
+nlohmann::json ReportEv(const std::string& id, int sec, const std::string& kind,
                   nlohmann::json details = nlohmann::json::object()) {
   details["kind"] = kind;
-  details["time"] = FormatLedgerTime(kT0 + sec * 1000);
+  details["time"] = FormatLedgerTime(kReportT0 + sec * 1000);
   details["attempt_id"] = id;
   details["instance"] = id;
   return details;
 }
 
 std::vector<nlohmann::json> TwoAttempts() {
-  return {Ev("a", 0, "agent-start"), Ev("a", 1, "lease"), Ev("a", 2, "start"),
-          Ev("a", 20, "snapshot", {{"step", 10}}), Ev("a", 40, "notice"),
-          Ev("a", 45, "exit", {{"reason", "notice"}}),
-          Ev("b", 50, "agent-start", {{"instance_type", "<b>type</b>"}}), Ev("b", 51, "lease"),
-          Ev("b", 52, "restore-start"), Ev("b", 55, "restore"), Ev("b", 56, "start"),
-          Ev("b", 70, "snapshot", {{"step", 30}}), Ev("b", 71, "exit", {{"reason", "complete"}})};
+  return {ReportEv("a", 0, "agent-start"), ReportEv("a", 1, "lease"), ReportEv("a", 2, "start"),
+          ReportEv("a", 20, "snapshot", {{"step", 10}}), ReportEv("a", 40, "notice"),
+          ReportEv("a", 45, "exit", {{"reason", "notice"}}),
+          ReportEv("b", 50, "agent-start", {{"instance_type", "<b>type</b>"}}), ReportEv("b", 51, "lease"),
+          ReportEv("b", 52, "restore-start"), ReportEv("b", 55, "restore"), ReportEv("b", 56, "start"),
+          ReportEv("b", 70, "snapshot", {{"step", 30}}), ReportEv("b", 71, "exit", {{"reason", "complete"}})};
 }
 
 TEST(Report, TheObjectHasTheAttemptsTheCausesAndTheLongestLoss) {
@@ -51,7 +51,7 @@ TEST(Report, TheObjectHasTheAttemptsTheCausesAndTheLongestLoss) {
 }
 
 TEST(Report, SinceKeepsOnlyTheAttemptsThatRanSinceThen) {
-  const nlohmann::ordered_json r = BuildReport({"job", TwoAttempts(), kT0 + 48'000, {}});
+  const nlohmann::ordered_json r = BuildReport({"job", TwoAttempts(), kReportT0 + 48'000, {}});
   ASSERT_EQ(r["attempts"].size(), 1u);
   EXPECT_EQ(r["attempts"][0]["id"], "b");
   EXPECT_EQ(r["interruptions"], 0);
@@ -76,7 +76,7 @@ TEST(ReportPage, StringsFromTheStoreAreEscapedAndNothingIsFetched) {
     ++bars;
   }
   EXPECT_EQ(bars, 2u);
-  EXPECT_NE(html.find("c-lost_work"), std::string::npos);
+  EXPECT_NE(html.find("class=\"seg c-lost_work\""), std::string::npos) << "a bar shaded as lost";
   EXPECT_NE(html.find("class=\"notice\""), std::string::npos);
 }
 
@@ -84,7 +84,7 @@ TEST(MetricsFile, IsRewrittenEveryFiveSecondsWithTheAttemptsFigures) {
   TempDir dir;
   const std::string path = dir.Join("m.prom");
   MetricsFile m(path, "job", "a");
-  const Clock::WallTime t0 = Clock::WallTime(std::chrono::milliseconds(kT0));
+  const Clock::WallTime t0 = Clock::WallTime(std::chrono::milliseconds(kReportT0));
   m.Observe("agent-start", {}, t0);
   m.Observe("start", {}, t0 + 2s);
   m.Observe("snapshot", {{"step", 40}, {"new_bytes", 1000}, {"reused_bytes", 500}}, t0 + 10s);
@@ -127,10 +127,10 @@ namespace {
 
 TEST(ReportCost, HoursAtTheConfiguredPricesAndTheSameHoursOnDemand) {
   std::vector<nlohmann::json> events = {
-      Ev("a", 0, "agent-start", {{"instance_type", "g5.xlarge"}, {"lifecycle", "spot"}}),
-      Ev("a", 3600, "exit", {{"reason", "notice"}}),
-      Ev("b", 3600, "agent-start", {{"instance_type", "g5.xlarge"}, {"lifecycle", "on-demand"}}),
-      Ev("b", 5400, "exit", {{"reason", "complete"}}),
+      ReportEv("a", 0, "agent-start", {{"instance_type", "g5.xlarge"}, {"lifecycle", "spot"}}),
+      ReportEv("a", 3600, "exit", {{"reason", "notice"}}),
+      ReportEv("b", 3600, "agent-start", {{"instance_type", "g5.xlarge"}, {"lifecycle", "on-demand"}}),
+      ReportEv("b", 5400, "exit", {{"reason", "complete"}}),
   };
   auto prices = ParsePrices({"g5.xlarge=0.5/1.5"});
   ASSERT_TRUE(prices.ok());
