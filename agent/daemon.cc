@@ -60,6 +60,8 @@ using std::chrono::seconds;
 constexpr auto kTick = milliseconds(100);
 // The exit's wait for work on the store (docs/agent.md, "How it ends").
 constexpr auto kExitWait = milliseconds(15'000);
+// The wait for the ledger's events when the start ended early (Agent::Run).
+constexpr auto kLedgerWait = milliseconds(5'000);
 
 class Agent {
  public:
@@ -79,6 +81,7 @@ class Agent {
         signal_target_(CheckpointSignalTarget(cfg_.command)) {}
 
   AgentResult Run();
+  AgentResult RunJob();  // Run, before the wait for the ledger's events
   // Threads of this agent were left running at the exit (EndBackgroundWork).
   bool threads_left() const { return threads_left_; }
 
@@ -541,6 +544,20 @@ void Agent::Finish(int exit_code) {
 }
 
 AgentResult Agent::Run() {
+  AgentResult result = RunJob();
+  // A start that ended early (a failure, a stop, a complete job) may leave
+  // the ledger's first events on the store-work queue, whose tasks use the
+  // agent: waited for briefly; what still runs keeps the agent (RunAgent
+  // leaves it) and ends with the process.
+  if (!result.abandoned && !store_work_.DrainFor(kLedgerWait)) {
+    LogWarn("the ledger's events still wait for the store; leaving them behind");
+    threads_left_ = true;
+    result.abandoned = true;
+  }
+  return result;
+}
+
+AgentResult Agent::RunJob() {
   events_.SetEngineIdentity(cfg_.index, cfg_.engine_attempt);
   if (auto near = AttemptBudgetWarning(cfg_.engine_attempt, cfg_.fleet_max_attempts)) {
     LogWarn("{}", *near);  // docs/fleet.md, "Retry budgets"
