@@ -103,18 +103,20 @@ void AddCheckpointCost(const LedgerAttempt& a, const std::vector<LedgerCommit>& 
       if (x.time < request) continue;
       if (!x.answered) break;
       const double r2a = static_cast<double>(x.time - request) / 1000.0;
-      double a2c = 0;
+      ++cost.samples;
+      cost.mean_request_to_answer += r2a;
+      cost.max_request_to_answer = std::max(cost.max_request_to_answer, r2a);
+      // The first commit after the answer, by the end of the attempt (a
+      // group's is the coordinator's); none: the answer was not committed.
       for (const LedgerCommit& c : commits) {
-        if (c.time >= x.time) {
-          a2c = static_cast<double>(c.time - x.time) / 1000.0;
+        if (c.time >= x.time && c.time <= a.last) {
+          const double a2c = static_cast<double>(c.time - x.time) / 1000.0;
+          ++cost.commit_samples;
+          cost.mean_answer_to_commit += a2c;
+          cost.max_answer_to_commit = std::max(cost.max_answer_to_commit, a2c);
           break;
         }
       }
-      ++cost.samples;
-      cost.mean_request_to_answer += r2a;
-      cost.mean_answer_to_commit += a2c;
-      cost.max_request_to_answer = std::max(cost.max_request_to_answer, r2a);
-      cost.max_answer_to_commit = std::max(cost.max_answer_to_commit, a2c);
       break;
     }
   }
@@ -149,7 +151,9 @@ void Summarize(Goodput& g, const std::vector<LedgerCommit>& commits) {
   if (g.interruptions > 0) g.mtbf_hours = instance_h / g.interruptions;
   if (g.checkpoint.samples > 0) {
     g.checkpoint.mean_request_to_answer /= g.checkpoint.samples;
-    g.checkpoint.mean_answer_to_commit /= g.checkpoint.samples;
+  }
+  if (g.checkpoint.commit_samples > 0) {
+    g.checkpoint.mean_answer_to_commit /= g.checkpoint.commit_samples;
   }
 }
 

@@ -45,7 +45,8 @@ struct AttemptGoodput {
 };
 
 struct CheckpointCost {
-  int samples = 0;
+  int samples = 0;         // answered requests
+  int commit_samples = 0;  // of them, answers committed before their attempt ended
   double mean_request_to_answer = 0, max_request_to_answer = 0;  // seconds
   double mean_answer_to_commit = 0, max_answer_to_commit = 0;    // seconds
 };

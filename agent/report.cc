@@ -126,6 +126,7 @@ nlohmann::ordered_json BuildReport(const ReportInput& input) {
   r["interruptions_per_instance_day"] = g.interruptions_per_instance_day;
   r["mtbf_hours"] = g.mtbf_hours ? nlohmann::ordered_json(*g.mtbf_hours) : nullptr;
   r["checkpoint_cost"] = {{"samples", g.checkpoint.samples},
+                          {"committed_samples", g.checkpoint.commit_samples},
                           {"mean_request_to_answer_seconds", g.checkpoint.mean_request_to_answer},
                           {"max_request_to_answer_seconds", g.checkpoint.max_request_to_answer},
                           {"mean_answer_to_commit_seconds", g.checkpoint.mean_answer_to_commit},

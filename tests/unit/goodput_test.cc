@@ -119,6 +119,7 @@ TEST(Goodput, AnInterruptionAnsweredInTimeLosesNoWorkAndTheCausesAddUpToTheSpan)
   EXPECT_EQ(g.checkpoint.samples, 1);
   EXPECT_DOUBLE_EQ(g.checkpoint.mean_request_to_answer, 3.0);
   EXPECT_DOUBLE_EQ(g.checkpoint.mean_answer_to_commit, 3.0);
+  EXPECT_EQ(g.checkpoint.commit_samples, 1);
 }
 
 TEST(Goodput, WorkAfterTheNewestCommittedCheckpointIsLostWhenTheAnswerDoesNotCome) {
@@ -179,6 +180,25 @@ TEST(Goodput, EachNodeOfAGroupIsItsOwnLaneAndItsCausesAddUpToItsSpan) {
     EXPECT_EQ(CauseSec(a.ms, Cause::kLostWork), 0) << "a completed job keeps its work";
   }
   EXPECT_EQ(g.node_ms, spans);
+}
+
+// An answer that its attempt never committed (the final upload failed) has
+// no answer-to-commit time: a later attempt's commit is not it.
+TEST(Goodput, AnAnswerNeverCommittedHasNoAnswerToCommitTime) {
+  std::vector<nlohmann::json> events = {
+      LedgerEv("a", 0, "agent-start"), LedgerEv("a", 1, "start"), LedgerEv("a", 10, "notice"),
+      LedgerEv("a", 10, "checkpoint-request", {{"signal", true}}),
+      LedgerEv("a", 12, "checkpoint-answer", {{"answered", true}, {"step", 50}}),
+      LedgerEv("a", 20, "exit", {{"code", 74}, {"reason", "notice"}}),
+      LedgerEv("b", 30, "agent-start"), LedgerEv("b", 31, "start"),
+      LedgerEv("b", 40, "snapshot", {{"step", 60}}),
+      LedgerEv("b", 41, "exit", {{"code", 0}, {"reason", "complete"}}),
+  };
+  const Goodput g = ComputeGoodput(BuildLedger(events));
+  EXPECT_EQ(g.checkpoint.samples, 1);
+  EXPECT_DOUBLE_EQ(g.checkpoint.mean_request_to_answer, 2.0);
+  EXPECT_EQ(g.checkpoint.commit_samples, 0);
+  EXPECT_DOUBLE_EQ(g.checkpoint.max_answer_to_commit, 0.0);
 }
 
 TEST(Goodput, AnEmptyLedgerHasNothing) {
