@@ -562,13 +562,15 @@ AgentResult Agent::RunJob() {
   if (auto near = AttemptBudgetWarning(cfg_.engine_attempt, cfg_.fleet_max_attempts)) {
     LogWarn("{}", *near);  // docs/fleet.md, "Retry budgets"
   }
-  attempt_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
   if (pid1_) LogInfo("running as PID 1: reaping every orphaned process");
   if (Status st = BlockSignals(); !st.ok()) {
     LogError("{}", st.message());
     result_.exit_code = kExitFailure;
     return result_;
   }
+  // After the signals are blocked: the first task starts the store-work
+  // thread, which inherits the mask (a SIGTERM must not end it).
+  attempt_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
   // Every failure once the lease is held releases it, so the next agent
   // need not wait lease.timeout for an agent that never worked.
   auto fail = [&](const Status& st, int exit_code = kExitFailure) {
