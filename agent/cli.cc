@@ -12,6 +12,7 @@
 #include "agent/group_commands.h"
 #include "agent/exit_codes.h"
 #include "agent/logs_command.h"
+#include "agent/report_command.h"
 #include "agent/snapshot_commands.h"
 #include "agent/status_command.h"
 #include "agent/suspect.h"
@@ -116,6 +117,10 @@ constexpr Subcommand kSubcommands[] = {
      "Print the trainer's and the agent's log lines shipped to the store (the newest attempt, "
      "or --attempt N / --instance ID), from any machine",
      {.job = true, .checkpoint_dir = false, .command = false}},
+    {"report",
+     "Goodput by cause, interruptions, checkpoint cost and every attempt of the job, from its "
+     "events in the store (--json, --html FILE for a page with the timeline)",
+     {.job = true, .checkpoint_dir = false, .command = false}},
     {"watch",
      "Print interruption events (spot notice, rebalance, ASG lifecycle) as they arrive",
      {}},
@@ -133,7 +138,7 @@ constexpr Subcommand kSubcommands[] = {
 // --help shows them before the commands are built.
 struct ExtraOptions {
   std::string snapshot_seq, to_dir, dir, after, exec, older_than, instance, attempt, since,
-      unsuspect_seq;
+      unsuspect_seq, html;
   std::optional<int> rank;  // restore: the node's part of a group snapshot
   std::vector<std::string> files;
   bool json = false, once = false, use_store = false, force = false, follow = false;
@@ -175,6 +180,12 @@ void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, Extr
         ->type_name("DUR");
     sub->add_flag("--follow", x.follow, "Keep printing segments as they are shipped");
     sub->add_flag("--json", x.json, "One JSON object per line");
+  } else if (name == "report") {
+    sub->add_option("--since", x.since, "Only attempts that ran in the last DUR (e.g. 7d)")
+        ->type_name("DUR");
+    sub->add_flag("--json", x.json, "Machine-readable output");
+    sub->add_option("--html", x.html, "Also write a self-contained page with the timeline")
+        ->type_name("FILE");
   } else if (name == "verify") {
     sub->add_option("--snapshot", x.snapshot_seq, "Verify this snapshot instead of the newest")
         ->type_name("SEQ");
@@ -344,6 +355,18 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
   }
   if (name == "doctor") return RunDoctorCommand(config, env);
   if (name == "reset-failure") return RunResetFailureCommand(config, env);
+  if (name == "report") {
+    ReportOptions report{extra.json, extra.html, std::nullopt};
+    if (!extra.since.empty()) {
+      auto d = ParseDuration(extra.since);
+      if (!d.ok()) {
+        std::cerr << "spotguard report: --since " << d.status().message() << "\n";
+        return kExitUsage;
+      }
+      report.since = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+    }
+    return RunReportCommand(config, env, report);
+  }
   return NotBuiltYet(chosen->name);
 }
 

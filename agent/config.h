@@ -95,6 +95,11 @@ struct Config {
   // The engine's cap on a job's attempts (fleet.max_attempts; 0: unknown),
   // for `status`'s warning (agent/retry_budget.h).
   int fleet_max_attempts = 0;
+  // The ledger (docs/operations.md): where the agent writes its Prometheus
+  // metrics (absolute; "" = nowhere), and the instance prices `report`
+  // uses, "TYPE=SPOT/ON_DEMAND" USD per hour (agent/prices.h).
+  std::string metrics_file;
+  std::vector<std::string> prices;
   // A job trained by several instances together (docs/multi-node.md); 1 is a
   // job of one instance.
   int nodes = 1;

@@ -70,6 +70,8 @@ inline constexpr KeySpec kKeys[] = {
     {"checkpoint_cadence.max", Kind::kDuration, R"("2h")"},
     {"checkpoint_cadence.mtbf", Kind::kDuration, R"("6h")"},
     {"fleet.max_attempts", Kind::kInt, "0"},  // 0: the engine's cap is not known
+    {"metrics_file", Kind::kNullableString, "null"},  // docs/operations.md, "Metrics"
+    {"prices", Kind::kStringList, "[]"},  // "TYPE=SPOT/ON_DEMAND" (agent/prices.h)
     {"log_level", Kind::kString, R"("info")"},
     {"log_format", Kind::kString, R"("text")"},
     {"log_dir", Kind::kNullableString, "null"},  // null: next to checkpoint_dir (docs/config.md)

@@ -1,5 +1,8 @@
 #include "agent/config_policies.h"
 
+#include <filesystem>
+
+#include "agent/prices.h"
 #include "common/duration.h"
 
 namespace sg {
@@ -39,6 +42,29 @@ void ReadCompleteWhen(const Sourced& v, Config& c, Problems& p) {
     }
   }
   c.complete_when = when;
+}
+
+// metrics_file (absolute) and prices (each entry checked).
+void ReadLedgerKeys(const SourcedValues& values, Config& c, Problems& p) {
+  const Sourced& file = values.at("metrics_file");
+  if (!file.value.is_null()) {
+    if (auto v = ReadString("metrics_file", file, p)) {
+      if (v->empty()) {
+        p.Add("metrics_file", "must not be empty (use null for none)", file.source);
+      } else {
+        std::error_code ec;
+        c.metrics_file = std::filesystem::absolute(*v, ec).lexically_normal().string();
+      }
+    }
+  }
+  const Sourced& prices = values.at("prices");
+  if (auto v = ReadStringList("prices", prices, p)) {
+    if (auto parsed = ParsePrices(*v); !parsed.ok()) {
+      p.Add("prices", parsed.status().message(), prices.source);
+    } else {
+      c.prices = *v;
+    }
+  }
 }
 
 }  // namespace
@@ -89,6 +115,7 @@ void ReadPolicyKeys(const SourcedValues& values, Config& c, Problems& p) {
       c.fleet_max_attempts = static_cast<int>(*n);
     }
   }
+  ReadLedgerKeys(values, c, p);
 }
 
 }  // namespace config_detail
@@ -109,6 +136,8 @@ void AddPolicyKeys(const Config& c, nlohmann::ordered_json& j) {
                              {"max", FormatDuration(c.checkpoint_cadence.max)},
                              {"mtbf", FormatDuration(c.checkpoint_cadence.mtbf)}};
   j["fleet"] = {{"max_attempts", c.fleet_max_attempts}};
+  j["metrics_file"] = c.metrics_file.empty() ? ojson(nullptr) : ojson(c.metrics_file);
+  j["prices"] = c.prices;
 }
 
 }  // namespace sg

@@ -1,6 +1,7 @@
 // The config keys of the job's policies (docs/config.md): resume.*,
-// complete_when, checkpoint_cadence.* and fleet.*, read and printed apart
-// from the rest of the config. Internal to agent/config*.cc.
+// complete_when, checkpoint_cadence.* and fleet.*, and the ledger's
+// metrics_file and prices, read and printed apart from the rest of the
+// config. Internal to agent/config*.cc.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -108,7 +108,7 @@ bool FromText(const KeySpec& spec, const std::string& text, const std::string& s
           return false;
         }
       }
-      if (std::string_view(spec.key) == "patterns") {
+      if (std::string_view(spec.key) == "patterns" || std::string_view(spec.key) == "prices") {
         json list = json::array();
         for (const std::string& p : Split(text, ',')) list.push_back(std::string(Trim(p)));
         *out = std::move(list);

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "agent/attempt_record.h"
 #include "agent/capture.h"
 #include "agent/checkpoint_signal.h"
 #include "agent/completion.h"
@@ -59,6 +60,8 @@ using std::chrono::seconds;
 constexpr auto kTick = milliseconds(100);
 // The exit's wait for work on the store (docs/agent.md, "How it ends").
 constexpr auto kExitWait = milliseconds(15'000);
+// The wait for the ledger's events when the start ended early (Agent::Run).
+constexpr auto kLedgerWait = milliseconds(5'000);
 
 class Agent {
  public:
@@ -78,6 +81,7 @@ class Agent {
         signal_target_(CheckpointSignalTarget(cfg_.command)) {}
 
   AgentResult Run();
+  AgentResult RunJob();  // Run, before the wait for the ledger's events
   // Threads of this agent were left running at the exit (EndBackgroundWork).
   bool threads_left() const { return threads_left_; }
 
@@ -162,6 +166,8 @@ class Agent {
 
   BackgroundCall<Status> renewal_{c_.ports.inline_store_work};  // the renewal in flight
   BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
+  MetricsFile metrics_{cfg_.metrics_file, cfg_.job, events_.attempt_id()};
+  AttemptRecorder attempt_{events_, store_work_, c_.clock, metrics_};  // every event goes here
   Clock::MonoTime next_poll_{};
   WatchdogPinger watchdog_{c_.notifier};
   bool done_ = false;
@@ -267,6 +273,8 @@ AgentResult Agent::StoppedAtStart(const StartWatch& watch) {
     nlohmann::ordered_json data = {{"reason", notice ? "notice" : "signal"}, {"during", "start"}};
     if (notice) data["notice"] = notice->ToJson();
     (void)events_.Record("stop", data);
+    // The ledger's end of this attempt (docs/operations.md, "The ledger").
+    (void)events_.Record("exit", {{"code", kExitInterrupted}, {"reason", data["reason"]}});
   }
   if (notice) CompleteLifecycleHook(EndContext());
   FlushLogs();
@@ -375,6 +383,7 @@ void Agent::Loop() {
     }
     if (done_) break;
     Perform(policy_.OnTick(Now()));
+    metrics_.Tick(c_.clock.Now(), JobPhaseName(policy_.phase()));
   }
 }
 
@@ -417,8 +426,7 @@ JobActions Agent::Do(const JobAction& action) {
     }
     return policy_.OnTrainerStopped(Now());
   } else if (const auto* event = std::get_if<a::RecordEvent>(&action)) {
-    store_work_.Post(
-        [this, kind = event->kind, data = event->data] { (void)events_.Record(kind, data); });
+    attempt_.Record(event->kind, event->data, event->at);
   } else if (std::holds_alternative<a::RunRetention>(action)) {
     store_work_.Post([this] {
       auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
@@ -527,6 +535,8 @@ void Agent::FlushLogs() {
 void Agent::Finish(int exit_code) {
   done_ = true;
   result_.exit_code = exit_code;
+  attempt_.Record("exit", {{"code", exit_code}, {"reason", JobEndName(policy_.end())}});
+  metrics_.Tick(c_.clock.Now(), "done", /*force=*/true);
   if (auto n = policy_.notice_to_commit()) result_.notice_to_commit_seconds = *n;
   result_.committed_step = policy_.committed_step_this_run();
   // The newest step the trainer wrote a checkpoint for, complete or not.
@@ -534,6 +544,20 @@ void Agent::Finish(int exit_code) {
 }
 
 AgentResult Agent::Run() {
+  AgentResult result = RunJob();
+  // A start that ended early (a failure, a stop, a complete job) may leave
+  // the ledger's first events on the store-work queue, whose tasks use the
+  // agent: waited for briefly; what still runs keeps the agent (RunAgent
+  // leaves it) and ends with the process.
+  if (!result.abandoned && !store_work_.DrainFor(kLedgerWait)) {
+    LogWarn("the ledger's events still wait for the store; leaving them behind");
+    threads_left_ = true;
+    result.abandoned = true;
+  }
+  return result;
+}
+
+AgentResult Agent::RunJob() {
   events_.SetEngineIdentity(cfg_.index, cfg_.engine_attempt);
   if (auto near = AttemptBudgetWarning(cfg_.engine_attempt, cfg_.fleet_max_attempts)) {
     LogWarn("{}", *near);  // docs/fleet.md, "Retry budgets"
@@ -544,6 +568,9 @@ AgentResult Agent::Run() {
     result_.exit_code = kExitFailure;
     return result_;
   }
+  // After the signals are blocked: the first task starts the store-work
+  // thread, which inherits the mask (a SIGTERM must not end it).
+  attempt_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
   // Every failure once the lease is held releases it, so the next agent
   // need not wait lease.timeout for an agent that never worked.
   auto fail = [&](const Status& st, int exit_code = kExitFailure) {
@@ -584,6 +611,14 @@ AgentResult Agent::Run() {
     return StoppedAtStart(watch);
   }
   (void)policy_.OnLeaseAcquired(Now());
+  // The start ran on a thread of its own: its moments are recorded now,
+  // each with the time it happened (the ledger's, docs/operations.md).
+  attempt_.Record("lease", {}, start.leased_at);
+  attempt_.Record("restore-start", {}, start.restore_started_at);
+  attempt_.Record("restore-end", {{"step", start.point.resumed_step
+                                               ? nlohmann::ordered_json(*start.point.resumed_step)
+                                               : nlohmann::ordered_json(nullptr)}},
+                  start.restore_ended_at);
   result_.resumed_step = start.point.resumed_step;
   result_.restore_seconds = start.point.restore_seconds;
   resume_ = start.point.state.resume;

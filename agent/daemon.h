@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "agent/config.h"
@@ -38,6 +39,9 @@ struct AgentContext {
   // The lease's reads and writes go here, with deadlines that fit its
   // heartbeat (StoreUse::kLease); null: `store`.
   ObjectStore* lease_store = nullptr;
+  // What the metadata service said of this instance; nullopt off EC2.
+  std::optional<InstanceIdentity> identity = std::nullopt;
+  std::string launch_time = {};  // the identity document's pendingTime; "" when unknown
 };
 
 struct AgentResult {

@@ -3,19 +3,39 @@
 #include <algorithm>
 
 #include "agent/store_layout.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
 
 namespace sg {
 
-EventLog::EventLog(ObjectStore& store, Clock& clock, std::string job, std::string instance)
-    : store_(store), clock_(clock), job_(std::move(job)), instance_(std::move(instance)) {}
+namespace {
 
-Status EventLog::Record(std::string_view kind, nlohmann::ordered_json details) {
+// instance-<start time>-<random>: unique per run, sortable per instance.
+std::string NewAttemptId(const std::string& instance, Clock& clock) {
+  std::string stamp;
+  for (char c : FormatUtc(clock.Now(), /*millis=*/false)) {
+    if (c != '-' && c != ':') stamp += c;
+  }
+  return instance + "-" + stamp + "-" + RandomHex(2);
+}
+
+}  // namespace
+
+EventLog::EventLog(ObjectStore& store, Clock& clock, std::string job, std::string instance,
+                   std::string attempt_id)
+    : store_(store),
+      clock_(clock),
+      job_(std::move(job)),
+      instance_(std::move(instance)),
+      attempt_id_(attempt_id.empty() ? NewAttemptId(instance_, clock) : std::move(attempt_id)) {}
+
+Status EventLog::Record(std::string_view kind, nlohmann::ordered_json details,
+                        std::optional<Clock::WallTime> at) {
   // Create-only, so two instances recording the same kind in the same
   // millisecond cannot overwrite each other's event: the later one moves to
   // the next free millisecond.
-  auto when = clock_.Now();
+  auto when = at ? *at : clock_.Now();
   Status st;
   for (int attempt = 0; attempt < 8; ++attempt, when += std::chrono::milliseconds(1)) {
     st = Put(kind, details, when);
@@ -33,8 +53,9 @@ Status EventLog::Put(std::string_view kind, const nlohmann::ordered_json& detail
   nlohmann::ordered_json body = nlohmann::ordered_json::object();
   if (details.is_object()) {
     for (auto& [k, v] : details.items()) {
-      const bool own = k == "kind" || k == "time" || k == "instance" || (k == "index" && index_) ||
-                       (k == "attempt" && attempt_);
+      const bool own = k == "kind" || k == "time" || k == "instance" || k == "attempt_id" ||
+                       (k == "index" && index_) || (k == "attempt" && attempt_) ||
+                       (k == "node" && node_);
       body[own ? "detail_" + k : k] = v;
     }
   }
@@ -43,6 +64,8 @@ Status EventLog::Put(std::string_view kind, const nlohmann::ordered_json& detail
   body["instance"] = instance_;
   if (index_) body["index"] = *index_;
   if (attempt_) body["attempt"] = *attempt_;
+  body["attempt_id"] = attempt_id_;
+  if (node_) body["node"] = *node_;
   // 2026-11-22T08:22:00.123Z -> 20261122T082200.123Z: sortable and key-safe.
   std::string stamp;
   for (char c : time) {

@@ -16,7 +16,10 @@ namespace sg {
 
 class EventLog {
  public:
-  EventLog(ObjectStore& store, Clock& clock, std::string job, std::string instance);
+  // `attempt_id` names this run of the agent on this instance (the
+  // ledger's attempt, docs/operations.md); "" makes a fresh one.
+  EventLog(ObjectStore& store, Clock& clock, std::string job, std::string instance,
+           std::string attempt_id = "");
 
   // The engine's child index and attempt (agent/engine_identity.h), added
   // to every event from now on as "index" and "attempt" when set.
@@ -25,11 +28,17 @@ class EventLog {
     attempt_ = attempt;
   }
 
-  // Stores {"kind", "time", "instance", ...details}, create-only: when the
+  // The node's rank in a group: added to every event from now on as "node".
+  void SetNode(int64_t rank) { node_ = rank; }
+  const std::string& attempt_id() const { return attempt_id_; }
+
+  // Stores {"kind", "time", "instance", "attempt_id", ...details}, create-only: when the
   // millisecond's key is taken (another instance, same kind), the event moves
   // to the next millisecond. A failure is logged and returned; callers go on,
-  // since events are history, not state.
-  Status Record(std::string_view kind, nlohmann::ordered_json details = {});
+  // since events are history, not state. `at`: when it happened (an event
+  // written later, off the notice path, keeps its own time); default now.
+  Status Record(std::string_view kind, nlohmann::ordered_json details = {},
+                std::optional<Clock::WallTime> at = std::nullopt);
 
   // The newest `limit` events, newest first.
   StatusOr<std::vector<nlohmann::json>> Recent(size_t limit);
@@ -39,8 +48,8 @@ class EventLog {
 
   ObjectStore& store_;
   Clock& clock_;
-  const std::string job_, instance_;
-  std::optional<int64_t> index_, attempt_;
+  const std::string job_, instance_, attempt_id_;
+  std::optional<int64_t> index_, attempt_, node_;
 };
 
 }  // namespace sg

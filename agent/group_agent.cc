@@ -18,6 +18,7 @@
 #include <set>
 
 #include "agent/capture.h"
+#include "agent/attempt_record.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
 #include "agent/group_commands.h"
@@ -314,6 +315,9 @@ AgentResult GroupAgent::Run() {
     result_.exit_code = st.Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure;
     return result_;
   }
+  // READY=1 comes once this node's part is restored (SayReady).
+  // The ledger's first event of this attempt (docs/operations.md, "The ledger").
+  (void)events_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
   // READY=1 comes once this node's part is restored (SayReady).
   (void)c_.notifier.Notify("STATUS=waiting for " + std::to_string(cfg_.nodes) + " members");
   watch_->Start();

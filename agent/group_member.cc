@@ -40,6 +40,8 @@ namespace sg::group_detail {
 
 void GroupAgent::Join(const RoundPlan& plan) {
   rank_ = *plan.RankOf(self_.agent);
+  events_.SetNode(rank_);  // the ledger's lane (docs/operations.md)
+  (void)events_.Record("group-joined", {{"round", plan.round}});  // the wait for the group ends
   plan_ = plan;
   part_step_.reset();
   restored_step_.reset();
@@ -85,6 +87,7 @@ void GroupAgent::Join(const RoundPlan& plan) {
   restoring_ = *group;
   LogInfo("restoring rank {}'s part of group snapshot {} (step {})", rank_, SeqName(group->seq),
           group->step);
+  (void)events_.Record("restore-start");  // the ledger's (docs/operations.md)
   restore_.Start([this, group = *group, rank = rank_] {
     RestoreOptions options;
     options.replace_foreign = true;  // the trainer's own files of a step the group did not commit
@@ -101,6 +104,7 @@ void GroupAgent::Joining() {
     return;
   }
   part_step_ = restored_step_ = restoring_->step;
+  (void)events_.Record("restore-end");
   LogInfo("restored rank {}'s part of group snapshot {} (step {})", rank_,
           SeqName(restoring_->seq), restoring_->step);
   StartTrainer((*restored)->resume_path);
@@ -120,6 +124,7 @@ void GroupAgent::StartTrainer(const std::string& resume) {
   placement.port = plan.port;
   for (const PlanMember& m : plan.members) placement.addresses.push_back(m.address);
   auto trainer = launcher_.Start(TrainerLaunch{resume, ++attempt_, placement});
+  if (trainer.ok()) (void)events_.Record("trainer-start", {{"round", plan.round}});
   if (!trainer.ok()) {
     LogError("starting the trainer failed: {}", trainer.status().message());
     (void)group_.EndRound(plan.round, RoundEnd{"crash", c_.instance, trainer.status().message()});

@@ -261,8 +261,9 @@ std::string CommandDigest(const std::string& job, const std::vector<std::string>
 
 std::string SettingsDigest(const Config& config) {
   json j = ConfigToJson(config, /*redact=*/false);
+  // metrics_file is each node's own; prices only matter to `report`.
   for (const char* node_local : {"checkpoint_dir", "log_dir", "log_level", "log_format", "imds",
-                                 "store", "endpoint", "region"}) {
+                                 "store", "endpoint", "region", "metrics_file", "prices"}) {
     j.erase(node_local);
   }
   j["group"].erase("address");

@@ -75,7 +75,7 @@ JobActions JobPolicy::OnRestored(PolicyTime t, const RestoredState& restored) {
                restored.history->interruptions, restored.history->exposure.count() / 3600,
                cadence_->mtbf().count() / 3600, o_.cadence->mtbf.count() / 3600));
   }
-  Event("start", {{"resume", restored.resume}}, out);
+  Event(t, "start", {{"resume", restored.resume}}, out);
   trainer_running_ = true;
   out.push_back(job_action::StartTrainer{++attempt_, false});
   return out;
@@ -104,6 +104,7 @@ JobActions JobPolicy::OnTick(PolicyTime t) {
     restart_at_.reset();
     trainer_running_ = true;
     out.push_back(job_action::StartTrainer{++attempt_, true});
+    Event(t, "trainer-start", {{"attempt", attempt_}}, out);
   }
   if (o_.checkpoint_interval && t.mono >= next_checkpoint_signal_) {
     next_checkpoint_signal_ = t.mono + *o_.checkpoint_interval;
@@ -151,14 +152,14 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
       return OnFenced(t, outcome.message);
     case UploadOutcome::Kind::kCommitted:
       CadenceCommitted(upload.checkpoint, t);
-      Committed(outcome, upload.checkpoint, out);
+      Committed(t, outcome, upload.checkpoint, out);
       if (upload.final) {
         final_seq_ = outcome.seq;
         if (end_ == JobEnd::kNotice) {
           notice_to_commit_ = seen_late_ + SecondsBetween(notice_at_, t.mono);
         }
         if (stopped_) {
-          Finish(out);
+          Finish(t, out);
         } else {
           Stop(t, out);
         }
@@ -181,7 +182,7 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
   }
   final_failed_ = true;
   if (stopped_) {  // what the trainer wrote on the stop signal: no second try
-    Finish(out);
+    Finish(t, out);
     return out;
   }
   // A final upload that did not commit: again while there is time.
@@ -201,7 +202,7 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
         Format("the trainer finished but its last checkpoint could not be stored; not marking "
                "the job complete; exiting {} so that it is run again",
                static_cast<int>(kExitNotCommitted)));
-    Event("failed", {{"reason", "final snapshot"}, {"error", outcome.message}}, out);
+    Event(t, "failed", {{"reason", "final snapshot"}, {"error", outcome.message}}, out);
     end_ = JobEnd::kFailed;
     Exit(kExitNotCommitted, /*release_lease=*/true, out);
     return out;
@@ -210,7 +211,7 @@ JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcom
   return out;
 }
 
-void JobPolicy::Committed(const UploadOutcome& r, const Checkpoint& checkpoint, JobActions& out) {
+void JobPolicy::Committed(PolicyTime t, const UploadOutcome& r, const Checkpoint& checkpoint, JobActions& out) {
   committed_ = CheckpointMark::Of(checkpoint);
   committed_step_ = checkpoint.step;
   committed_this_run_ = checkpoint.step;
@@ -227,7 +228,7 @@ void JobPolicy::Committed(const UploadOutcome& r, const Checkpoint& checkpoint, 
              SeqName(r.seq), checkpoint.id,
              checkpoint.step ? std::to_string(*checkpoint.step) : "-", r.stored_bytes, new_bytes,
              r.reused_bytes, r.seconds));
-  Event("snapshot",
+  Event(t, "snapshot",
         {{"seq", r.seq},
          {"checkpoint", checkpoint.id},
          {"step", OrNull(checkpoint.step)},
@@ -235,7 +236,8 @@ void JobPolicy::Committed(const UploadOutcome& r, const Checkpoint& checkpoint, 
          {"stored_bytes", r.stored_bytes},
          {"new_bytes", new_bytes},
          {"reused_bytes", r.reused_bytes},
-         {"seconds", r.seconds}},
+         {"seconds", r.seconds},
+         {"checkpoint_time", FormatUtc(checkpoint.newest_mtime, /*millis=*/true)}},
         out);
   out.push_back(job_action::Notify{"STATUS=snapshot " + SeqName(r.seq) + " committed"});
   retention_due_ = true;
@@ -258,6 +260,7 @@ JobActions JobPolicy::OnTrainerExited(PolicyTime t, const ExitStatus& status,
   if (phase_ != JobPhase::kTraining) return out;
   if (status.success() && !unearned) {
     Say(out, Level::kInfo, "the trainer finished (exit 0); final snapshot");
+    Event(t, "trainer-exit", {{"exit", status.ToString()}}, out);
     const Clock::MonoTime settled = t.mono + o_.settle + kAfterExitSlack;
     BeginFinal(t, JobEnd::kComplete, settled, settled, /*signal=*/false, out);
     return out;
@@ -265,14 +268,15 @@ JobActions JobPolicy::OnTrainerExited(PolicyTime t, const ExitStatus& status,
   if (unearned) {
     Say(out, Level::kError,
         Format("the trainer {}: not complete (complete_when); handled as a crash", *unearned));
-    Event("unearned", {{"why", *unearned}, {"attempt", attempt_}}, out);
+    Event(t, "unearned", {{"why", *unearned}, {"attempt", attempt_}}, out);
   }
-  Event("crash", {{"exit", unearned ? *unearned : status.ToString()}, {"attempt", attempt_}}, out);
+  Event(t, "crash", {{"exit", unearned ? *unearned : status.ToString()}, {"attempt", attempt_}},
+        out);
   if (restarts_ >= o_.restart_max) {
     Say(out, Level::kError,
         Format("the trainer failed ({}) and was restarted {} times already; the job has failed",
                status.ToString(), restarts_));
-    Event("failed", {{"exit", status.ToString()}, {"restarts", restarts_}}, out);
+    Event(t, "failed", {{"exit", status.ToString()}, {"restarts", restarts_}}, out);
     if (upload_) out.push_back(job_action::CancelUpload{});
     end_ = JobEnd::kFailed;
     Exit(kExitFailure, /*release_lease=*/true, out);
@@ -310,7 +314,7 @@ JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& even
   JobActions out;
   if (phase_ == JobPhase::kDone) return out;
   if (!event.IsNotice()) {
-    Event(std::string(InterruptionKindName(event.kind)), event.ToJson(), out);
+    Event(t, std::string(InterruptionKindName(event.kind)), event.ToJson(), out);
     if (event.kind == InterruptionEvent::Kind::kRebalance && o_.snapshot_on_rebalance &&
         phase_ == JobPhase::kTraining) {
       Say(out, Level::kWarn, "rebalance recommendation: taking a snapshot now");
@@ -343,7 +347,7 @@ JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& even
   nlohmann::ordered_json data = event.ToJson();
   data["read_after_seconds"] = seen_late_;
   data["seconds_left_when_read"] = static_cast<double>(left_.count()) / 1000.0;
-  Event("notice", std::move(data), out);
+  Event(t, "notice", std::move(data), out);
   // Wait for the trainer's checkpoint no longer than leaves time to upload it.
   const NoticeBudget budget = ComputeNoticeBudget(left_, newest_bytes, upload_rate_);
   const bool signal = o_.checkpoint_signal && trainer_running_;
@@ -393,19 +397,19 @@ JobActions JobPolicy::OnFenced(PolicyTime t, const std::string& why) {
   return out;
 }
 
-void JobPolicy::Event(std::string kind, nlohmann::ordered_json data, JobActions& out) {
+void JobPolicy::Event(PolicyTime t, std::string kind, nlohmann::ordered_json data,
+                      JobActions& out) {
+  job_action::RecordEvent event{std::move(kind), std::move(data), t.wall};
   if (defer_) {
-    deferred_events_.emplace_back(std::move(kind), std::move(data));
+    deferred_events_.push_back(std::move(event));
     return;
   }
-  out.push_back(job_action::RecordEvent{std::move(kind), std::move(data)});
+  out.push_back(std::move(event));
 }
 
 void JobPolicy::Housekeeping(JobActions& out) {
   defer_ = false;
-  for (auto& [kind, data] : deferred_events_) {
-    out.push_back(job_action::RecordEvent{std::move(kind), std::move(data)});
-  }
+  for (job_action::RecordEvent& event : deferred_events_) out.push_back(std::move(event));
   deferred_events_.clear();
   if (!retention_due_) return;
   retention_due_ = false;

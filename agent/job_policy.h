@@ -131,6 +131,8 @@ struct StopTrainer {
 struct RecordEvent {
   std::string kind;
   nlohmann::ordered_json data;
+  // When it happened: a deferred event is written later (docs/design.md §9).
+  std::optional<Clock::WallTime> at;
 };
 struct RunRetention {};
 struct CompleteLifecycleHook {};
@@ -227,14 +229,16 @@ class JobPolicy {
   // goes up too, when time allows; then the end.
   void AfterStop(PolicyTime t, const std::vector<Checkpoint>& newest_first, bool writing,
                  JobActions& out);
-  void Finish(JobActions& out);
+  void Finish(PolicyTime t, JobActions& out);
   // Starts the final upload of `target`, to be given up on at give_up_at_.
   void StartFinalUpload(PolicyTime t, const Checkpoint& target, JobActions& out);
   // The deadline (a notice's, SIGTERM's) is near and the final upload still
   // runs (a store that does not answer): stop waiting for it, end without it.
   void GiveUpUpload(PolicyTime t, JobActions& out);
-  void Committed(const UploadOutcome& outcome, const Checkpoint& checkpoint, JobActions& out);
-  void Event(std::string kind, nlohmann::ordered_json data, JobActions& out);
+  void Committed(PolicyTime t, const UploadOutcome& outcome, const Checkpoint& checkpoint,
+                 JobActions& out);
+  // Records the event `kind` as happening at t (deferred while the job ends).
+  void Event(PolicyTime t, std::string kind, nlohmann::ordered_json data, JobActions& out);
   void Housekeeping(JobActions& out);
   void Exit(int code, bool release_lease, JobActions& out);
   std::chrono::milliseconds Backoff() const;
@@ -296,7 +300,7 @@ class JobPolicy {
 
   // Housekeeping waits while the job ends (docs/design.md §9).
   bool defer_ = false;
-  std::vector<std::pair<std::string, nlohmann::ordered_json>> deferred_events_;
+  std::vector<job_action::RecordEvent> deferred_events_;
   bool retention_due_ = false;
 };
 

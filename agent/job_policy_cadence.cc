@@ -16,7 +16,7 @@ void JobPolicy::AnnounceCadence(PolicyTime t, const std::string& why, JobActions
   // A shorter interval takes effect at once; a longer one from the next request.
   next_cadence_ = next_cadence_ ? std::min(*next_cadence_, t.mono + interval) : t.mono + interval;
   Say(out, Level::kInfo, DescribeCadence(*in, why));
-  Event("cadence",
+  Event(t, "cadence",
         {{"interval_seconds", in->interval.count()},
          {"cost_seconds", in->cost.count()},
          {"mtbf_seconds", in->mtbf.count()},

@@ -35,6 +35,7 @@ void JobPolicy::BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until,
     // A checkpoint finished after this moment answers the request (the
     // signal, or the notice file).
     asked_ = CheckpointMark{"", std::nullopt, t.wall};
+    Event(t, "checkpoint-request", {{"signal", signal}}, out);
   }
   if (signal) {
     Say(out, Level::kInfo,
@@ -52,6 +53,9 @@ void JobPolicy::DecideFinal(PolicyTime t, const std::vector<Checkpoint>& newest_
     if (writing && t.mono < final_hard_until_) return;
   }
   if (asked_) {
+    Event(t, "checkpoint-answer",
+          {{"answered", fresh}, {"step", fresh ? OrNull(newest_first.front().step) : nullptr}},
+          out);
     if (fresh) {
       Say(out, Level::kInfo, Format("the trainer wrote checkpoint {}", newest_first.front().id));
     } else {
@@ -95,7 +99,7 @@ void JobPolicy::GiveUpUpload(PolicyTime t, JobActions& out) {
   final_failed_ = true;
   gave_up_ = true;  // and no other upload starts while it may still run
   if (stopped_) {
-    Finish(out);
+    Finish(t, out);
   } else {
     Stop(t, out);
   }
@@ -131,8 +135,9 @@ JobActions JobPolicy::OnTrainerStopped(PolicyTime t) {
   if (phase_ != JobPhase::kStopping || stopped_) return out;
   trainer_running_ = false;
   stopped_ = true;
+  Event(t, "trainer-stop", {}, out);
   if (end_ == JobEnd::kFenced) {
-    out.push_back(job_action::RecordEvent{"fenced", {{"reason", fenced_why_}}});
+    out.push_back(job_action::RecordEvent{"fenced", {{"reason", fenced_why_}}, t.wall});
     Exit(kExitFenced, /*release_lease=*/false, out);
     return out;
   }
@@ -166,14 +171,14 @@ void JobPolicy::AfterStop(PolicyTime t, const std::vector<Checkpoint>& newest_fi
     StartFinalUpload(t, *target, out);
     return;
   }
-  Finish(out);
+  Finish(t, out);
 }
 
-void JobPolicy::Finish(JobActions& out) {
+void JobPolicy::Finish(PolicyTime t, JobActions& out) {
   if (end_ == JobEnd::kNotice) {
     out.push_back(job_action::CompleteLifecycleHook{});
     Housekeeping(out);
-    Event("stop",
+    Event(t, "stop",
           {{"reason", "notice"},
            {"action", notice_ ? notice_->action : ""},
            {"notice_to_commit_seconds", OrNull(notice_to_commit_)},
@@ -194,7 +199,7 @@ void JobPolicy::Finish(JobActions& out) {
   // is not done: never 0, which an engine reads as success and would not
   // retry (docs/design.md §2).
   Housekeeping(out);
-  Event("stop", {{"reason", "signal"}, {"seq", OrNull(final_seq_)}}, out);
+  Event(t, "stop", {{"reason", "signal"}, {"seq", OrNull(final_seq_)}}, out);
   const int code = final_failed_ ? kExitNotCommitted : kExitInterrupted;
   Say(out, final_failed_ ? Level::kError : Level::kInfo,
       Format("stopped before completion: {}; exiting {}",

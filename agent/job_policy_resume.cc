@@ -9,7 +9,7 @@ namespace sg {
 
 using namespace job_policy_detail;  // NOLINT(google-build-using-namespace)
 
-JobActions JobPolicy::OnFallback(PolicyTime /*t*/, uint64_t suspect,
+JobActions JobPolicy::OnFallback(PolicyTime t, uint64_t suspect,
                                  const RestoredState& restored) {
   JobActions out;
   if (phase_ != JobPhase::kTraining) return out;
@@ -24,7 +24,7 @@ JobActions JobPolicy::OnFallback(PolicyTime /*t*/, uint64_t suspect,
   Say(out, Level::kWarn,
       Format("falling back from suspect snapshot {} to {}", SeqName(suspect),
              restored.last_seq ? SeqName(*restored.last_seq) : std::string("a fresh start")));
-  Event("fallback",
+  Event(t, "fallback",
         {{"suspect", suspect}, {"seq", OrNull(restored.last_seq)}, {"resume", restored.resume}},
         out);
   return out;

@@ -296,12 +296,14 @@ JobStart StartJob(const StartSteps& s) {
     out.outcome = JobStart::Outcome::kStopped;
     return out;
   }
+  out.leased_at = s.clock.Now();
   st = RetryTransient(s.clock, "recording the fence", s.draw_fence, s.stopped, give_up_at);
   if (!st.ok()) return fail(st, kExitFailure);
   if (s.stopped()) {
     out.outcome = JobStart::Outcome::kStopped;
     return out;
   }
+  out.restore_started_at = s.clock.Now();
   st = RetryTransient(
       s.clock, "restoring job " + s.config.job,
       [&]() -> Status {
@@ -313,6 +315,7 @@ JobStart StartJob(const StartSteps& s) {
   if (!st.ok()) {
     return fail(st, st.Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure);
   }
+  out.restore_ended_at = s.clock.Now();
   if (s.config.checkpoint_cadence.automatic) {
     // History, for the cadence's MTBF: without it, the prior serves.
     auto history = ReadInterruptionHistory(s.store, s.config.job, s.clock.Now());

@@ -109,6 +109,9 @@ struct JobStart {
   Status status;
   int exit_code = 0;
   StartPoint point;
+  // When the lease was taken and the restore began and ended (kStarted):
+  // the ledger's times (docs/operations.md, "The ledger").
+  std::optional<Clock::WallTime> leased_at, restore_started_at, restore_ended_at;
 };
 JobStart StartJob(const StartSteps& s);
 

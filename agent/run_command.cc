@@ -3,6 +3,7 @@
 // instance's id and hands it all to RunAgent (agent/daemon.h).
 #include <unistd.h>
 
+#include "agent/attempt_record.h"
 #include "agent/daemon.h"
 #include "agent/exit_codes.h"
 #include "agent/group_agent.h"
@@ -31,10 +32,14 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
   }
   ImdsClient* imds = aws->imds();  // null when AWS_EC2_METADATA_DISABLED=true
   std::string instance;
+  std::optional<InstanceIdentity> known;
+  std::string launch_time;
   if (imds) {
     auto identity = ReadInstanceIdentity(*imds);
     if (identity.ok()) {
       instance = identity->instance_id;
+      known = *identity;
+      launch_time = ReadLaunchTime(*imds);
     } else {
       // Not yet an alarm: a service that answers a moment late is watched
       // all the same, and the monitor says so if it keeps failing
@@ -53,6 +58,8 @@ int RunAgentCommand(const Config& config, const std::map<std::string, std::strin
   SystemdNotifier notifier(env);
   AgentContext context{config, env, **store, SystemClock(), imds, notifier, instance, aws.get()};
   context.lease_store = lease_store->get();
+  context.identity = known;
+  context.launch_time = launch_time;
   // A job of several nodes runs the round protocol (docs/multi-node.md).
   const AgentResult result = config.nodes > 1 ? RunGroupAgent(context) : RunAgent(context);
   // Threads stuck on the store still use the store, the transport and the

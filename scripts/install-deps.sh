@@ -36,6 +36,9 @@ test_packages=(
   clang libclang-rt-14-dev libfaketime faketime iproute2 iptables
   # the PyTorch example trainers and their tests
   python3-torch
+  # `spotguard report --html` checked in headless Chromium; the metrics file
+  # checked with promtool (from the prometheus package)
+  chromium prometheus
   # packaging and deployment checks: man page, Debian package, unit, scripts;
   # the RPM package (rpmbuild; rpm2cpio and cpio unpack it), the Debian 12 root
   # for the portability check (debootstrap)

@@ -15,7 +15,7 @@ using testing::RunCommand;
 
 const char* const kSubcommands[] = {"run",   "restore", "snapshot", "ls",     "verify",
                                     "gc",    "status",  "watch",    "drill",  "doctor",
-                                    "reset-failure"};
+                                    "reset-failure", "report"};
 
 CommandResult Spotguard(std::vector<std::string> args,
                         std::map<std::string, std::string> env = {}) {

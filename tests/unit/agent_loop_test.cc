@@ -115,7 +115,11 @@ TEST_F(AgentLoopTest, ANoticeGetsAFreshCheckpointCommittedAndExits75) {
   ASSERT_GE(r.notice_to_commit_seconds, 4.0);
   EXPECT_LE(r.notice_to_commit_seconds, 5.5);
   EXPECT_TRUE(std::filesystem::exists(NoticeFilePath(config_)));
-  EXPECT_EQ(Events(), (std::vector<std::string>{"notice", "snapshot", "start", "stop"}));
+  // With the ledger's moments (docs/operations.md, "The ledger").
+  EXPECT_EQ(Events(), (std::vector<std::string>{"agent-start", "checkpoint-answer",
+                                                "checkpoint-request", "exit", "lease", "notice",
+                                                "restore-end", "restore-start", "snapshot", "start",
+                                                "stop", "trainer-stop"}));
   EXPECT_NE(Lease().find("\"released\":true"), std::string::npos) << Lease();
 }
 
@@ -225,7 +229,9 @@ TEST_F(AgentLoopTest, ALostLeaseStopsTheTrainerCommitsNothingAndExits4) {
   EXPECT_EQ(r.exit_code, kExitFenced);
   EXPECT_TRUE(w_.uploader.started.empty());
   EXPECT_EQ(w_.signals, std::vector<int>{SIGTERM});
-  EXPECT_EQ(Events(), (std::vector<std::string>{"fenced", "start"}));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"agent-start", "exit", "fenced", "lease",
+                                                "restore-end", "restore-start", "start",
+                                                "trainer-stop"}));
   // The successor's lease is left as it is.
   EXPECT_NE(Lease().find("i-successor"), std::string::npos);
 }
@@ -244,7 +250,9 @@ TEST_F(AgentLoopTest, CompletionUploadsTheLastCheckpointMarksTheJobAndScalesToZe
   EXPECT_NE(marker->find("\"step\":150"), std::string::npos) << *marker;
   EXPECT_EQ(w_.autoscaling.calls,
             (std::vector<std::string>{"Describe i-test", "Update asg-1 min=0 desired=0"}));
-  EXPECT_EQ(Events(), (std::vector<std::string>{"complete", "scale-to-zero", "snapshot", "start"}));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"agent-start", "complete", "exit", "lease",
+                                                "restore-end", "restore-start", "scale-to-zero",
+                                                "snapshot", "start", "trainer-exit"}));
 }
 
 TEST_F(AgentLoopTest, CrashesRestartAfterTheBackoffFromTheNewestCheckpointThenTheJobFails) {
@@ -260,7 +268,9 @@ TEST_F(AgentLoopTest, CrashesRestartAfterTheBackoffFromTheNewestCheckpointThenTh
   EXPECT_EQ(w_.launcher.launches[1].attempt, 2);
   EXPECT_EQ(w_.launcher.launches[1].resume, dir_.Join("ckpt") + "/step_10.pt");
   EXPECT_EQ(w_.launcher.launches[2].attempt, 3);
-  EXPECT_EQ(Events(), (std::vector<std::string>{"crash", "crash", "crash", "failed", "start"}));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"agent-start", "crash", "crash", "crash", "exit",
+                                                "failed", "lease", "restore-end", "restore-start",
+                                                "start", "trainer-start", "trainer-start"}));
   EXPECT_NE(Lease().find("\"released\":true"), std::string::npos);
 }
 
@@ -274,7 +284,10 @@ TEST_F(AgentLoopTest, SigtermTakesALastSnapshotAndStopsTheTrainer) {
   ASSERT_EQ(w_.uploader.committed.size(), 1u);
   EXPECT_EQ(w_.uploader.committed[0].step, 70);
   EXPECT_EQ(w_.signals, (std::vector<int>{SIGUSR1, SIGTERM}));
-  EXPECT_EQ(Events(), (std::vector<std::string>{"snapshot", "start", "stop"}));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"agent-start", "checkpoint-answer",
+                                                "checkpoint-request", "exit", "lease",
+                                                "restore-end", "restore-start", "snapshot", "start",
+                                                "stop", "trainer-stop"}));
 }
 
 TEST_F(AgentLoopTest, ANoticeCompletesTheLifecycleHookOnceTheTrainerIsStopped) {
@@ -287,8 +300,11 @@ TEST_F(AgentLoopTest, ANoticeCompletesTheLifecycleHookOnceTheTrainerIsStopped) {
   ASSERT_EQ(w_.uploader.committed.size(), 1u);
   EXPECT_EQ(w_.autoscaling.calls,
             (std::vector<std::string>{"Describe i-test", "Complete asg-1 drain i-test"}));
-  EXPECT_EQ(Events(), (std::vector<std::string>{"lifecycle-complete", "notice", "snapshot", "start",
-                                                "stop"}));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"agent-start", "checkpoint-answer",
+                                                "checkpoint-request", "exit", "lease",
+                                                "lifecycle-complete", "notice", "restore-end",
+                                                "restore-start", "snapshot", "start", "stop",
+                                                "trainer-stop"}));
 }
 
 // The metadata service is read from the agent's first moment, not only once
@@ -301,7 +317,7 @@ TEST_F(AgentLoopTest, ANoticeBeforeTheTrainerStartsEndsTheJobWithoutStartingIt) 
   EXPECT_EQ(r.exit_code, kExitInterrupted);
   EXPECT_TRUE(w_.launcher.launches.empty()) << "no trainer was started";
   EXPECT_TRUE(w_.uploader.committed.empty());
-  EXPECT_EQ(Events(), (std::vector<std::string>{"stop"}));
+  EXPECT_EQ(Events(), (std::vector<std::string>{"agent-start", "exit", "stop"}));
   EXPECT_NE(Lease().find("\"released\":true"), std::string::npos) << Lease();
 }
 

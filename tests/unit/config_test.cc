@@ -322,3 +322,28 @@ TEST_F(ConfigTest, RedactionHidesCredentialsButKeepsTheRest) {
 
 }  // namespace
 }  // namespace sg
+
+namespace sg {
+namespace {
+
+// The ledger's keys (docs/operations.md): the metrics file and the prices.
+TEST_F(ConfigTest, MetricsFileAndPricesAreKeysCheckedWhenRead) {
+  auto r = Load("");
+  ASSERT_TRUE(r.ok()) << AllProblems(r);
+  EXPECT_TRUE(r.config.metrics_file.empty());
+  EXPECT_TRUE(r.config.prices.empty());
+  r = Load(R"({"metrics_file": "/var/lib/node_exporter/spotguard.prom",
+               "prices": ["g5.xlarge=0.45/1.006"]})",
+           {{"SPOTGUARD_PRICES", "g5.xlarge=0.4/1.006, m5.large=/0.096"}});
+  ASSERT_TRUE(r.ok()) << AllProblems(r);
+  EXPECT_EQ(r.config.metrics_file, "/var/lib/node_exporter/spotguard.prom");
+  EXPECT_EQ(r.config.prices,
+            (std::vector<std::string>{"g5.xlarge=0.4/1.006", "m5.large=/0.096"}));
+  r = Load(R"({"prices": ["g5.xlarge=cheap/1"], "metrics_file": ""})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Mentions(r, "prices", "g5.xlarge=cheap/1")) << AllProblems(r);
+  EXPECT_TRUE(Mentions(r, "metrics_file", "must not be empty")) << AllProblems(r);
+}
+
+}  // namespace
+}  // namespace sg

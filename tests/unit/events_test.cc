@@ -113,3 +113,35 @@ TEST(InterruptionHistoryTest, ACompactStampIsParsedExactlyAndAnythingElseIsNot) 
 
 }  // namespace
 }  // namespace sg::testing
+
+namespace sg::testing {
+namespace {
+
+TEST(EventLog, EveryEventCarriesTheAttemptIdTheNodeAndTheTimeItHappened) {
+  TempDir dir;
+  auto opened = FileStore::Open(dir.path());
+  ASSERT_TRUE(opened.ok());
+  FileStore& store = **opened;
+  FakeClock clock;
+  EventLog log(store, clock, "job", "i-1");
+  EXPECT_EQ(log.attempt_id().rfind("i-1-", 0), 0u) << log.attempt_id();
+  const Clock::WallTime happened = clock.Now();
+  clock.Advance(std::chrono::seconds(30));  // written later, off the notice path
+  ASSERT_TRUE(log.Record("notice", {}, happened).ok());
+  log.SetNode(2);
+  ASSERT_TRUE(log.Record("stop").ok());
+  auto recent = log.Recent(2);
+  ASSERT_TRUE(recent.ok());
+  ASSERT_EQ(recent->size(), 2u);
+  EXPECT_EQ((*recent)[1]["kind"], "notice");
+  EXPECT_EQ((*recent)[1]["time"], FormatUtc(happened, true));
+  EXPECT_EQ((*recent)[1]["attempt_id"], log.attempt_id());
+  EXPECT_FALSE((*recent)[1].contains("node"));
+  EXPECT_EQ((*recent)[0]["node"], 2);
+  EXPECT_EQ((*recent)[0]["attempt_id"], log.attempt_id());
+  EventLog given(store, clock, "job", "i-1", "chosen-id");
+  EXPECT_EQ(given.attempt_id(), "chosen-id");
+}
+
+}  // namespace
+}  // namespace sg::testing

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <map>
+
 #include "agent/exit_codes.h"
 #include "tests/unit/job_actions_support.h"
 
@@ -123,7 +125,20 @@ TEST_F(JobPolicyTest, ANoticeAsksForACheckpointCommitsItStopsTheTrainerAndExits7
 
   JobActions stopped = StopAndEnd(At(seconds(20)), {Ckpt(200, seconds(13))});
   EXPECT_NE(Find<a::CompleteLifecycleHook>(stopped), nullptr);
-  EXPECT_EQ(EventKinds(stopped), (std::vector<std::string>{"notice", "snapshot", "stop"}));
+  EXPECT_EQ(EventKinds(stopped),
+            (std::vector<std::string>{"notice", "checkpoint-request", "checkpoint-answer",
+                                      "snapshot", "trainer-stop", "stop"}));
+  // Written after the trainer stopped, each with the time it happened (the ledger's).
+  std::map<std::string, Clock::WallTime> when;
+  for (const JobAction& action : stopped) {
+    if (const auto* e = std::get_if<a::RecordEvent>(&action); e && e->at) when[e->kind] = *e->at;
+  }
+  EXPECT_EQ(when["notice"], At(seconds(10)).wall);
+  EXPECT_EQ(when["checkpoint-request"], At(seconds(10)).wall);
+  EXPECT_EQ(when["checkpoint-answer"], At(seconds(14)).wall);
+  EXPECT_EQ(when["snapshot"], At(seconds(18)).wall);
+  EXPECT_EQ(when["trainer-stop"], At(seconds(20)).wall);
+  EXPECT_EQ(when["stop"], At(seconds(20)).wall);
   EXPECT_NE(Find<a::RunRetention>(stopped), nullptr);
   EXPECT_NE(Find<a::ReleaseLease>(stopped), nullptr);
   ASSERT_TRUE(std::holds_alternative<a::Exit>(stopped.back()));
@@ -234,7 +249,9 @@ TEST_F(JobPolicyTest, ACheckpointWrittenOnTheStopSignalIsUploadedBeforeTheExit) 
   EXPECT_EQ(Find<a::Exit>(upload), nullptr);
   JobActions end =
       p.OnUploadFinished(At(seconds(22)), {UploadOutcome::Kind::kCommitted, 5, 1, 1, 2, ""});
-  EXPECT_EQ(EventKinds(end), (std::vector<std::string>{"notice", "snapshot", "stop"}));
+  EXPECT_EQ(EventKinds(end),
+            (std::vector<std::string>{"notice", "checkpoint-request", "checkpoint-answer",
+                                      "trainer-stop", "snapshot", "stop"}));
   EXPECT_EQ(std::get<a::Exit>(end.back()).code, kExitInterrupted);
   // Posted 80 s before it was read (40 s of 120 left), committed 12 s later.
   EXPECT_DOUBLE_EQ(*p.notice_to_commit(), 92.0);
@@ -366,7 +383,7 @@ TEST_F(JobPolicyTest, ALostLeaseCommitsNothingMoreAndExits4WithoutReleasing) {
       p.OnUploadFinished(At(seconds(302)), {UploadOutcome::Kind::kCommitted, 4, 1, 1, 1.0, ""})
           .empty());
   JobActions stopped = p.OnTrainerStopped(At(seconds(303)));
-  EXPECT_EQ(EventKinds(stopped), std::vector<std::string>{"fenced"});
+  EXPECT_EQ(EventKinds(stopped), (std::vector<std::string>{"trainer-stop", "fenced"}));
   EXPECT_EQ(Find<a::ReleaseLease>(stopped), nullptr);
   EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitFenced);
   // Done: no observation leads to an upload any more.
@@ -409,7 +426,9 @@ TEST_F(JobPolicyTest, SigtermTakesALastSnapshotStopsTheTrainerAndExits75) {
       p.OnUploadFinished(At(seconds(41)), {UploadOutcome::Kind::kCommitted, 5, 1, 1, 1, ""});
   EXPECT_EQ(Find<a::StopTrainer>(committed)->grace, seconds(30));
   JobActions stopped = StopAndEnd(At(seconds(42)), {Ckpt(150, seconds(5))});
-  EXPECT_EQ(EventKinds(stopped), (std::vector<std::string>{"snapshot", "stop"}));
+  EXPECT_EQ(EventKinds(stopped),
+            (std::vector<std::string>{"checkpoint-request", "checkpoint-answer", "snapshot",
+                                      "trainer-stop", "stop"}));
   // Stopped before completion: an engine must retry it, so never 0.
   EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitInterrupted);
   EXPECT_EQ(Find<a::CompleteLifecycleHook>(stopped), nullptr);
@@ -465,7 +484,9 @@ TEST_F(JobPolicyTest, AFinalUploadThatFailsIsTriedAgainWhileTimeIsLeft) {
   ASSERT_NE(Find<a::StopTrainer>(committed), nullptr);
   EXPECT_DOUBLE_EQ(*p.notice_to_commit(), 20.0);
   JobActions stopped = StopAndEnd(At(seconds(31)), {Ckpt(200, seconds(11))});
-  EXPECT_EQ(EventKinds(stopped), (std::vector<std::string>{"notice", "snapshot", "stop"}));
+  EXPECT_EQ(EventKinds(stopped),
+            (std::vector<std::string>{"notice", "checkpoint-request", "checkpoint-answer",
+                                      "snapshot", "trainer-stop", "stop"}));
   EXPECT_EQ(std::get<a::Exit>(stopped.back()).code, kExitInterrupted);
 }
 
