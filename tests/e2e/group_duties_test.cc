@@ -86,6 +86,19 @@ class GroupDutiesE2E : public GroupNodeE2E {
     auto e = GroupStore(*store_, "job").Ends(round);
     return e.ok() ? *e : std::vector<RoundEnd>{};
   }
+  // Two nodes of kAskedTrainer in `mode`, a rebalance recommendation on node
+  // 2 once both trainers are ready (asked only once their handlers are in
+  // place: a launcher alone in its group would get the signal itself), and
+  // the group snapshot that follows.
+  void RebalanceOnNode2AndAwaitTheGroupSnapshot(const std::string& mode) {
+    const std::string config = JobConfig(2, AskedTrainer(mode));
+    StartNode(1, config);
+    StartNode(2, config);
+    ASSERT_TRUE(nodes_[2].agent->WaitForOutput("] ready", 120s)) << Logs();
+    ASSERT_TRUE(nodes_[1].agent->WaitForOutput("] ready", 120s)) << Logs();
+    nodes_[2].imds->Control("POST", "/_sim/rebalance", "{}");
+    ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 120s)) << Logs();
+  }
   // A notice on node 2 once a group snapshot exists; its exit code.
   std::optional<int> NoticeOnNode2() {
     Notice(2);
@@ -196,15 +209,7 @@ TEST_F(GroupDutiesE2E, TheCheckpointIntervalAsksEveryNodesTrainer) {
 // A rebalance recommendation on one node asks its trainer for a checkpoint
 // and the group snapshot follows; the round goes on.
 TEST_F(GroupDutiesE2E, ARebalanceRecommendationTakesAGroupSnapshotWithoutEndingTheRound) {
-  const std::string config = JobConfig(2, AskedTrainer("asked"));
-  StartNode(1, config);
-  StartNode(2, config);
-  // Asked only once its handler is in place (a launcher alone in its group
-  // would get the signal itself).
-  ASSERT_TRUE(nodes_[2].agent->WaitForOutput("] ready", 120s)) << Logs();
-  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("] ready", 120s)) << Logs();
-  nodes_[2].imds->Control("POST", "/_sim/rebalance", "{}");
-  ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 120s)) << Logs();
+  ASSERT_NO_FATAL_FAILURE(RebalanceOnNode2AndAwaitTheGroupSnapshot("asked"));
   EXPECT_TRUE(Ends(1).empty()) << "the round goes on\n" << Logs();
   EXPECT_FALSE(nodes_[1].agent->Wait(0ms).has_value());
   EXPECT_FALSE(nodes_[2].agent->Wait(0ms).has_value());
@@ -225,13 +230,7 @@ TEST_F(GroupDutiesE2E, ARebalanceRecommendationTakesAGroupSnapshotWithoutEndingT
 // record the warned node writes. Before, only node 2's trainer was asked, so
 // node 1's never saved and no group snapshot could be made.
 TEST_F(GroupDutiesE2E, ARebalanceOnOneNodeAsksEveryNodesTrainerAndTheGroupFlushes) {
-  const std::string config = JobConfig(2, AskedTrainer("own"));
-  StartNode(1, config);
-  StartNode(2, config);
-  ASSERT_TRUE(nodes_[2].agent->WaitForOutput("] ready", 120s)) << Logs();
-  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("] ready", 120s)) << Logs();
-  nodes_[2].imds->Control("POST", "/_sim/rebalance", "{}");
-  ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 120s)) << Logs();
+  ASSERT_NO_FATAL_FAILURE(RebalanceOnNode2AndAwaitTheGroupSnapshot("own"));
   EXPECT_TRUE(std::filesystem::exists(nodes_[1].ckpt + "/../asked")) << Logs();
   EXPECT_NE(nodes_[1].agent->Output().find("was warned (a rebalance recommendation"),
             std::string::npos)

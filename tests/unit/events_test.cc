@@ -11,11 +11,18 @@
 namespace sg::testing {
 namespace {
 
+// A file:// store in `dir`.
+void OpenStore(const TempDir& dir, std::unique_ptr<FileStore>& out) {
+  auto opened = FileStore::Open(dir.path());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  out = std::move(*opened);
+}
+
 TEST(EventLog, TwoInstancesRecordingTheSameKindInTheSameMillisecondKeepBothEvents) {
   TempDir dir;
-  auto opened = FileStore::Open(dir.path());
-  ASSERT_TRUE(opened.ok());
-  FileStore& store = **opened;
+  std::unique_ptr<FileStore> opened;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(dir, opened));
+  FileStore& store = *opened;
   FakeClock clock;  // both instances read the very same time
   EventLog a(store, clock, "job", "i-aaaa");
   EventLog b(store, clock, "job", "i-bbbb");
@@ -31,9 +38,9 @@ TEST(EventLog, TwoInstancesRecordingTheSameKindInTheSameMillisecondKeepBothEvent
 
 TEST(EventLog, DetailsCannotOverwriteTheEventsOwnFields) {
   TempDir dir;
-  auto opened = FileStore::Open(dir.path());
-  ASSERT_TRUE(opened.ok());
-  FileStore& store = **opened;
+  std::unique_ptr<FileStore> opened;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(dir, opened));
+  FileStore& store = *opened;
   FakeClock clock;
   EventLog log(store, clock, "job", "i-1");
   ASSERT_TRUE(log.Record("snapshot", {{"kind", "forged"}, {"seq", 7}}).ok());
@@ -47,9 +54,9 @@ TEST(EventLog, DetailsCannotOverwriteTheEventsOwnFields) {
 
 TEST(EventLog, TheEnginesIndexAndAttemptGoIntoEveryEventOnlyWhenSet) {
   TempDir dir;
-  auto opened = FileStore::Open(dir.path());
-  ASSERT_TRUE(opened.ok());
-  FileStore& store = **opened;
+  std::unique_ptr<FileStore> opened;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(dir, opened));
+  FileStore& store = *opened;
   FakeClock clock;
   EventLog log(store, clock, "job", "i-1");
   ASSERT_TRUE(log.Record("start").ok());
@@ -71,9 +78,9 @@ TEST(EventLog, TheEnginesIndexAndAttemptGoIntoEveryEventOnlyWhenSet) {
 // an event's is passed over.
 TEST(InterruptionHistoryTest, ExposureAndNoticesComeFromTheEventKeys) {
   TempDir dir;
-  auto opened = FileStore::Open(dir.path());
-  ASSERT_TRUE(opened.ok());
-  FileStore& store = **opened;
+  std::unique_ptr<FileStore> opened;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(dir, opened));
+  FileStore& store = *opened;
   FakeClock clock;
   clock.SetNow(Clock::WallTime(std::chrono::seconds(1'795'000'000)));
   const Clock::WallTime first = clock.Now();
@@ -111,17 +118,12 @@ TEST(InterruptionHistoryTest, ACompactStampIsParsedExactlyAndAnythingElseIsNot) 
   EXPECT_FALSE(ParseCompactStamp("").has_value());
 }
 
-}  // namespace
-}  // namespace sg::testing
-
-namespace sg::testing {
-namespace {
 
 TEST(EventLog, EveryEventCarriesTheAttemptIdTheNodeAndTheTimeItHappened) {
   TempDir dir;
-  auto opened = FileStore::Open(dir.path());
-  ASSERT_TRUE(opened.ok());
-  FileStore& store = **opened;
+  std::unique_ptr<FileStore> opened;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(dir, opened));
+  FileStore& store = *opened;
   FakeClock clock;
   EventLog log(store, clock, "job", "i-1");
   EXPECT_EQ(log.attempt_id().rfind("i-1-", 0), 0u) << log.attempt_id();
