@@ -1,32 +1,30 @@
 #include "agent/interruption_history.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <ctime>
+#include <cctype>
 
+#include "agent/ledger.h"
 #include "agent/store_layout.h"
 
 namespace sg {
 
 std::optional<Clock::WallTime> ParseCompactStamp(std::string_view stamp) {
-  // 20261122T082200.123Z: 20 characters.
-  if (stamp.size() != 20 || stamp[8] != 'T' || stamp[15] != '.' || stamp[19] != 'Z') {
-    return std::nullopt;
+  // 20261122T082200.123Z: 20 characters, digits where digits go; read as
+  // the ISO 8601 time it compacts (ParseLedgerTime's form).
+  constexpr std::string_view kShape = "dddddddd" "T" "dddddd" "." "ddd" "Z";
+  if (stamp.size() != kShape.size()) return std::nullopt;
+  for (size_t i = 0; i < stamp.size(); ++i) {
+    if (kShape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(stamp[i]))
+                         : stamp[i] != kShape[i]) {
+      return std::nullopt;
+    }
   }
-  const std::string text(stamp);
-  std::tm tm{};
-  int millis = 0;
-  char end = 0;
-  if (std::sscanf(text.c_str(), "%4d%2d%2dT%2d%2d%2d.%3d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &millis, &end) != 8 ||
-      end != 'Z') {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  const std::optional<Clock::WallTime> t = WallTimeFromUtc(tm);
-  if (!t) return std::nullopt;
-  return *t + std::chrono::milliseconds(millis);
+  const std::string iso = std::string(stamp.substr(0, 4)) + "-" + std::string(stamp.substr(4, 2)) +
+                          "-" + std::string(stamp.substr(6, 5)) + ":" +
+                          std::string(stamp.substr(11, 2)) + ":" + std::string(stamp.substr(13));
+  const std::optional<LedgerMs> ms = ParseLedgerTime(iso);
+  if (!ms) return std::nullopt;
+  return Clock::WallTime(std::chrono::milliseconds(*ms));
 }
 
 StatusOr<InterruptionHistory> ReadInterruptionHistory(ObjectStore& store, const std::string& job,

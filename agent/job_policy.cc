@@ -67,14 +67,7 @@ JobActions JobPolicy::OnRestored(PolicyTime t, const RestoredState& restored) {
   last_seq_ = restored.last_seq;
   next_upload_ = restored.upload_first ? t.mono : t.mono + o_.upload_interval;
   if (o_.checkpoint_interval) next_checkpoint_signal_ = t.mono + *o_.checkpoint_interval;
-  if (cadence_ && restored.history) {
-    cadence_->Learn(*restored.history);
-    Say(out, Level::kInfo,
-        Format("the job's history: {} interruption notice(s) in {:.1f} h since its first event: "
-               "MTBF {:.1f} h for the checkpoint cadence (prior {:.1f} h)",
-               restored.history->interruptions, restored.history->exposure.count() / 3600,
-               cadence_->mtbf().count() / 3600, o_.cadence->mtbf.count() / 3600));
-  }
+  CadenceLearn(restored, out);
   Event(t, "start", {{"resume", restored.resume}}, out);
   trainer_running_ = true;
   out.push_back(job_action::StartTrainer{++attempt_, false});

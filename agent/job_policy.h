@@ -246,6 +246,8 @@ class JobPolicy {
   // kTraining; a commit; a rebalance recommendation.
   void CadenceTick(PolicyTime t, JobActions& out);
   void CadenceCommitted(const Checkpoint& checkpoint, PolicyTime t);
+  // The MTBF from the job's history at start, when it was read (logged).
+  void CadenceLearn(const RestoredState& restored, JobActions& out);
   void CadenceRebalance(PolicyTime t, JobActions& out);
   void AnnounceCadence(PolicyTime t, const std::string& why, JobActions& out);
 

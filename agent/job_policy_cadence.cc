@@ -42,6 +42,16 @@ void JobPolicy::CadenceCommitted(const Checkpoint& checkpoint, PolicyTime t) {
   cadence_asked_.reset();
 }
 
+void JobPolicy::CadenceLearn(const RestoredState& restored, JobActions& out) {
+  if (!cadence_ || !restored.history) return;
+  cadence_->Learn(*restored.history);
+  Say(out, Level::kInfo,
+      Format("the job's history: {} interruption notice(s) in {:.1f} h since its first event: "
+             "MTBF {:.1f} h for the checkpoint cadence (prior {:.1f} h)",
+             restored.history->interruptions, restored.history->exposure.count() / 3600,
+             cadence_->mtbf().count() / 3600, o_.cadence->mtbf.count() / 3600));
+}
+
 void JobPolicy::CadenceRebalance(PolicyTime t, JobActions& out) {
   if (!cadence_ || phase_ != JobPhase::kTraining) return;
   cadence_->OnRebalance(t.mono);

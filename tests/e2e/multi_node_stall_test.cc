@@ -4,10 +4,9 @@
 // nodes on the Ceph gateway; node 2 reaches the store through the fault
 // proxy, which freezes: every request is held, neither forwarded nor
 // answered, until it is released.
-#include <cstdio>
-#include <ctime>
 #include <regex>
 
+#include "agent/ledger.h"
 #include "common/files.h"
 #include "tests/e2e/multi_node_fixture.h"
 #include "tests/reliability/crash_support.h"
@@ -19,17 +18,10 @@ using WallTime = std::chrono::system_clock::time_point;
 
 // The time an agent's log line starts with ("2026-11-28T22:18:20.708Z ...").
 std::optional<WallTime> LineTime(std::string_view line) {
-  std::tm tm{};
-  int ms = 0;
   if (line.size() < 24 || line[23] != 'Z') return std::nullopt;
-  const std::string head(line.substr(0, 24));
-  if (std::sscanf(head.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::milliseconds(ms);
+  const std::optional<LedgerMs> ms = ParseLedgerTime(std::string(line.substr(0, 24)));
+  if (!ms) return std::nullopt;
+  return WallTime(std::chrono::milliseconds(*ms));
 }
 
 // The time of the first line of `log` that holds `text`.
