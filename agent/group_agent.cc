@@ -115,8 +115,17 @@ Status GroupAgent::Setup() {
   watch.poll_interval = cfg_.imds.poll_interval;
   watch.untimed_budget = kGroupEndBudget;
   watch.give_up_before = kGiveUpBefore;
-  watch_ = std::make_unique<GroupWatch>(watch, c_.clock, monitor_.get(),
-                                        signal_fd_.get(), trainer_slot_);
+  GroupWatch::ExitFn exit_now;
+  if (watch_on_loop_) {
+    // The backstop of a loop held past the deadline; on the loop itself it
+    // can only find the loop late, and ends the agent as the loop would.
+    exit_now = [this](int code) {
+      exit_code_ = code;
+      state_ = State::kDone;
+    };
+  }
+  watch_ = std::make_unique<GroupWatch>(watch, c_.clock, monitor_.get(), signal_fd_.get(),
+                                        trainer_slot_, std::move(exit_now));
   logs_.Open(c_.env);
   launcher_.set_output(logs_.TrainerSink());
   self_ = OwnRecord(cfg_, c_.instance, c_.instance + "-" + RandomHex(4),
@@ -128,7 +137,6 @@ Status GroupAgent::Setup() {
 
 void GroupAgent::TakeNews(Clock::MonoTime now) {
   GroupWatch::News news = watch_->Take();
-  if (c_.ports.stop_requested && c_.ports.stop_requested()) news.stop_signal = true;
   for (const InterruptionEvent& e : news.others) TakeRebalance(now, e);
   if (news.stop_signal || !news.notices.empty()) SayStopping();
   // The Auto Scaling hook waits for this node's CONTINUE, sent after the stop.
@@ -284,7 +292,7 @@ void GroupAgent::JobComplete() {
   LogInfo("job {} is complete", cfg_.job);
   // Every node releases its own instance (shutdown) or the group
   // (scale-to-zero, which is idempotent), as a single node does.
-  PerformOnComplete({cfg_, c_.env, autoscaling_, events_, c_.instance});
+  PerformOnComplete({cfg_, c_.env, asg_, events_, c_.instance});
   Exit(kExitOk);
 }
 
@@ -305,7 +313,7 @@ AgentResult GroupAgent::Run() {
   if (auto marker = c_.store.Head(CompleteKey(cfg_.job)); marker.ok()) {
     LogInfo("job {} is already complete; not starting it again", cfg_.job);
     (void)c_.notifier.Notify("READY=1");
-    PerformOnComplete({cfg_, c_.env, autoscaling_, events_, c_.instance});
+    PerformOnComplete({cfg_, c_.env, asg_, events_, c_.instance});
     result_.exit_code = kExitOk;
     return result_;
   }
@@ -320,7 +328,7 @@ AgentResult GroupAgent::Run() {
   (void)events_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
   // READY=1 comes once this node's part is restored (SayReady).
   (void)c_.notifier.Notify("STATUS=waiting for " + std::to_string(cfg_.nodes) + " members");
-  watch_->Start();
+  if (!watch_on_loop_) watch_->Start();
   while (state_ != State::kDone) {
     if (c_.ports.idle) {
       c_.ports.idle(kTick);
@@ -330,6 +338,7 @@ AgentResult GroupAgent::Run() {
       // PID 1 of a container inherits every orphan (docs/design.md §11).
       if (pid1_) ReapOrphanedChildren();
     }
+    if (watch_on_loop_) watch_->Turn(c_.ports.stop_requested && c_.ports.stop_requested());
     const auto now = c_.clock.Monotonic();
     if (ready_) watchdog_.Tick(now);
     checkpoints_->Poll();
@@ -362,7 +371,7 @@ AgentResult GroupAgent::Run() {
   }
   // On a notice, once the trainer is stopped and the last part is in, as
   // one node's agent does (docs/agent.md, "How it ends").
-  if (lifecycle_due_) CompleteLifecycleHook({cfg_, c_.env, autoscaling_, events_, c_.instance});
+  if (lifecycle_due_) CompleteLifecycleHook({cfg_, c_.env, asg_, events_, c_.instance});
   FinishStoppedTrainers();
   if (pid1_) ReapOrphanedChildren();
   // Until the process ends the watch keeps its deadline: the store calls

@@ -67,7 +67,7 @@ class GroupAgent {
         launcher_(cfg_, c.env, notice_file_, TrainerRecordPath(cfg_.checkpoint_dir)),
         uploader_([this](const Checkpoint& ck,
                          const std::atomic<bool>* cancel) { return WritePart(ck, cancel); },
-                  c.clock),
+                  c.clock, c.ports.inline_store_work),
         autoscaling_(c.aws, c.clock),
         signal_target_(CheckpointSignalTarget(cfg_.command)) {}
 
@@ -156,8 +156,11 @@ class GroupAgent {
   MemberFreshness freshness_;
   const std::string notice_file_;
   ProcessTrainerLauncher launcher_;
+  // The trainers' launcher: the ports' when given, else launcher_.
+  TrainerLauncher& trainers_ = c_.ports.trainer ? *c_.ports.trainer : launcher_;
   ThreadUploader uploader_;
   LazyAutoScaling autoscaling_;
+  AutoScalingApi& asg_ = c_.ports.autoscaling ? *c_.ports.autoscaling : autoscaling_;
   const SignalTarget signal_target_;
   std::optional<HostLock> host_lock_;
   UniqueFd signal_fd_;
@@ -166,6 +169,9 @@ class GroupAgent {
   std::unique_ptr<InterruptionMonitor> monitor_;
   SharedTrainer::Slot trainer_slot_;    // the trainer, as the watch reaches it
   std::unique_ptr<GroupWatch> watch_;   // notices and signals, on its own thread
+  // When the ports drive time (ports.idle), the watch has no thread: the
+  // loop turns it every tick, and nothing runs beside the loop.
+  const bool watch_on_loop_ = static_cast<bool>(c_.ports.idle);
   std::string staging_root_;
 
   MemberRecord self_;
@@ -173,7 +179,7 @@ class GroupAgent {
   std::optional<RoundPlan> plan_;  // the round this agent takes part in
   int rank_ = 0;
   std::unique_ptr<Trainer> trainer_;
-  BackgroundCall<StatusOr<RestoreResult>> restore_;  // kJoining: the restore of this node's part
+  BackgroundCall<StatusOr<RestoreResult>> restore_{c_.ports.inline_store_work};  // kJoining: the restore of this node's part
   std::optional<GroupCommit> restoring_;             // what it restores
   bool restore_left_ = false;                        // still running at the exit
   int attempt_ = 0;

@@ -123,7 +123,7 @@ void GroupAgent::StartTrainer(const std::string& resume) {
   placement.rank = rank_;
   placement.port = plan.port;
   for (const PlanMember& m : plan.members) placement.addresses.push_back(m.address);
-  auto trainer = launcher_.Start(TrainerLaunch{resume, ++attempt_, placement});
+  auto trainer = trainers_.Start(TrainerLaunch{resume, ++attempt_, placement});
   if (trainer.ok()) (void)events_.Record("trainer-start", {{"round", plan.round}});
   if (!trainer.ok()) {
     LogError("starting the trainer failed: {}", trainer.status().message());
@@ -258,11 +258,17 @@ void GroupAgent::InRound(Clock::MonoTime now) {
   TakeUploadResult();
   UploadPart(now);
   if (trainer_done_ && !done_marked_ && !uploader_.busy()) {
-    // Its last checkpoint is stored (or it had none newer): this rank is done.
+    // Its last checkpoint is stored (or it had none newer): this rank is
+    // done. A file still settling may be that last checkpoint (a trainer
+    // that saves and exits at once): it is waited for, as one node's agent
+    // waits for it before the final snapshot.
     auto all = RoundCheckpoints();
     const bool newer_left = all.ok() && !all->empty() && all->front().step &&
                             (!part_step_ || *all->front().step > *part_step_);
-    if (!newer_left && group_.MarkDone(plan_->round, rank_, part_step_).ok()) done_marked_ = true;
+    if (!newer_left && !checkpoints_->Writing() &&
+        group_.MarkDone(plan_->round, rank_, part_step_).ok()) {
+      done_marked_ = true;
+    }
   }
 }
 

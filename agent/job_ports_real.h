@@ -82,8 +82,13 @@ class ThreadUploader final : public SnapshotUploader {
                                                           const std::atomic<bool>* cancel)>;
   // What `upload` uses must outlive an upload given up on (Wait returned
   // nullopt): the agent then ends the process (RunAgent, `abandoned`).
-  ThreadUploader(UploadFn upload, Clock& clock)
-      : upload_(std::move(upload)), clock_(clock), cancel_(std::make_shared<std::atomic<bool>>()) {}
+  // `run_inline`: Start runs the upload at once on the caller's thread (the
+  // fake multi-node world's agents, tests/support/fake_group_world.h).
+  ThreadUploader(UploadFn upload, Clock& clock, bool run_inline = false)
+      : upload_(std::move(upload)),
+        clock_(clock),
+        cancel_(std::make_shared<std::atomic<bool>>()),
+        call_(run_inline) {}
   // An upload was left running (Start over a busy one, or Wait gave up).
   bool left_any() const { return left_any_; }
 
