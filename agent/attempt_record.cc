@@ -63,7 +63,7 @@ void AttemptRecorder::Record(std::string kind, nlohmann::ordered_json details,
   const Clock::WallTime when = at.value_or(clock_.Now());
   metrics_.Observe(kind, details, when);
   queue_.Post([this, kind = std::move(kind), details = std::move(details), when] {
-    (void)events_.Record(kind, details, when);
+    events_.Note(kind, details, when);
   });
 }
 

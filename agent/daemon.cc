@@ -272,9 +272,9 @@ AgentResult Agent::StoppedAtStart(const StartWatch& watch) {
   if (!result_.abandoned && lease_.held()) {
     nlohmann::ordered_json data = {{"reason", notice ? "notice" : "signal"}, {"during", "start"}};
     if (notice) data["notice"] = notice->ToJson();
-    (void)events_.Record("stop", data);
+    events_.Note("stop", data);
     // The ledger's end of this attempt (docs/operations.md, "The ledger").
-    (void)events_.Record("exit", {{"code", kExitInterrupted}, {"reason", data["reason"]}});
+    events_.Note("exit", {{"code", kExitInterrupted}, {"reason", data["reason"]}});
   }
   if (notice) CompleteLifecycleHook(EndContext());
   FlushLogs();

@@ -39,6 +39,11 @@ class EventLog {
   // written later, off the notice path, keeps its own time); default now.
   Status Record(std::string_view kind, nlohmann::ordered_json details = {},
                 std::optional<Clock::WallTime> at = std::nullopt);
+  // Record for callers that go on whatever happens: its failure is logged only.
+  void Note(std::string_view kind, nlohmann::ordered_json details = {},
+            std::optional<Clock::WallTime> at = std::nullopt) {
+    [[maybe_unused]] const Status logged = Record(kind, std::move(details), at);
+  }
 
   // The newest `limit` events, newest first.
   StatusOr<std::vector<nlohmann::json>> Recent(size_t limit);

@@ -137,6 +137,8 @@ Status GroupAgent::Setup() {
 
 void GroupAgent::TakeNews(Clock::MonoTime now) {
   GroupWatch::News news = watch_->Take();
+  // On its way out: the ledger's events wait until the trainer is stopped.
+  if (news.stop_signal || !news.notices.empty()) defer_events_ = true;
   for (const InterruptionEvent& e : news.others) TakeRebalance(now, e);
   if (news.stop_signal || !news.notices.empty()) SayStopping();
   // The Auto Scaling hook waits for this node's CONTINUE, sent after the stop.
@@ -149,16 +151,18 @@ void GroupAgent::TakeNews(Clock::MonoTime now) {
     // node's can be saved.
     LogWarn("leaving round {} before its trainer started", plan_->round);
     noticed_ = true;
-    (void)group_.RemoveMember(self_.agent);
-    (void)group_.EndRound(plan_->round, RoundEnd{"left", c_.instance,
-                                                 news.stop_signal ? "SIGTERM" : "notice"});
-    for (const InterruptionEvent& e : news.notices) (void)events_.Record("notice", e.ToJson());
+    Noted(group_.RemoveMember(self_.agent), "leaving the membership");
+    Noted(group_.EndRound(plan_->round, RoundEnd{"left", c_.instance,
+                                                 news.stop_signal ? "SIGTERM" : "notice"}),
+          "ending the round");
+    for (const InterruptionEvent& e : news.notices) Event("notice", e.ToJson());
     Exit(kExitInterrupted);
     return;
   }
   if (news.stop_signal) {
     if (state_ == State::kInRound) {
-      (void)group_.EndRound(plan_->round, RoundEnd{"stop", c_.instance, "SIGTERM"});
+      Noted(group_.EndRound(plan_->round, RoundEnd{"stop", c_.instance, "SIGTERM"}),
+            "ending the round");
       BeginEnding(now,
                   now + duration_cast<milliseconds>(cfg_.stop_timeout) - kGiveUpBefore,
                   true, watch_->asked_at());
@@ -170,10 +174,11 @@ void GroupAgent::TakeNews(Clock::MonoTime now) {
     }
   }
   for (const InterruptionEvent& e : news.notices) {
-    (void)events_.Record("notice", e.ToJson());
+    Event("notice", e.ToJson());
     if (state_ == State::kInRound) {
       LogWarn("interruption notice: ending round {} on every node", plan_->round);
-      (void)group_.EndRound(plan_->round, RoundEnd{"notice", c_.instance, e.ToJson().dump()});
+      Noted(group_.EndRound(plan_->round, RoundEnd{"notice", c_.instance, e.ToJson().dump()}),
+            "ending the round");
       // Until 10 s before the notice's deadline: then the trainer is stopped.
       const auto left = e.time ? duration_cast<milliseconds>(*e.time - c_.clock.Now()) -
                                      kGiveUpBefore
@@ -184,7 +189,7 @@ void GroupAgent::TakeNews(Clock::MonoTime now) {
     } else if (state_ != State::kDone) {
       LogWarn("interruption notice while not in a round: leaving the group");
       noticed_ = true;
-      (void)group_.RemoveMember(self_.agent);
+      Noted(group_.RemoveMember(self_.agent), "leaving the membership");
       Exit(kExitInterrupted);
       return;
     }
@@ -325,7 +330,7 @@ AgentResult GroupAgent::Run() {
   }
   // READY=1 comes once this node's part is restored (SayReady).
   // The ledger's first event of this attempt (docs/operations.md, "The ledger").
-  (void)events_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
+  Event("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
   // READY=1 comes once this node's part is restored (SayReady).
   (void)c_.notifier.Notify("STATUS=waiting for " + std::to_string(cfg_.nodes) + " members");
   if (!watch_on_loop_) watch_->Start();
@@ -361,10 +366,14 @@ AgentResult GroupAgent::Run() {
       grace = std::clamp(duration_cast<milliseconds>(stop_deadline_ - c_.clock.Monotonic()),
                          milliseconds(0), grace);
     }
-    (void)trainer_->Stop(cfg_.stop_signal, grace);
+    if (auto stopped = trainer_->Stop(cfg_.stop_signal, grace); stopped.ok()) {
+      LogInfo("the trainer stopped: {}", stopped->ToString());
+    }
     trainer_.reset();
   }
-  if (uploader_.busy()) (void)uploader_.Wait(milliseconds(15'000));
+  if (uploader_.busy() && !uploader_.Wait(milliseconds(15'000))) {
+    LogWarn("the upload of this node's part still runs at the exit");
+  }
   if (restore_.busy() && !restore_.WaitFor(milliseconds(15'000))) {
     LogWarn("the restore of this node's part still runs at the exit");
     restore_left_ = true;
@@ -374,9 +383,10 @@ AgentResult GroupAgent::Run() {
   if (lifecycle_due_) CompleteLifecycleHook({cfg_, c_.env, asg_, events_, c_.instance});
   FinishStoppedTrainers();
   if (pid1_) ReapOrphanedChildren();
+  FlushEvents();
   // Until the process ends the watch keeps its deadline: the store calls
   // below can hang too.
-  (void)group_.RemoveMember(self_.agent);
+  Noted(group_.RemoveMember(self_.agent), "leaving the membership");
   if (lease_.held()) {
     if (Status st = lease_.Release(); !st.ok()) LogWarn("releasing the lease failed: {}", st.message());
   }

@@ -147,6 +147,16 @@ class GroupAgent {
   // The job is complete: on_complete on this node, then exit 0.
   void JobComplete();
   void Exit(int code);
+  // A store write the loop goes on from whatever its outcome: a failure is
+  // logged, naming `what`.
+  void Noted(const Status& st, std::string_view what);
+  // The ledger's event `kind` (docs/operations.md, "The ledger"). Once this
+  // node is on its way out (a notice or a stop signal) it is kept, with its
+  // time, and written once the trainer is stopped (FlushEvents), as one
+  // node's agent defers them (docs/design.md §9): no PUT stands between the
+  // notice and the round's end.
+  void Event(std::string_view kind, nlohmann::ordered_json details = {});
+  void FlushEvents();
 
   const AgentContext& c_;
   const Config& cfg_;
@@ -218,6 +228,13 @@ class GroupAgent {
   std::optional<RoundPlan> newest_plan_;    // as last read while waiting
   Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{};
   std::optional<int> exit_code_;
+  struct DeferredEvent {
+    std::string kind;
+    nlohmann::ordered_json details;
+    Clock::WallTime at;
+  };
+  std::vector<DeferredEvent> deferred_events_;
+  bool defer_events_ = false;  // set by a notice or a stop signal
   WatchdogPinger watchdog_{c_.notifier};  // once READY=1 was said
   bool ready_ = false;
   bool stopping_said_ = false;

@@ -59,7 +59,7 @@ bool GroupAgent::StopsOnFailure(const FailureRecord& failure) {
       LogWarn("clearing the failure failed (will retry): {}", st.message());
       return false;
     }
-    (void)events_.Record("failure-cleared", {{"why", failure.why}, {"by", "changed settings"}});
+    Event("failure-cleared", {{"why", failure.why}, {"by", "changed settings"}});
     // The round that failed is not counted again against the new settings.
     counted_round_ = failure.round;
     crash_rounds_ = 0;
@@ -103,9 +103,10 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
     const std::string why = Format("a trainer crashed in {} rounds in a row (restart.max {})",
                                    crash_rounds_, cfg_.restart.max);
     LogError("job {} failed: {}", cfg_.job, why);
-    (void)group_.MarkFailed(FailureRecord{why, FormatUtc(c_.clock.Now(), true),
-                                          plan ? plan->round : 0, SettingsDigest(cfg_)});
-    (void)events_.Record("failed", {{"why", why}});
+    Noted(group_.MarkFailed(FailureRecord{why, FormatUtc(c_.clock.Now(), true),
+                                          plan ? plan->round : 0, SettingsDigest(cfg_)}),
+          "recording the failure");
+    Event("failed", {{"why", why}});
     Exit(kExitFailure);
     return;
   }
@@ -154,7 +155,7 @@ void GroupAgent::RefuseOdd(Clock::MonoTime now) {
     if (auto diff = ConfigDifference(m, self_)) {
       if (refused_.insert(m.agent).second) {
         LogWarn("refusing member {} ({}): {}", m.agent, m.instance, *diff);
-        (void)group_.Refuse(m.agent, *diff);
+        Noted(group_.Refuse(m.agent, *diff), "refusing " + m.instance);
       }
     }
   }
@@ -188,7 +189,8 @@ void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* 
       if (m.agent == self_.agent || freshness_.Fresh(m.agent, now)) continue;
       LogWarn("member {} ({}) of round {} is gone; ending the round", m.agent, m.instance,
               plan_->round);
-      (void)group_.EndRound(plan_->round, RoundEnd{"stale", c_.instance, m.instance + " is gone"});
+      Noted(group_.EndRound(plan_->round, RoundEnd{"stale", c_.instance, m.instance + " is gone"}),
+            "ending the round");
       return;
     }
   }
@@ -215,7 +217,7 @@ void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* 
     if (Status st = group_.CommitGroup(g); st.ok()) {
       LogInfo("committed group snapshot {}: step {}, {} nodes, {} bytes ({} stored)",
               SeqName(g.seq), g.step, g.nodes, g.Bytes(), g.Stored());
-      (void)events_.Record("snapshot", {{"seq", g.seq}, {"step", g.step}, {"nodes", g.nodes}});
+      Event("snapshot", {{"seq", g.seq}, {"step", g.step}, {"nodes", g.nodes}});
       newest = g;
       Retain();
     } else {
@@ -245,7 +247,7 @@ void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* 
   WriteCompleteMarker(c_.store, c_.clock, events_, cfg_.job, c_.instance,
                       newest ? std::optional<uint64_t>(newest->seq) : std::nullopt,
                       newest ? std::optional<int64_t>(newest->step) : std::nullopt);
-  (void)group_.EndRound(plan_->round, RoundEnd{"complete", c_.instance, ""});
+  Noted(group_.EndRound(plan_->round, RoundEnd{"complete", c_.instance, ""}), "ending the round");
   JobComplete();
 }
 

@@ -34,7 +34,7 @@ void GroupAgent::AskTrainer(const std::string& why) {
 void GroupAgent::TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e) {
   // History, not state: recorded off the loop.
   store_work_.Post([this, kind = std::string(InterruptionKindName(e.kind)), data = e.ToJson()] {
-    (void)events_.Record(kind, data);
+    events_.Note(kind, data);
   });
   if (e.kind != InterruptionEvent::Kind::kRebalance || cfg_.on_rebalance != OnRebalance::kSnapshot ||
       state_ != State::kInRound) {
@@ -71,6 +71,23 @@ void GroupAgent::TakeFlushes(Clock::MonoTime now,
     AskTrainer("rank " + std::to_string(rank) + "'s rebalance recommendation");
     next_periodic_ = now;
   }
+}
+
+void GroupAgent::Noted(const Status& st, std::string_view what) {
+  if (!st.ok()) LogWarn("{} failed: {}", what, st.message());
+}
+
+void GroupAgent::Event(std::string_view kind, nlohmann::ordered_json details) {
+  if (defer_events_) {
+    deferred_events_.push_back({std::string(kind), std::move(details), c_.clock.Now()});
+    return;
+  }
+  events_.Note(kind, std::move(details));
+}
+
+void GroupAgent::FlushEvents() {
+  for (DeferredEvent& e : deferred_events_) events_.Note(e.kind, std::move(e.details), e.at);
+  deferred_events_.clear();
 }
 
 }  // namespace sg::group_detail

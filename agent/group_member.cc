@@ -41,7 +41,7 @@ namespace sg::group_detail {
 void GroupAgent::Join(const RoundPlan& plan) {
   rank_ = *plan.RankOf(self_.agent);
   events_.SetNode(rank_);  // the ledger's lane (docs/operations.md)
-  (void)events_.Record("group-joined", {{"round", plan.round}});  // the wait for the group ends
+  Event("group-joined", {{"round", plan.round}});  // the wait for the group ends
   plan_ = plan;
   part_step_.reset();
   restored_step_.reset();
@@ -87,7 +87,7 @@ void GroupAgent::Join(const RoundPlan& plan) {
   restoring_ = *group;
   LogInfo("restoring rank {}'s part of group snapshot {} (step {})", rank_, SeqName(group->seq),
           group->step);
-  (void)events_.Record("restore-start");  // the ledger's (docs/operations.md)
+  Event("restore-start");
   restore_.Start([this, group = *group, rank = rank_] {
     RestoreOptions options;
     options.replace_foreign = true;  // the trainer's own files of a step the group did not commit
@@ -104,7 +104,7 @@ void GroupAgent::Joining() {
     return;
   }
   part_step_ = restored_step_ = restoring_->step;
-  (void)events_.Record("restore-end");
+  Event("restore-end");
   LogInfo("restored rank {}'s part of group snapshot {} (step {})", rank_,
           SeqName(restoring_->seq), restoring_->step);
   StartTrainer((*restored)->resume_path);
@@ -112,7 +112,8 @@ void GroupAgent::Joining() {
 
 void GroupAgent::RestoreFailed(const Status& st) {
   LogError("restoring rank {}'s part failed: {}", rank_, st.message());
-  (void)group_.EndRound(plan_->round, RoundEnd{"restore", c_.instance, st.message()});
+  Noted(group_.EndRound(plan_->round, RoundEnd{"restore", c_.instance, st.message()}),
+        "ending the round");
   LeaveRound("the restore failed");
 }
 
@@ -124,10 +125,11 @@ void GroupAgent::StartTrainer(const std::string& resume) {
   placement.port = plan.port;
   for (const PlanMember& m : plan.members) placement.addresses.push_back(m.address);
   auto trainer = trainers_.Start(TrainerLaunch{resume, ++attempt_, placement});
-  if (trainer.ok()) (void)events_.Record("trainer-start", {{"round", plan.round}});
+  if (trainer.ok()) Event("trainer-start", {{"round", plan.round}});
   if (!trainer.ok()) {
     LogError("starting the trainer failed: {}", trainer.status().message());
-    (void)group_.EndRound(plan.round, RoundEnd{"crash", c_.instance, trainer.status().message()});
+    Noted(group_.EndRound(plan.round, RoundEnd{"crash", c_.instance, trainer.status().message()}),
+          "ending the round");
     LeaveRound("the trainer did not start");
     return;
   }
@@ -245,7 +247,8 @@ void GroupAgent::InRound(Clock::MonoTime now) {
         trainer_done_ = true;
       } else {
         LogWarn("rank {}'s trainer {}; ending round {}", rank_, ended->ToString(), plan_->round);
-        (void)group_.EndRound(plan_->round, RoundEnd{"crash", c_.instance, ended->ToString()});
+        Noted(group_.EndRound(plan_->round, RoundEnd{"crash", c_.instance, ended->ToString()}),
+              "ending the round");
         LeaveRound("the trainer failed");
         return;
       }
@@ -277,7 +280,7 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
   state_ = State::kEnding;
   if (noticed && !noticed_) {
     // Leaving: the coordinator must not plan the next round with this node.
-    (void)group_.RemoveMember(self_.agent);
+    Noted(group_.RemoveMember(self_.agent), "leaving the membership");
   }
   noticed_ = noticed_ || noticed;
   ending_deadline_ = deadline;
@@ -305,7 +308,9 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
   if (asked_at) return;  // the watch wrote the notice file and signalled the trainer
   nlohmann::ordered_json notice = {{"action", noticed ? "terminate" : "group"},
                                    {"round", plan_->round}};
-  (void)WriteFileAtomic(notice_file_, notice.dump() + "\n");
+  if (Status st = WriteFileAtomic(notice_file_, notice.dump() + "\n"); !st.ok()) {
+    LogWarn("writing the notice file failed: {}", st.message());
+  }
   AskTrainer(noticed ? "the notice" : "the group's request");
   (void)now;
 }
@@ -335,7 +340,7 @@ void GroupAgent::Ending(Clock::MonoTime now) {
       }
       trainer_.reset();
     }
-    (void)events_.Record("stop", {{"round", plan_->round}, {"committed", committed}});
+    Event("stop", {{"round", plan_->round}, {"committed", committed}});
     return;
   }
   LeaveRound("waiting for the next round");

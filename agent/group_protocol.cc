@@ -1,6 +1,8 @@
 #include "agent/group_protocol.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -249,8 +251,20 @@ namespace {
 constexpr int kDigestIterations = 100'000;
 
 std::string SlowDigest(std::string_view kind, const std::string& job, const std::string& text) {
-  return HexEncode(Pbkdf2Sha256(text, "spotguard " + std::string(kind) + " " + job,
-                                kDigestIterations));
+  // Remembered for the process, for one that digests the same text again
+  // (the fake multi-node world starts dozens of agents in one process).
+  static std::mutex mu;
+  static std::map<std::string, std::string> known;
+  const std::string salt = "spotguard " + std::string(kind) + " " + job;
+  const std::string key = salt + '\0' + text;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  std::string digest = HexEncode(Pbkdf2Sha256(text, salt, kDigestIterations));
+  std::lock_guard<std::mutex> lock(mu);
+  if (known.size() < 64) known.emplace(key, digest);
+  return digest;
 }
 
 }  // namespace

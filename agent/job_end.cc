@@ -31,7 +31,7 @@ void WriteCompleteMarker(ObjectStore& store, Clock& clock, EventLog& events, con
   if (!put.ok() && !put.status().Is(StatusCode::kPreconditionFailed)) {
     LogError("writing the complete marker failed: {}", put.status().message());
   }
-  (void)events.Record("complete", marker);
+  events.Note("complete", marker);
   LogInfo("job {} is complete", job);
 }
 
@@ -46,7 +46,7 @@ void PerformOnComplete(const JobEndContext& c) {
                              : group.status();
       if (st.ok()) {
         LogInfo("scaled Auto Scaling group {} to zero: the job is done", *group);
-        (void)c.events.Record("scale-to-zero", {{"group", *group}});
+        c.events.Note("scale-to-zero", {{"group", *group}});
       } else {
         LogError("scaling the Auto Scaling group to zero failed: {}", st.message());
       }
@@ -77,7 +77,7 @@ void CompleteLifecycleHook(const JobEndContext& c) {
                          : group.status();
   if (st.ok()) {
     LogInfo("completed lifecycle action {} of group {} (CONTINUE)", hook, *group);
-    (void)c.events.Record("lifecycle-complete", {{"group", *group}, {"hook", hook}});
+    c.events.Note("lifecycle-complete", {{"group", *group}, {"hook", hook}});
   } else {
     LogError("completing the lifecycle action failed: {}", st.message());
   }

@@ -197,7 +197,7 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
             l.id, cmp.why);
         s.upload_first = true;
       }
-      (void)events.Record("resume-local", {{"checkpoint", l.id}, {"why", cmp.why}});
+      events.Note("resume-local", {{"checkpoint", l.id}, {"why", cmp.why}});
       return sp;
     }
     LogInfo("the local checkpoint {} is older than the store's ({}); restoring", l.id, cmp.why);
@@ -246,7 +246,7 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
       "from {}",
       SeqName(restored.seq), HumanBytes(restored.bytes), sp.restore_seconds, restored.kept_foreign,
       s.resume);
-  (void)events.Record("restore", {{"seq", restored.seq},
+  events.Note("restore", {{"seq", restored.seq},
                                   {"seconds", sp.restore_seconds},
                                   {"resume", restored.resume_path},
                                   {"backup_dir", restored.backup_dir}});

@@ -33,7 +33,7 @@ int RunResetFailureCommand(const Config& config, const std::map<std::string, std
   }
   if (Status st = group.ClearFailure(); !st.ok()) return fail(st);
   EventLog events(**store, SystemClock(), config.job, /*instance=*/"");
-  (void)events.Record("failure-cleared", {{"why", (*failed)->why}, {"by", "reset-failure"}});
+  events.Note("failure-cleared", {{"why", (*failed)->why}, {"by", "reset-failure"}});
   std::cout << "cleared the failure of job " << config.job << " (" << (*failed)->why
             << "); its agents start it again from the newest group snapshot\n";
   return kExitOk;

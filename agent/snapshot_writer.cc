@@ -83,7 +83,9 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
     // Sample the start, middle and end to pick the codec.
     std::vector<std::string> samples;
     for (uint64_t at : {uint64_t{0}, size / 2, size > kSampleSize ? size - kSampleSize : 0}) {
-      SG_ASSIGN_OR_RETURN(std::string s, PreadUpTo(fd->get(), at, kSampleSize, read_from));
+      // No more than the file holds: the buffer is zeroed before it is read into.
+      SG_ASSIGN_OR_RETURN(std::string s, PreadUpTo(fd->get(), at, std::min(kSampleSize, size - at),
+                                                    read_from));
       samples.push_back(std::move(s));
       if (size <= kSampleSize) break;
     }

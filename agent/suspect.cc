@@ -112,7 +112,7 @@ StatusOr<StartPoint> FallBackFromSuspect(ObjectStore& store, Clock& clock, const
       "checkpoint ({}): marked the snapshot suspect; falling back to the newest snapshot that "
       "is not",
       record.exits.size(), SeqName(record.seq), Join(record.exits, ", "));
-  (void)events.Record("suspect", record.ToJson());
+  events.Note("suspect", record.ToJson());
   return RestoreAtStart(store, clock, config, events);
 }
 

@@ -1,11 +1,11 @@
 // A group node's agent does what one node's agent does (docs/design.md §14,
-// "Like one node"; docs/multi-node.md): it makes a checkpoint dir that does
-// not exist yet, reaps orphans as PID 1, completes the Auto Scaling
-// lifecycle action after a notice, sends checkpoint_signal where
-// agent/checkpoint_signal.h says, and honours checkpoint_interval and
-// on_rebalance. Two real agents each, a file:// store, the IMDS simulator.
-// The verdicts wait for states (a file, a group snapshot, an exit), never
-// for a time.
+// "Like one node"; docs/multi-node.md), where only real processes show it:
+// it makes a checkpoint dir that does not exist yet, reaps orphans as PID 1,
+// and sends checkpoint_signal where agent/checkpoint_signal.h says. Two real
+// agents each, a file:// store, the IMDS simulator. The verdicts wait for
+// states (a file, a group snapshot, an exit), never for a time. The
+// lifecycle action, checkpoint_interval and on_rebalance of a group are
+// checked on the fake multi-node world (tests/unit/group_world_test.cc).
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -132,32 +132,6 @@ TEST_F(GroupDutiesE2E, AsPid1ItReapsTheTrainersOrphans) {
   }
 }
 
-TEST_F(GroupDutiesE2E, ANoticedNodeCompletesTheLifecycleActionAfterItsStop) {
-  ToolServer asg("autoscaling_sim.py", {"--access-key", "AKIDTEST", "--secret-key", "sk-test",
-                                        "--region", "us-east-1"});
-  asg.Control("POST", "/_sim/groups",
-              R"({"name": "trainers", "min": 2, "max": 2, "desired": 2, "hooks": ["drain"],
-                  "instances": {"i-node1": "InService", "i-node2": "Terminating:Wait"}})");
-  NodeOptions aws;
-  aws.env = {{"AWS_ENDPOINT_URL_AUTOSCALING", asg.endpoint()}, {"AWS_REGION", "us-east-1"},
-             {"AWS_ACCESS_KEY_ID", "AKIDTEST"}, {"AWS_SECRET_ACCESS_KEY", "sk-test"}};
-  const std::string config = JobConfig(2, GroupTrainer(), {{"lifecycle_hook", "drain"}});
-  StartNode(1, config, aws);
-  StartNode(2, config, aws);
-  ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 120s)) << Logs();
-  EXPECT_EQ(NoticeOnNode2(), 75) << Logs();
-  nlohmann::json complete;
-  for (const auto& c : nlohmann::json::parse(asg.Control("GET", "/_sim/calls"))) {
-    if (c["action"] == "CompleteLifecycleAction" && c["status"] == 200) complete = c;
-  }
-  ASSERT_FALSE(complete.is_null()) << asg.Control("GET", "/_sim/calls") << Logs();
-  EXPECT_EQ(complete["params"]["InstanceId"], "i-node2");
-  EXPECT_EQ(complete["params"]["LifecycleHookName"], "drain");
-  EXPECT_EQ(complete["params"]["LifecycleActionResult"], "CONTINUE");
-  const std::string log = nodes_[2].agent->Output();
-  EXPECT_LT(log.find("the trainer stopped"), log.find("completed lifecycle action")) << log;
-}
-
 // A plain trainer gets checkpoint_signal itself, as with one node: before,
 // only its helper got it (and died of it), so the trainer never saved and the
 // noticed node exited 74.
@@ -192,54 +166,6 @@ TEST_F(GroupDutiesE2E, UnderALauncherTheCheckpointSignalGoesToTheWorkersOnly) {
   const std::vector<RoundEnd> ends = Ends(1);
   ASSERT_FALSE(ends.empty()) << Logs();
   EXPECT_EQ(ends.front().reason, "notice") << "no crash: the launcher lives\n" << Logs();
-}
-
-// Before, checkpoint_interval was ignored when nodes > 1: no checkpoint, no
-// group snapshot.
-TEST_F(GroupDutiesE2E, TheCheckpointIntervalAsksEveryNodesTrainer) {
-  const std::string config = JobConfig(2, AskedTrainer("asked"), {{"checkpoint_interval", "2s"}});
-  StartNode(1, config);
-  StartNode(2, config);
-  ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 120s)) << Logs();
-  EXPECT_NE(nodes_[1].agent->Output().find("for a checkpoint (SIGUSR1) on checkpoint_interval"),
-            std::string::npos)
-      << Logs();
-}
-
-// A rebalance recommendation on one node asks its trainer for a checkpoint
-// and the group snapshot follows; the round goes on.
-TEST_F(GroupDutiesE2E, ARebalanceRecommendationTakesAGroupSnapshotWithoutEndingTheRound) {
-  ASSERT_NO_FATAL_FAILURE(RebalanceOnNode2AndAwaitTheGroupSnapshot("asked"));
-  EXPECT_TRUE(Ends(1).empty()) << "the round goes on\n" << Logs();
-  EXPECT_FALSE(nodes_[1].agent->Wait(0ms).has_value());
-  EXPECT_FALSE(nodes_[2].agent->Wait(0ms).has_value());
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto recent = EventLog(*store_, SystemClock(), "job", "").Recent(100);
-        if (!recent.ok()) return false;
-        for (const auto& e : *recent) {
-          if (e["kind"] == "rebalance") return true;
-        }
-        return false;
-      },
-      30s));
-}
-
-// A group flush (docs/design.md §14): trainers that do not pass a request on
-// (mode `own`) all save because every node's agent asks its own, on the
-// record the warned node writes. Before, only node 2's trainer was asked, so
-// node 1's never saved and no group snapshot could be made.
-TEST_F(GroupDutiesE2E, ARebalanceOnOneNodeAsksEveryNodesTrainerAndTheGroupFlushes) {
-  ASSERT_NO_FATAL_FAILURE(RebalanceOnNode2AndAwaitTheGroupSnapshot("own"));
-  EXPECT_TRUE(std::filesystem::exists(nodes_[1].ckpt + "/../asked")) << Logs();
-  EXPECT_NE(nodes_[1].agent->Output().find("was warned (a rebalance recommendation"),
-            std::string::npos)
-      << Logs();
-  EXPECT_NE(nodes_[1].agent->Output().find("for a checkpoint (SIGUSR1) on rank"), std::string::npos)
-      << Logs();
-  EXPECT_TRUE(Ends(1).empty()) << "the round goes on\n" << Logs();
-  EXPECT_FALSE(nodes_[1].agent->Wait(0ms).has_value());
-  EXPECT_FALSE(nodes_[2].agent->Wait(0ms).has_value());
 }
 
 }  // namespace

@@ -180,88 +180,6 @@ TEST_F(GroupTrainerE2E, KillNineOfAnyNodeAtAnyMomentLeavesOnlyWholeGroupSnapshot
       << Logs();
 }
 
-TEST_F(GroupTrainerE2E, ACrashOnOneNodeStopsEveryTrainerAndTheRoundRestartsFromTheGroupSnapshot) {
-  const std::string config =
-      Config(3, {"--fail-at", "17", "--fail-rank", "1", "--fail-once-file", dir_.Join("crashed")});
-  for (int n : {1, 2, 3}) StartNode(n, config);
-  for (int n : {1, 2, 3}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
-  // Every node left round 1 and took part in round 2, resumed from a group snapshot.
-  for (int n : {1, 2, 3}) {
-    EXPECT_TRUE(nodes_[n].agent->WaitForOutput("round 1 ended: crash", 0ms) ||
-                nodes_[n].agent->WaitForOutput("ending round 1", 0ms))
-        << Logs();
-    EXPECT_TRUE(nodes_[n].agent->WaitForOutput("round 2: rank", 0ms)) << Logs();
-    EXPECT_TRUE(nodes_[n].agent->WaitForOutput("'s part of group snapshot", 0ms))
-        << "round 2 resumed from a group snapshot, not from the start\n"
-        << Logs();
-  }
-  EXPECT_EQ(Finals({1, 2, 3}), kUninterrupted) << Logs();
-}
-
-TEST_F(GroupTrainerE2E, ACheckpointLeftFromBeforeTheRoundIsNotUploadedAsItsPart) {
-  // Node 1's disk holds a step the job never reaches, as a survivor's holds
-  // steps of an ended round that the group did not commit. Uploaded as a
-  // part, it would be the node's newest and keep its rank from ever being
-  // done (and a group snapshot of that step would join two rounds' states).
-  const std::string config = Config(2);
-  const std::string stale = dir_.Join("node1/ckpt/step_75.pt");
-  std::filesystem::create_directories(dir_.Join("node1/ckpt"));
-  ASSERT_TRUE(WriteFileAtomic(stale, "0 75 12345\n").ok());
-  StartNode(1, config);
-  StartNode(2, config);
-  for (int n : {1, 2}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
-  EXPECT_TRUE(store_->Head("job/complete").ok());
-  for (int rank = 0; rank < 2; ++rank) {
-    auto seqs = SnapshotCatalog(*store_, PartJob("job", rank)).Committed();
-    ASSERT_TRUE(seqs.ok());
-    for (uint64_t seq : *seqs) {
-      auto m = SnapshotCatalog(*store_, PartJob("job", rank)).ReadManifest(seq);
-      ASSERT_TRUE(m.ok());
-      EXPECT_NE(m->step, 75) << "rank " << rank << "'s part " << seq << " is the old file";
-    }
-  }
-  EXPECT_EQ(Logs().find("part of step 75"), std::string::npos) << Logs();
-  auto kept = ReadFileToString(stale);
-  ASSERT_TRUE(kept.ok());
-  EXPECT_EQ(*kept, "0 75 12345\n") << "the agent leaves the trainer's files alone";
-}
-
-TEST_F(GroupTrainerE2E, ATrainerThatAlwaysCrashesFailsTheJobOnEveryNodeAfterRestartMax) {
-  auto c = nlohmann::json::parse(*ReadFileToString(Config(2, {"--fail-at", "3", "--fail-rank", "0"})));
-  c["restart"]["backoff"] = "2s";
-  c["restart"]["max_backoff"] = "3s";
-  const std::string config = dir_.WriteFile("always-crashes.json", c.dump(2));
-  for (int n : {1, 2}) StartNode(n, config);
-  for (int n : {1, 2}) EXPECT_EQ(nodes_[n].agent->Wait(180s), 1) << Logs();
-  // Crash restarts back off as a single node's do: 2 s, then doubled up to 3 s.
-  const std::string logs = Logs();
-  EXPECT_NE(logs.find("round 2 waits 2.0 s (restart.backoff: 1 round(s) in a row"),
-            std::string::npos)
-      << logs;
-  EXPECT_NE(logs.find("round 3 waits 3.0 s (restart.backoff: 2 round(s) in a row"),
-            std::string::npos)
-      << logs;
-  // And the plans came no sooner (LastModified has whole seconds).
-  auto first_modified = [&](const std::string& prefix) {
-    auto listed = ListAll(*store_, prefix);
-    EXPECT_TRUE(listed.ok() && !listed->empty()) << prefix;
-    return listed.ok() && !listed->empty() ? listed->front().modified
-                                           : std::chrono::system_clock::time_point{};
-  };
-  for (uint64_t round : {1u, 2u}) {
-    const auto ended = first_modified("job/group/rounds/" + SeqName(round) + "/end/");
-    const auto planned = first_modified("job/group/rounds/" + SeqName(round + 1) + "/plan.json");
-    EXPECT_GE(planned - ended, std::chrono::seconds(round == 1 ? 1 : 2)) << "round " << round + 1;
-  }
-  // restart.max is 2: rounds 1, 2 and 3 crashed, no fourth was planned.
-  auto plan = GroupStore(*store_, "job").NewestPlan();
-  ASSERT_TRUE(plan.ok() && *plan);
-  EXPECT_EQ((*plan)->round, 3u);
-  EXPECT_NE(Logs().find("failed: a trainer crashed in 3 rounds in a row (restart.max 2)"),
-            std::string::npos)
-      << Logs();
-}
-
 TEST_F(GroupTrainerE2E, ADamagedPartNamesItsRankAndAnotherNodeCountIsRefused) {
   const std::string config = Config(2);
   for (int n : {1, 2}) StartNode(n, config);
@@ -365,32 +283,6 @@ TEST_F(GroupTrainerE2E, RunOnAnotherNodeCountThanTheGroupSnapshotsIsRefused) {
       << Logs();
   EXPECT_EQ(nodes_[2].agent->Output().find("started the trainer"), std::string::npos)
       << "nothing was started fresh";
-}
-
-TEST_F(GroupTrainerE2E, AMemberWhoseSettingsDifferIsRefusedWithTheKeyNamed) {
-  const std::string config = Config(2);
-  StartNode(1, config);
-  StartNode(2, Config(2, {"--save-every", "7"}));
-  std::optional<int> refused;
-  for (int n : {1, 2}) {
-    ASSERT_TRUE(nodes_[n].agent->WaitForOutput("member i-node" + std::to_string(n), 60s));
-  }
-  // Whichever coordinates, the other is refused (exit 2) with the command named.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        for (int n : {1, 2}) {
-          if (auto code = nodes_[n].agent->Wait(0ms)) {
-            refused = code;
-            return true;
-          }
-        }
-        return false;
-      },
-      60s))
-      << Logs();
-  EXPECT_EQ(refused, 2);
-  EXPECT_NE(Logs().find("refused by the group's coordinator: command: ["), std::string::npos)
-      << Logs();
 }
 
 }  // namespace

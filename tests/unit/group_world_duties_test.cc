@@ -1,0 +1,126 @@
+// What a group node owes as one node does, on the fake multi-node world
+// (tests/support/fake_group_world.h):
+// real group agents, one in-memory store, one fake clock, fake trainers that
+// step together. No process, socket or sleep: each test runs minutes of the
+// group's time in milliseconds, and the same way on every run.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+
+#include "agent/exit_codes.h"
+#include "agent/group_store.h"
+#include "agent/store_layout.h"
+#include "common/files.h"
+#include "tests/support/group_world_checks.h"
+
+namespace sg::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(GroupWorld, ANodeThatBootsIntoACompleteJobRunsOnCompleteAndExitsZero) {
+  FakeGroupWorld w(2, {{"on_complete", "scale-to-zero"}});
+  w.trainer.steps = 10;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntilExited(120s));
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(w.node(s).result.exit_code, kExitOk);
+    // Every node releases the group, not only the coordinator.
+    ASSERT_FALSE(w.node(s).autoscaling.calls.empty()) << s;
+    EXPECT_NE(w.node(s).autoscaling.calls.back().find("Update asg-1 min=0 desired=0"),
+              std::string::npos);
+  }
+  w.Start(1);
+  ASSERT_TRUE(w.RunUntilExited(30s, {1}));
+  EXPECT_EQ(w.node(1).result.exit_code, kExitOk);
+  EXPECT_TRUE(w.node(1).launches.empty());
+  ASSERT_FALSE(w.node(1).autoscaling.calls.empty());
+}
+
+TEST(GroupWorld, ANoticedNodeCompletesTheLifecycleActionAfterItsTrainerStopped) {
+  FakeGroupWorld w(2, {{"lifecycle_hook", "spot-drain"}});
+  w.trainer.steps = 200;
+  w.StartAll();
+  w.At(4s, [&] { w.node(1).imds->PostNotice(120s); });
+  ASSERT_TRUE(w.RunUntilExited(120s, {1}));
+  EXPECT_EQ(w.node(1).result.exit_code, kExitInterrupted);
+  ASSERT_FALSE(w.node(1).autoscaling.calls.empty());
+  EXPECT_EQ(w.node(1).autoscaling.calls.back(),
+            "Complete asg-1 spot-drain " + w.node(1).instance);
+  EXPECT_TRUE(w.node(0).autoscaling.calls.empty()) << "the other node was not noticed";
+}
+
+TEST(GroupWorld, TheCheckpointIntervalAsksEveryNodesTrainer) {
+  FakeGroupWorld w(2, {{"checkpoint_interval", "3s"}});
+  w.trainer.steps = 100;  // 20 s
+  w.trainer.save_every = 0;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntilExited(120s));
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(w.node(s).result.exit_code, kExitOk);
+    EXPECT_GE(std::count(w.node(s).signals.begin(), w.node(s).signals.end(), SIGUSR1), 5) << s;
+  }
+  // The answers became group snapshots: 20 s at one every 3 s, and the last
+  // (retention keeps the newest few).
+  ASSERT_FALSE(w.GroupSeqs().empty());
+  EXPECT_GE(w.GroupSeqs().back(), 5u);
+  EXPECT_EQ(w.NewestGroupStep(), 100);
+}
+
+TEST(GroupWorld, ARebalanceOnOneNodeFlushesEveryNodeWithoutEndingTheRound) {
+  FakeGroupWorld w(2, {{"on_rebalance", "snapshot"}, {"upload_interval", "1h"}});
+  w.trainer.steps = 100;
+  w.trainer.save_every = 0;
+  w.StartAll();
+  w.At(5s, [&] { w.node(1).imds->PostRebalance(); });
+  ASSERT_TRUE(w.RunUntil([&] { return !w.GroupSeqs().empty(); }, 30s));
+  EXPECT_EQ(FirstEnd(w, 1), "") << "the round goes on";
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).signals.front(), SIGUSR1) << s;
+  ASSERT_TRUE(w.RunUntilExited(120s));
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).result.exit_code, kExitOk);
+  EXPECT_EQ(Finals(w, 2), ExpectedFinals(2, 100));
+}
+
+TEST(GroupWorld, ACheckpointLeftFromBeforeTheRoundIsNotUploadedAsItsPart) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 20;
+  WorldNode& n = w.Start(0);
+  ASSERT_TRUE(WriteFileAtomic(n.ckpt + "/step_75.pt", "0 75 12345\n").ok());
+  w.Start(1);
+  ASSERT_TRUE(w.RunUntilExited(120s));
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).result.exit_code, kExitOk);
+  for (uint64_t round = 1; round <= w.NewestRound(); ++round) {
+    auto parts = GroupStore(w.store, "job").Parts(round);
+    ASSERT_TRUE(parts.ok());
+    for (const PartRecord& p : *parts) EXPECT_NE(p.step, 75) << "round " << round;
+  }
+  EXPECT_EQ(*ReadFileToString(n.ckpt + "/step_75.pt"), "0 75 12345\n");
+}
+
+TEST(GroupWorld, AStopSignalOnOneNodeCommitsTheGroupAndExits75) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 200;
+  w.StartAll();
+  w.At(4s, [&] { w.node(0).stop_requested = true; });
+  ASSERT_TRUE(w.RunUntilExited(120s, {0}));
+  EXPECT_EQ(w.node(0).result.exit_code, kExitInterrupted);
+  EXPECT_EQ(FirstEnd(w, 1), "stop");
+  EXPECT_FALSE(w.GroupSeqs().empty());
+}
+
+TEST(GroupWorld, EveryNodeCompletesTheJobAndExitsZero) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 20;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntilExited(120s));
+  EXPECT_EQ(w.node(0).result.exit_code, kExitOk);
+  EXPECT_EQ(w.node(1).result.exit_code, kExitOk);
+  EXPECT_EQ(Finals(w, 2), ExpectedFinals(2, 20));
+  EXPECT_TRUE(w.store.Head(CompleteKey("job")).ok());
+  ASSERT_FALSE(w.GroupSeqs().empty());
+  EXPECT_EQ(w.NewestGroupStep(), 20);
+}
+
+}  // namespace
+}  // namespace sg::testing
