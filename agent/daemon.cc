@@ -20,6 +20,7 @@
 #include "agent/checkpoint_signal.h"
 #include "agent/completion.h"
 #include "agent/events.h"
+#include "agent/notice_file.h"
 #include "agent/exit_codes.h"
 #include "agent/fencing.h"
 #include "agent/host_lock.h"
@@ -416,7 +417,7 @@ JobActions Agent::Do(const JobAction& action) {
   } else if (std::holds_alternative<a::CancelUpload>(action)) {
     if (uploader().busy()) uploader().Cancel();
   } else if (const auto* notice = std::get_if<a::WriteNoticeFile>(&action)) {
-    if (Status st = WriteFileAtomic(notice_file_, notice->event.ToJson().dump() + "\n"); !st.ok()) {
+    if (Status st = WriteNoticeFile(notice_file_, NoticeFileJson(notice->event)); !st.ok()) {
       LogWarn("writing the notice file failed: {}", st.message());
     }
   } else if (const auto* stop = std::get_if<a::StopTrainer>(&action)) {

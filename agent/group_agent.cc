@@ -371,10 +371,18 @@ AgentResult GroupAgent::Run() {
     }
     trainer_.reset();
   }
-  if (uploader_.busy() && !uploader_.Wait(milliseconds(15'000))) {
+  // One bound on the exit for the work still running (the upload, the
+  // restore, retention), as one node's agent has (EndStoreWork): kExitBound
+  // in all, and never past a second before the deadline of a notice.
+  auto until = c_.clock.Monotonic() + kExitBound;
+  if (auto deadline = watch_->deadline()) until = std::min(until, *deadline - milliseconds(1'000));
+  auto left = [&] {
+    return std::max(milliseconds(0), duration_cast<milliseconds>(until - c_.clock.Monotonic()));
+  };
+  if (uploader_.busy() && !uploader_.Wait(left())) {
     LogWarn("the upload of this node's part still runs at the exit");
   }
-  if (restore_.busy() && !restore_.WaitFor(milliseconds(15'000))) {
+  if (restore_.busy() && !restore_.WaitFor(left())) {
     LogWarn("the restore of this node's part still runs at the exit");
     restore_left_ = true;
   }
@@ -393,7 +401,7 @@ AgentResult GroupAgent::Run() {
   // An upload given up on, or a log shipment, still runs on its thread and
   // uses the agent and the store: the process ends without destroying them.
   threads_left_ = uploader_.left_any() || restore_left_;
-  if (!store_work_.DrainFor(milliseconds(10'000))) {
+  if (!store_work_.DrainFor(left())) {
     LogWarn("retention still runs at the exit; it is left to the next coordinator");
     threads_left_ = true;
   }

@@ -50,6 +50,8 @@ constexpr auto kGroupEndBudget = milliseconds(100'000);
 // A noticed node's round is given up on this long before the deadline (the
 // trainer is stopped then); the watch's backstop counts from the same time.
 constexpr auto kGiveUpBefore = milliseconds(10'000);
+// The longest the exit waits, in all, for an upload, a restore and retention.
+constexpr auto kExitBound = milliseconds(15'000);
 // The longest a trainer is given to stop when its node leaves a round.
 constexpr auto kMaxLeaveGrace = milliseconds(10'000);
 

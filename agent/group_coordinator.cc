@@ -19,6 +19,7 @@
 #include "agent/exit_codes.h"
 #include "agent/group_commands.h"
 #include "agent/group_protocol.h"
+#include "agent/restart_backoff.h"
 #include "agent/group_store.h"
 #include "agent/job_end.h"
 #include "agent/job_ports_real.h"
@@ -131,7 +132,7 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
                             from ? std::optional<int64_t>(from->step) : std::nullopt);
   if (!next) return;  // not enough members yet
   // Crash restarts wait as a single node's do (restart.backoff, max_backoff).
-  if (const auto wait = CrashBackoff(crash_rounds_, duration_cast<milliseconds>(cfg_.restart.backoff),
+  if (const auto wait = RestartBackoff(crash_rounds_, duration_cast<milliseconds>(cfg_.restart.backoff),
                                      duration_cast<milliseconds>(cfg_.restart.max_backoff));
       wait.count() > 0 && next_plan_at_ == Clock::MonoTime{}) {
     next_plan_at_ = now + wait;

@@ -23,6 +23,7 @@
 #include "agent/job_end.h"
 #include "agent/job_ports_real.h"
 #include "agent/job_start.h"
+#include "agent/notice_file.h"
 #include "agent/lease.h"
 #include "agent/presets.h"
 #include "agent/restorer.h"
@@ -306,9 +307,9 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
   }
   checkpoints_->SetUrgent(true);
   if (asked_at) return;  // the watch wrote the notice file and signalled the trainer
-  nlohmann::ordered_json notice = {{"action", noticed ? "terminate" : "group"},
-                                   {"round", plan_->round}};
-  if (Status st = WriteFileAtomic(notice_file_, notice.dump() + "\n"); !st.ok()) {
+  const std::string why = noticed ? "the notice" : "the group's request";
+  if (Status st = WriteNoticeFile(notice_file_, RequestFileJson(c_.clock.Now(), why, plan_->round));
+      !st.ok()) {
     LogWarn("writing the notice file failed: {}", st.message());
   }
   AskTrainer(noticed ? "the notice" : "the group's request");

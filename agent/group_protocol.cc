@@ -431,14 +431,6 @@ std::optional<GroupCommit> ResumePoint(const std::vector<GroupCommit>& oldest_fi
   return std::nullopt;
 }
 
-std::chrono::milliseconds CrashBackoff(int crash_rounds, std::chrono::milliseconds backoff,
-                                       std::chrono::milliseconds max_backoff) {
-  if (crash_rounds <= 0) return std::chrono::milliseconds(0);
-  std::chrono::milliseconds wait = backoff;
-  for (int i = 1; i < crash_rounds && wait < max_backoff; ++i) wait *= 2;
-  return std::min(wait, max_backoff);
-}
-
 bool AnswersRequest(const std::map<int, std::optional<int64_t>>& asked, int nodes,
                     std::optional<int64_t> group_step) {
   if (!group_step) return false;

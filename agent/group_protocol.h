@@ -189,12 +189,6 @@ RoundOutcome OutcomeOfEnds(const std::vector<RoundEnd>& ends);
 std::optional<GroupCommit> ResumePoint(const std::vector<GroupCommit>& oldest_first,
                                        std::optional<uint64_t> skip_from);
 
-// How long the coordinator waits before planning the round after
-// `crash_rounds` rounds in a row ended by a crash: restart.backoff, doubled
-// for each further crash, at most restart.max_backoff; 0 without a crash.
-std::chrono::milliseconds CrashBackoff(int crash_rounds, std::chrono::milliseconds backoff,
-                                       std::chrono::milliseconds max_backoff);
-
 // Whether the group snapshot of step `group_step` answers a round's request
 // for a checkpoint: every one of the `nodes` ranks has said at which step it
 // was asked (`asked`: rank -> its newest local step then, nullopt for none),

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/notice_file.h"
+
 #include "agent/exit_codes.h"
 #include "agent/job_start.h"
 #include "agent/notice_budget.h"
@@ -130,7 +132,7 @@ void GroupWatch::Turn(bool signalled) {
       std::lock_guard<std::mutex> lock(mu_);
       news_.stop_signal = true;
     }
-    Act("a stop signal", now + o_.stop_timeout);
+    Act("SIGTERM", now + o_.stop_timeout, nullptr);
   }
   if (monitor_ && now >= next_poll_) {
     next_poll_ = now + o_.poll_interval;
@@ -151,13 +153,14 @@ void GroupWatch::Turn(bool signalled) {
         std::lock_guard<std::mutex> lock(mu_);
         news_.notices.push_back(e);
       }
-      Act("the notice", now + left);
+      Act("the notice", now + left, &e);
     }
   }
   Backstop(now);
 }
 
-void GroupWatch::Act(const std::string& why, Clock::MonoTime deadline) {
+void GroupWatch::Act(const std::string& why, Clock::MonoTime deadline,
+                     const InterruptionEvent* notice) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (deadline_ && *deadline_ <= deadline) return;  // acted already, for an earlier deadline
@@ -166,8 +169,11 @@ void GroupWatch::Act(const std::string& why, Clock::MonoTime deadline) {
     if (!first) return;
   }
   // Asked at once: the loop may be held by the store for a while.
-  nlohmann::ordered_json notice = {{"action", "terminate"}, {"round", round_.load()}};
-  if (Status st = WriteFileAtomic(o_.notice_file, notice.dump() + "\n"); !st.ok()) {
+  const uint64_t round = round_.load();
+  const std::optional<uint64_t> in_round = round ? std::optional<uint64_t>(round) : std::nullopt;
+  const nlohmann::ordered_json body = notice ? NoticeFileJson(*notice, in_round)
+                                             : RequestFileJson(clock_.Now(), why, in_round);
+  if (Status st = WriteNoticeFile(o_.notice_file, body); !st.ok()) {
     LogWarn("writing the notice file failed: {}", st.message());
   }
   const auto asked_at = clock_.Now();

@@ -116,7 +116,9 @@ class GroupWatch {
 
  private:
   void Run();
-  void Act(const std::string& why, Clock::MonoTime deadline);
+  // Writes the notice file (the notice's, or a request's saying `why` when
+  // `notice` is null) and sends checkpoint_signal, once.
+  void Act(const std::string& why, Clock::MonoTime deadline, const InterruptionEvent* notice);
   void Backstop(Clock::MonoTime now);
 
   const GroupWatchOptions o_;

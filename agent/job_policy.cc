@@ -1,12 +1,12 @@
 #include "agent/job_policy.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "agent/exit_codes.h"
 #include "agent/job_policy_detail.h"
 #include "agent/notice_budget.h"
 #include "agent/presets.h"
+#include "agent/restart_backoff.h"
 #include "agent/store_layout.h"
 #include "common/log.h"
 #include "common/signal_names.h"
@@ -285,10 +285,8 @@ JobActions JobPolicy::OnTrainerExited(PolicyTime t, const ExitStatus& status,
 }
 
 milliseconds JobPolicy::Backoff() const {
-  // backoff * 2^restarts, capped; computed in double so it cannot overflow.
-  const double ms = static_cast<double>(o_.restart_backoff.count()) * std::pow(2.0, restarts_);
-  const double cap = static_cast<double>(o_.restart_max_backoff.count());
-  return milliseconds(static_cast<int64_t>(std::min(ms, cap)));
+  // The restart after restarts_ + 1 failures in a row, as a group's rounds wait.
+  return RestartBackoff(restarts_ + 1, o_.restart_backoff, o_.restart_max_backoff);
 }
 
 JobActions JobPolicy::OnTrainerStartFailed(PolicyTime /*t*/, const std::string& why) {

@@ -145,7 +145,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 tier=()
 [ "$full" = 1 ] || tier=(-LE full)
 ctest_rc=0
-ctest --test-dir "$build" --output-on-failure -j "$jobs" "${tier[@]}" "${ctest_args[@]}" || ctest_rc=$?
+# Two CTest slots per core: most e2e tests wait on processes, the network
+# or the gateway; the tests that keep a core busy take two slots each
+# (PROCESSORS 2, tests/CMakeLists.txt; docs/testing.md, "Parallel runs").
+ctest --test-dir "$build" --output-on-failure -j "$((jobs * 2))" "${tier[@]}" "${ctest_args[@]}" ||
+  ctest_rc=$?
 phase_done ctest
 
 if [ "$fuzz" = 1 ]; then

@@ -14,6 +14,7 @@
 #include "agent/store_layout.h"
 #include "tests/e2e/multi_node_fixture.h"
 #include "tests/reliability/crash_support.h"
+#include "tests/support/group_records.h"
 
 namespace sg::testing {
 namespace {
@@ -257,17 +258,7 @@ TEST_F(GroupTrainerE2E, OnCompleteRunsOnEveryNode) {
 // node count refuses it (exit 2, both counts named) rather than start the job
 // fresh, and so does a single-node `run` (nodes: 1), which keeps no group.
 TEST_F(GroupTrainerE2E, RunOnAnotherNodeCountThanTheGroupSnapshotsIsRefused) {
-  GroupCommit g;
-  g.seq = 1;
-  g.round = 1;
-  g.nodes = 2;
-  g.step = 10;
-  g.generation = 1;
-  g.created = "2026-11-27T00:00:00Z";
-  for (int rank : {0, 1}) {
-    g.parts.push_back(PartRecord{rank, 10, 1, "i-old" + std::to_string(rank), 100, 50});
-  }
-  ASSERT_TRUE(GroupStore(*store_, "job").CommitGroup(g).ok());
+  ASSERT_TRUE(GroupStore(*store_, "job").CommitGroup(RecordOnlyGroupCommit(2, 10)).ok());
 
   StartNode(1, Config(3));
   ASSERT_EQ(nodes_[1].agent->Wait(90s), 2) << Logs();

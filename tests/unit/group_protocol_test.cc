@@ -2,6 +2,7 @@
 // their keys in the store (agent/group_store.h), on a file:// store:
 // docs/multi-node.md.
 #include "agent/group_protocol.h"
+#include "agent/restart_backoff.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -333,10 +334,10 @@ TEST(GroupProtocolTest, TheNextRoundResumesTheNewestGroupSnapshotEveryoneCanRest
 
 TEST(GroupProtocolTest, CrashRestartsBackOffLikeASingleNodes) {
   using std::chrono::milliseconds;
-  EXPECT_EQ(CrashBackoff(0, milliseconds(10'000), milliseconds(300'000)).count(), 0);
-  EXPECT_EQ(CrashBackoff(1, milliseconds(10'000), milliseconds(300'000)).count(), 10'000);
-  EXPECT_EQ(CrashBackoff(3, milliseconds(10'000), milliseconds(300'000)).count(), 40'000);
-  EXPECT_EQ(CrashBackoff(60, milliseconds(10'000), milliseconds(300'000)).count(), 300'000);
+  EXPECT_EQ(RestartBackoff(0, milliseconds(10'000), milliseconds(300'000)).count(), 0);
+  EXPECT_EQ(RestartBackoff(1, milliseconds(10'000), milliseconds(300'000)).count(), 10'000);
+  EXPECT_EQ(RestartBackoff(3, milliseconds(10'000), milliseconds(300'000)).count(), 40'000);
+  EXPECT_EQ(RestartBackoff(60, milliseconds(10'000), milliseconds(300'000)).count(), 300'000);
 }
 
 TEST(GroupProtocolTest, ARequestIsAnsweredByAGroupSnapshotSavedAfterItAndNotOlderThanAnyAsk) {

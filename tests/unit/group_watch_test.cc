@@ -85,6 +85,8 @@ TEST_F(GroupWatchTest, ANoticeAsksTheTrainerAtOnceAndIsHandedToTheLoop) {
   auto notice = ReadFileToString(options_.notice_file);
   ASSERT_TRUE(notice.ok());
   EXPECT_NE(notice->find("\"round\":3"), std::string::npos) << *notice;
+  // One format with one node's (agent/notice_file.h): the notice's own JSON.
+  EXPECT_EQ(notice->rfind("{\"kind\":\"notice\",\"action\":\"terminate\",", 0), 0u) << *notice;
   ASSERT_TRUE(watch->asked_at().has_value());
   EXPECT_EQ(*watch->asked_at(), clock_.Now());
   // The loop takes the notice once.

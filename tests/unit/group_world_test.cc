@@ -11,6 +11,7 @@
 #include "agent/group_store.h"
 #include "agent/store_layout.h"
 #include "common/files.h"
+#include "tests/support/group_records.h"
 #include "tests/support/group_world_checks.h"
 
 namespace sg::testing {
@@ -100,15 +101,7 @@ TEST(GroupWorld, ATrainerThatAlwaysCrashesFailsTheJobOnEveryNodeAfterRestartMax)
 
 TEST(GroupWorld, AGroupSnapshotOfAnotherNodeCountIsRefusedAtTheStart) {
   FakeGroupWorld w(3);
-  GroupCommit g;
-  g.seq = 1;
-  g.round = 1;
-  g.nodes = 2;
-  g.step = 10;
-  g.generation = 1;
-  g.created = "2026-11-27T00:00:00Z";
-  for (int rank : {0, 1}) g.parts.push_back(PartRecord{rank, 10, 1, "i-old", 100, 50});
-  ASSERT_TRUE(GroupStore(w.store, "job").CommitGroup(g).ok());
+  ASSERT_TRUE(GroupStore(w.store, "job").CommitGroup(RecordOnlyGroupCommit(2, 10)).ok());
   w.StartAll();
   // The coordinator refuses (exit 2), and so does each node that takes the lease after it.
   ASSERT_TRUE(w.RunUntilExited(120s));
