@@ -20,6 +20,7 @@
 #include "agent/events.h"
 #include "agent/group_protocol.h"
 #include "agent/group_store.h"
+#include "agent/group_suspect.h"
 #include "agent/group_watch.h"
 #include "agent/host_lock.h"
 #include "agent/interruption_monitor.h"
@@ -146,6 +147,9 @@ class GroupAgent {
   // agent's settings differ from those that failed (logged); otherwise the
   // agent says how to go on and exits 1. True when it exits.
   bool StopsOnFailure(const FailureRecord& failure);
+  // A round ended: counts it against the group snapshot it resumed from,
+  // and marks that one suspect at resume.max_failures (agent/group_suspect.h).
+  void GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>& ends, bool crash);
   // The job is complete: on_complete on this node, then exit 0.
   void JobComplete();
   void Exit(int code);
@@ -223,6 +227,7 @@ class GroupAgent {
   std::set<std::string> refused_;      // members refused, by agent identity
   uint64_t counted_round_ = 0;         // the last ended round counted in crash_rounds_
   int crash_rounds_ = 0;               // rounds in a row ended by a crash
+  GroupResumeGuard resume_guard_{cfg_.resume.max_failures};
   Clock::MonoTime next_plan_at_{};
   uint64_t next_group_seq_ = 1;             // above every group snapshot key listed
   uint64_t next_round_ = 1;                 // above every round whose plan key is listed

@@ -11,6 +11,7 @@
 #include "agent/exit_codes.h"
 #include "agent/group_restore.h"
 #include "agent/group_store.h"
+#include "agent/group_suspect.h"
 #include "agent/lease.h"
 #include "agent/progress.h"
 #include "agent/restorer.h"
@@ -71,13 +72,24 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
   GroupStore group(store, job);
   SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, group.Groups());
   GroupGcResult result;
-  const size_t first_kept = groups.size() > static_cast<size_t>(keep) ? groups.size() - keep : 0;
+  // `keep` group snapshots the trainers can resume from: a suspect one
+  // (agent/group_suspect.h) is kept while it is newer than those, and never
+  // counted among them.
+  SG_ASSIGN_OR_RETURN(std::set<uint64_t> suspect, GroupSuspects(store, job));
+  size_t first_kept = groups.size();
+  for (int good = 0; first_kept > 0 && good < keep;) {
+    --first_kept;
+    if (!suspect.contains(groups[first_kept].seq)) ++good;
+  }
   int ranks = 0;
   for (const GroupCommit& g : groups) ranks = std::max(ranks, g.nodes);
   // Uncommit the old group snapshots first: parts are only deleted once no
   // group snapshot that may be restored names them.
   for (size_t i = 0; i < first_kept; ++i) {
     SG_RETURN_IF_ERROR(store.Delete(group.GroupKey(groups[i].seq)));
+    if (suspect.contains(groups[i].seq)) {
+      SG_RETURN_IF_ERROR(store.Delete(GroupSuspectKey(job, groups[i].seq)));
+    }
     result.deleted.push_back(groups[i].seq);
   }
   // A part goes when no kept group snapshot names it and it can join no
@@ -153,10 +165,14 @@ std::optional<std::string> GroupSnapshotsHint(ObjectStore& store, const std::str
 int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
   auto groups = GroupStore(store, config.job).Groups();
   if (!groups.ok()) return FailGroupCommand("ls", groups.status());
+  // SUSPECT: the trainers could not resume from it (agent/group_suspect.h);
+  // last, so the columns before it keep their places.
+  auto suspect = GroupSuspects(store, config.job);
+  if (!suspect.ok()) return FailGroupCommand("ls", suspect.status());
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (!json) {
-    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %s\n", "SEQ", "CREATED", "NODES", "SIZE",
-                "STORED", "STEP", "ROUND");
+    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %s\n", "SEQ", "CREATED", "NODES",
+                "SIZE", "STORED", "STEP", "ROUND", "SUSPECT");
   }
   // Newest first, as `ls` of a single node shows them.
   for (auto it = groups->rbegin(); it != groups->rend(); ++it) {
@@ -177,12 +193,14 @@ int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
                       {"stored_size", g.Stored()},
                       {"step", g.step},
                       {"round", g.round},
+                      {"suspect", suspect->contains(g.seq)},
                       {"parts", std::move(parts)}});
     } else {
-      std::printf("%-10s  %-24s  %5d  %10s  %10s  %-10lld  %llu\n", SeqName(g.seq).c_str(),
+      std::printf("%-10s  %-24s  %5d  %10s  %10s  %-10lld  %5llu  %s\n", SeqName(g.seq).c_str(),
                   g.created.c_str(), g.nodes, HumanBytes(g.Bytes()).c_str(),
                   HumanBytes(g.Stored()).c_str(), static_cast<long long>(g.step),
-                  static_cast<unsigned long long>(g.round));
+                  static_cast<unsigned long long>(g.round),
+                  suspect->contains(g.seq) ? "yes" : "-");
     }
   }
   if (json) std::cout << rows.dump(2) << "\n";

@@ -19,6 +19,7 @@
 #include "agent/exit_codes.h"
 #include "agent/group_commands.h"
 #include "agent/group_protocol.h"
+#include "agent/group_suspect.h"
 #include "agent/restart_backoff.h"
 #include "agent/group_store.h"
 #include "agent/job_end.h"
@@ -93,6 +94,7 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
       const bool crash = std::any_of(ends->begin(), ends->end(),
                                      [](const RoundEnd& e) { return e.reason == "crash"; });
       crash_rounds_ = crash ? crash_rounds_ + 1 : 0;
+      GuardResume(*plan, *ends, crash);
     }
     if (!ended && plan->RankOf(self_.agent)) {
       Join(*plan);
@@ -111,10 +113,28 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
     Exit(kExitFailure);
     return;
   }
-  // The group snapshot to resume from: the newest one every member could restore.
+  // The group snapshot to resume from: the newest one every member could
+  // restore and the trainers did not fail to resume from.
   auto groups = group_.Groups();
   if (!groups.ok()) return;
-  const std::optional<GroupCommit> from = ResumePoint(*groups, skip_from_);
+  auto suspects = GroupSuspects(c_.store, cfg_.job);
+  if (!suspects.ok()) {
+    LogWarn("listing the suspect group snapshots failed (will retry): {}",
+            suspects.status().message());
+    return;
+  }
+  const std::optional<GroupCommit> from = ResumePoint(*groups, skip_from_, *suspects);
+  if (!from && ResumePoint(*groups, skip_from_)) {
+    // Starting fresh would throw every step away: the job fails instead.
+    const std::string why = "every group snapshot is suspect (spotguard unsuspect SEQ clears one)";
+    LogError("job {} failed: {}", cfg_.job, why);
+    Noted(group_.MarkFailed(FailureRecord{why, FormatUtc(c_.clock.Now(), true),
+                                          plan ? plan->round : 0, SettingsDigest(cfg_)}),
+          "recording the failure");
+    Event("failed", {{"why", why}});
+    Exit(kExitFailure);
+    return;
+  }
   if (from && from->nodes != cfg_.nodes) {
     LogError("group snapshot {} was made by {} nodes, and this job has nodes: {}; restore it "
              "with nodes: {}, or start the job under another name",
@@ -250,6 +270,38 @@ void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* 
                       newest ? std::optional<int64_t>(newest->step) : std::nullopt);
   Noted(group_.EndRound(plan_->round, RoundEnd{"complete", c_.instance, ""}), "ending the round");
   JobComplete();
+}
+
+void GroupAgent::GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>& ends,
+                             bool crash) {
+  std::string why;
+  for (const RoundEnd& e : ends) {
+    why += (why.empty() ? "" : "; ") + e.reason + " on " + e.by +
+           (e.detail.empty() ? "" : " (" + e.detail + ")");
+  }
+  // Rounds only grow: a group snapshot committed in this round is the newest.
+  bool committed = false;
+  if (crash && plan.resume_seq) {
+    const std::optional<GroupCommit> newest = NewestGroup();
+    committed = newest && newest->round == plan.round;
+  }
+  const std::optional<uint64_t> suspect = resume_guard_.RoundEnded(
+      plan.resume_seq, crash, committed, "round " + std::to_string(plan.round) + ": " + why);
+  if (!suspect) return;
+  // Each member counts the same ends; the coordinator writes the mark.
+  crash_rounds_ = 0;  // the fallback's rounds are counted afresh, as one node's restarts are
+  LogError("the trainers failed {} round(s) in a row resumed from group snapshot {} without a "
+           "newer one: it is suspect, and the next round resumes from the newest group snapshot "
+           "that is not (spotguard unsuspect {} clears the mark)",
+           resume_guard_.ends().size(), SeqName(*suspect), *suspect);
+  if (!lease_.held()) return;
+  nlohmann::ordered_json record = {{"seq", *suspect},
+                                   {"time", FormatUtc(c_.clock.Now(), true)},
+                                   {"instance", c_.instance},
+                                   {"rounds", resume_guard_.ends()}};
+  Noted(MarkGroupSuspect(c_.store, cfg_.job, *suspect, record),
+        "marking group snapshot " + SeqName(*suspect) + " suspect");
+  Event("suspect", record);
 }
 
 }  // namespace sg::group_detail

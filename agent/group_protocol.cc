@@ -423,9 +423,11 @@ RoundOutcome OutcomeOfEnds(const std::vector<RoundEnd>& ends) {
 }
 
 std::optional<GroupCommit> ResumePoint(const std::vector<GroupCommit>& oldest_first,
-                                       std::optional<uint64_t> skip_from) {
+                                       std::optional<uint64_t> skip_from,
+                                       const std::set<uint64_t>& suspect) {
   for (auto it = oldest_first.rbegin(); it != oldest_first.rend(); ++it) {
     if (skip_from && it->seq >= *skip_from) continue;
+    if (suspect.contains(it->seq)) continue;
     return *it;
   }
   return std::nullopt;

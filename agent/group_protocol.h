@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -184,10 +185,11 @@ enum class RoundOutcome {
 RoundOutcome OutcomeOfEnds(const std::vector<RoundEnd>& ends);
 
 // The group snapshot the next round resumes from: the newest, passing over
-// `skip_from` and newer (a snapshot a member could not restore);
-// nullopt: start fresh.
+// `skip_from` and newer (a snapshot a member could not restore) and the
+// `suspect` ones (agent/group_suspect.h); nullopt: start fresh.
 std::optional<GroupCommit> ResumePoint(const std::vector<GroupCommit>& oldest_first,
-                                       std::optional<uint64_t> skip_from);
+                                       std::optional<uint64_t> skip_from,
+                                       const std::set<uint64_t>& suspect = {});
 
 // Whether the group snapshot of step `group_step` answers a round's request
 // for a checkpoint: every one of the `nodes` ranks has said at which step it

@@ -1,8 +1,10 @@
-// `spotguard unsuspect SEQ` (agent/suspect.h): clears the mark of a snapshot
-// the trainer could not resume from, so the next start may resume from it.
+// `spotguard unsuspect SEQ` (agent/suspect.h; agent/group_suspect.h for a
+// job of several nodes): clears the mark of a snapshot the trainer could not
+// resume from, so the next start (or round) may resume from it.
 #include <iostream>
 
 #include "agent/exit_codes.h"
+#include "agent/group_suspect.h"
 #include "agent/snapshot_commands.h"
 #include "agent/store_layout.h"
 #include "agent/suspect.h"
@@ -22,9 +24,13 @@ int RunUnsuspectCommand(const Config& config, const std::map<std::string, std::s
     std::cerr << "spotguard unsuspect: " << store.status().message() << "\n";
     return kExitFailure;
   }
-  Status st = ClearSuspect(**store, config.job, *seq);
+  // A job of several nodes marks its group snapshots (agent/group_suspect.h).
+  const bool group = config.nodes > 1;
+  const std::string what = group ? "group snapshot " : "snapshot ";
+  Status st = group ? ClearGroupSuspect(**store, config.job, *seq)
+                    : ClearSuspect(**store, config.job, *seq);
   if (st.Is(StatusCode::kNotFound)) {
-    std::cerr << "spotguard unsuspect: snapshot " << SeqName(*seq) << " of job " << config.job
+    std::cerr << "spotguard unsuspect: " << what << SeqName(*seq) << " of job " << config.job
               << " is not marked suspect\n";
     return kExitNothingToRestore;
   }
@@ -32,8 +38,9 @@ int RunUnsuspectCommand(const Config& config, const std::map<std::string, std::s
     std::cerr << "spotguard unsuspect: " << st.message() << "\n";
     return kExitFailure;
   }
-  std::cout << "snapshot " << SeqName(*seq) << " of job " << config.job
-            << " is no longer suspect; the next start may resume from it\n";
+  std::cout << what << SeqName(*seq) << " of job " << config.job
+            << " is no longer suspect; the next " << (group ? "round" : "start")
+            << " may resume from it\n";
   return kExitOk;
 }
 

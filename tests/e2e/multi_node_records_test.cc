@@ -99,7 +99,19 @@ TEST_F(GroupRecordsE2E, ASecretInTheCommandReachesNoStoredObjectAndNoLogLine) {
   const std::string secret_a = "SGSECRETA" + RandomHex(8), secret_b = "SGSECRETB" + RandomHex(8);
   const std::string config = GroupTrainerConfig(2, 20, {"--api-key=" + secret_a});
   const std::string odd = GroupTrainerConfig(2, 20, {"--api-key=" + secret_b});
-  for (int n : {1, 2}) StartNode(n, config);
+  // The odd member meets the coordinator before the group can plan (or
+  // finish) without it: node 1 coordinates, node 3 is refused, and only then
+  // does node 2 join. Started together, a short job could complete before
+  // node 3 ever met it, and node 3 would start into a complete job (exit 0).
+  StartNode(1, config);
+  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("coordinating job", 180s)) << Logs();
+  // A member whose command differs only in its secret is refused, the
+  // difference named without either secret.
+  StartNode(3, odd);
+  ASSERT_EQ(nodes_[3].agent->Wait(180s), 2) << Logs();
+  EXPECT_NE(nodes_[3].agent->Output().find("differ in a redacted argument"), std::string::npos)
+      << Logs();
+  StartNode(2, config);
   ASSERT_TRUE(WaitFor(
       [&] {
         auto plan = GroupStore(*store_, "job").NewestPlan();
@@ -116,12 +128,6 @@ TEST_F(GroupRecordsE2E, ASecretInTheCommandReachesNoStoredObjectAndNoLogLine) {
     EXPECT_EQ(body->find(secret_a), std::string::npos) << *body;
     EXPECT_NE(body->find("--api-key=<redacted>"), std::string::npos) << *body;
   }
-  // A member whose command differs only in its secret is refused, the
-  // difference named without either secret.
-  StartNode(3, odd);
-  ASSERT_EQ(nodes_[3].agent->Wait(180s), 2) << Logs();
-  EXPECT_NE(nodes_[3].agent->Output().find("differ in a redacted argument"), std::string::npos)
-      << Logs();
   for (int n : {1, 2}) EXPECT_EQ(nodes_[n].agent->Wait(240s), 0) << Logs();
 
   std::vector<std::string> leaks;

@@ -85,6 +85,7 @@ TEST_F(GroupTrainerE2E, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameR
   ASSERT_EQ(rows.size(), kept.size());
   EXPECT_EQ(rows[0]["nodes"], 3);
   EXPECT_EQ(rows[0]["parts"].size(), 3u);
+  EXPECT_EQ(rows[0]["suspect"], false);
   auto [verify_code, verify] = Cli({"verify", "-c", config});
   EXPECT_EQ(verify_code, 0) << verify;
   EXPECT_NE(verify.find("3 nodes"), std::string::npos) << verify;

@@ -33,6 +33,7 @@ class WorldTrainer final : public Trainer {
       std::ifstream in(launch.resume);
       int r = -1;
       in >> r >> step_ >> total_;
+      poisoned_ = plan_.poisoned_resume_step == step_;
       if (r != rank_) {
         ADD_FAILURE() << "rank " << rank_ << " on " << node.instance << " was given rank " << r
                       << "'s checkpoint " << launch.resume;
@@ -78,6 +79,10 @@ class WorldTrainer final : public Trainer {
   // (the ranks agree on the step to save at, as an all-reduce of the flag).
   void Step(bool save) {
     if (exit_) return;
+    if (poisoned_) {  // fails at its first step, every time
+      exit_ = ExitStatus{.code = 3, .signal = 0};
+      return;
+    }
     if (step_ >= plan_.steps) {  // resumed from the last step: nothing left to do
       Finish();
       return;
@@ -131,6 +136,7 @@ class WorldTrainer final : public Trainer {
   int rank_ = 0;
   int64_t step_ = 0;
   int64_t total_ = 0;
+  bool poisoned_ = false;  // resumed from TrainerPlan::poisoned_resume_step
   bool asked_ = false;
   std::optional<ExitStatus> exit_;
 };

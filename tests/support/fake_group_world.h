@@ -72,6 +72,9 @@ struct TrainerPlan {
   std::optional<int> fail_at;
   int fail_rank = 0;
   bool fail_once = false;
+  // A trainer resumed from this step exits 3 at once (a checkpoint it
+  // cannot resume from: docs/multi-node.md).
+  std::optional<int64_t> poisoned_resume_step;
 };
 
 // The "total" an uninterrupted run of rank `rank` ends with after `steps`.

@@ -9,6 +9,7 @@
 
 #include "agent/exit_codes.h"
 #include "agent/group_store.h"
+#include "agent/group_suspect.h"
 #include "agent/store_layout.h"
 #include "common/files.h"
 #include "tests/support/group_records.h"
@@ -244,6 +245,67 @@ TEST(GroupWorld, AFrozenStoreOnTheCoordinatorHandsTheLeaseToTheOtherNode) {
   for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).result.exit_code, kExitOk) << s;
   EXPECT_EQ(Finals(w, 2), ExpectedFinals(2, 60));
   ExpectWholeGroupSnapshots(w, 2);
+}
+
+TEST(GroupWorld, AGroupSnapshotTheTrainersCannotResumeFromIsMarkedSuspectAndPassedOver) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 40;
+  w.trainer.fail_at = 27;
+  w.trainer.fail_once = true;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntil([&] { return FirstEnd(w, 1) == "crash"; }, 60s));
+  // Whatever round 1 committed last, no trainer can resume from it.
+  const std::optional<int64_t> poisoned = w.NewestGroupStep();
+  ASSERT_TRUE(poisoned.has_value());
+  const uint64_t poisoned_seq = w.GroupSeqs().back();
+  w.trainer.poisoned_resume_step = poisoned;
+  // Two rounds (resume.max_failures) resumed from it and crashed; then it
+  // is marked, with how each round ended.
+  ASSERT_TRUE(w.RunUntil([&] { return w.store.Head(GroupSuspectKey("job", poisoned_seq)).ok(); },
+                         120s));
+  auto suspects = GroupSuspects(w.store, "job");
+  ASSERT_TRUE(suspects.ok());
+  EXPECT_EQ(*suspects, std::set<uint64_t>{poisoned_seq});
+  auto record = w.store.Get(GroupSuspectKey("job", poisoned_seq));
+  ASSERT_TRUE(record.ok());
+  EXPECT_NE(record->find("crash on "), std::string::npos) << *record;
+  EXPECT_EQ(FirstEnd(w, 2), "crash");
+  EXPECT_EQ(FirstEnd(w, 3), "crash");
+  // The group falls back to the one before it and completes.
+  ASSERT_TRUE(w.RunUntilExited(600s));
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).result.exit_code, kExitOk) << s;
+  EXPECT_EQ(Finals(w, 2), ExpectedFinals(2, 40));
+  const std::string poisoned_file = "step_" + std::to_string(*poisoned) + ".pt";
+  for (int s = 0; s < 2; ++s) {
+    const auto& launches = w.node(s).launches;
+    ASSERT_GE(launches.size(), 4u) << s;
+    EXPECT_NE(launches[1].resume.find(poisoned_file), std::string::npos) << launches[1].resume;
+    EXPECT_NE(launches[2].resume.find(poisoned_file), std::string::npos) << launches[2].resume;
+    EXPECT_FALSE(launches[3].resume.empty()) << "the fallback resumed, not started fresh";
+    EXPECT_EQ(launches[3].resume.find(poisoned_file), std::string::npos) << launches[3].resume;
+  }
+}
+
+TEST(GroupWorld, WhenEveryGroupSnapshotIsSuspectTheJobFailsRatherThanStartFresh) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 40;
+  w.trainer.fail_at = 12;
+  w.trainer.fail_once = true;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntil([&] { return FirstEnd(w, 1) == "crash"; }, 60s));
+  ASSERT_EQ(w.GroupSeqs().size(), 1u) << "one group snapshot, of step 5 or 10";
+  w.trainer.poisoned_resume_step = w.NewestGroupStep();
+  ASSERT_TRUE(w.RunUntilExited(600s));
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).result.exit_code, kExitFailure) << s;
+  auto failed = GroupStore(w.store, "job").Failed();
+  ASSERT_TRUE(failed.ok() && failed->has_value());
+  EXPECT_NE((*failed)->why.find("every group snapshot is suspect"), std::string::npos);
+  for (int s = 0; s < 2; ++s) {
+    const auto& launches = w.node(s).launches;
+    for (size_t i = 1; i < launches.size(); ++i) {
+      EXPECT_FALSE(launches[i].resume.empty()) << "launch " << i << " started fresh";
+    }
+  }
 }
 
 }  // namespace
