@@ -147,6 +147,8 @@ class GroupAgent {
   // agent's settings differ from those that failed (logged); otherwise the
   // agent says how to go on and exits 1. True when it exits.
   bool StopsOnFailure(const FailureRecord& failure);
+  // The coordinator fails the job (group/failed.json, the `failed` event), exit 1.
+  void FailJob(const std::string& why, const std::optional<RoundPlan>& plan);
   // A round ended: counts it against the group snapshot it resumed from,
   // and marks that one suspect at resume.max_failures (agent/group_suspect.h).
   void GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>& ends, bool crash);

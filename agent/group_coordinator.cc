@@ -103,14 +103,9 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
   }
   if (!lease_.held() || (plan && !ended) || now < next_plan_at_) return;
   if (crash_rounds_ > cfg_.restart.max) {
-    const std::string why = Format("a trainer crashed in {} rounds in a row (restart.max {})",
-                                   crash_rounds_, cfg_.restart.max);
-    LogError("job {} failed: {}", cfg_.job, why);
-    Noted(group_.MarkFailed(FailureRecord{why, FormatUtc(c_.clock.Now(), true),
-                                          plan ? plan->round : 0, SettingsDigest(cfg_)}),
-          "recording the failure");
-    Event("failed", {{"why", why}});
-    Exit(kExitFailure);
+    FailJob(Format("a trainer crashed in {} rounds in a row (restart.max {})", crash_rounds_,
+                   cfg_.restart.max),
+            plan);
     return;
   }
   // The group snapshot to resume from: the newest one every member could
@@ -126,13 +121,7 @@ void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& pl
   const std::optional<GroupCommit> from = ResumePoint(*groups, skip_from_, *suspects);
   if (!from && ResumePoint(*groups, skip_from_)) {
     // Starting fresh would throw every step away: the job fails instead.
-    const std::string why = "every group snapshot is suspect (spotguard unsuspect SEQ clears one)";
-    LogError("job {} failed: {}", cfg_.job, why);
-    Noted(group_.MarkFailed(FailureRecord{why, FormatUtc(c_.clock.Now(), true),
-                                          plan ? plan->round : 0, SettingsDigest(cfg_)}),
-          "recording the failure");
-    Event("failed", {{"why", why}});
-    Exit(kExitFailure);
+    FailJob("every group snapshot is suspect (spotguard unsuspect SEQ clears one)", plan);
     return;
   }
   if (from && from->nodes != cfg_.nodes) {
@@ -270,6 +259,15 @@ void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* 
                       newest ? std::optional<int64_t>(newest->step) : std::nullopt);
   Noted(group_.EndRound(plan_->round, RoundEnd{"complete", c_.instance, ""}), "ending the round");
   JobComplete();
+}
+
+void GroupAgent::FailJob(const std::string& why, const std::optional<RoundPlan>& plan) {
+  LogError("job {} failed: {}", cfg_.job, why);
+  Noted(group_.MarkFailed(FailureRecord{why, FormatUtc(c_.clock.Now(), true),
+                                        plan ? plan->round : 0, SettingsDigest(cfg_)}),
+        "recording the failure");
+  Event("failed", {{"why", why}});
+  Exit(kExitFailure);
 }
 
 void GroupAgent::GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>& ends,
