@@ -338,6 +338,9 @@ StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectSto
     for (const UnreadableRecord& u : *list) unreadable.push_back({{"key", u.key}, {"why", u.why}});
   }
   j["unreadable"] = std::move(unreadable);
+  // Group snapshots the trainers could not resume from (agent/group_suspect.h).
+  SG_ASSIGN_OR_RETURN(std::set<uint64_t> suspect, GroupSuspects(store, config.job));
+  j["suspect"] = suspect;
   j["failed"] = failed ? nlohmann::ordered_json({{"why", failed->why},
                                                  {"time", failed->time},
                                                  {"round", failed->round},
@@ -383,6 +386,13 @@ std::string GroupStatusText(const nlohmann::ordered_json& j) {
            g["created"].get<std::string>() + "\n";
   } else {
     out += "no group snapshot yet\n";
+  }
+  if (j.contains("suspect")) {
+    for (const auto& seq : j["suspect"]) {
+      out += "suspect: group snapshot " + SeqName(seq.get<uint64_t>()) +
+             ", which the trainers could not resume from (spotguard unsuspect " +
+             std::to_string(seq.get<uint64_t>()) + " clears the mark)\n";
+    }
   }
   if (j.contains("unreadable")) {
     for (const auto& u : j["unreadable"]) {

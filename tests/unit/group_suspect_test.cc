@@ -82,6 +82,14 @@ TEST(GroupSuspects, RetentionNeverCountsASuspectGroupSnapshotAmongTheKeptOnes) {
   EXPECT_EQ(rows[0]["suspect"], true);
   EXPECT_EQ(rows[1]["suspect"], true);
   EXPECT_EQ(rows[2]["suspect"], false);
+  // So does `status`.
+  auto status = GroupStatusJson(config, store);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  EXPECT_EQ((*status)["suspect"], nlohmann::json::array({4, 5}));
+  EXPECT_NE(GroupStatusText(*status).find("suspect: group snapshot 0000000004, which the trainers "
+                                          "could not resume from (spotguard unsuspect 4"),
+            std::string::npos)
+      << GroupStatusText(*status);
   EXPECT_TRUE(ClearGroupSuspect(store, "job", 4).ok());
   EXPECT_TRUE(ClearGroupSuspect(store, "job", 4).Is(StatusCode::kNotFound));
 }
