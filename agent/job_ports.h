@@ -89,7 +89,10 @@ class SnapshotUploader {
   virtual std::optional<Result> Wait(std::chrono::milliseconds limit) = 0;
 };
 
-// The real parts the loop uses when none are given.
+// The real parts the loop uses when none are given. The group executor
+// (agent/group_agent.h) takes them too, all but `uploader` (its parts go up
+// through a writer of its own, inline with `inline_store_work`); with `idle`
+// given, its watch is turned on the loop instead of a thread.
 struct AgentPorts {
   TrainerLauncher* trainer = nullptr;
   CheckpointSource* checkpoints = nullptr;  // else the inotify watcher, once restored
