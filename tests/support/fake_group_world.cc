@@ -72,8 +72,6 @@ class WorldTrainer final : public Trainer {
   void Kill() {
     if (!exit_) exit_ = ExitStatus{.code = 0, .signal = SIGKILL};
   }
-  int64_t step() const { return step_; }
-
   bool asked() const { return asked_; }
   // One step of the collective; `save`: a rank was asked for a checkpoint
   // (the ranks agree on the step to save at, as an all-reduce of the flag).

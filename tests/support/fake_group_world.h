@@ -109,7 +109,6 @@ class NodeStore final : public ObjectStore {
     die_fragment_ = std::move(fragment);
     on_die_ = std::move(on_die);
   }
-  int calls() const { return calls_; }
 
   StatusOr<std::string> Put(const std::string& key, std::string_view data,
                             const PutCondition& condition) override;
@@ -136,7 +135,6 @@ class NodeStore final : public ObjectStore {
   std::string fail_fragment_;
   std::string die_fragment_;
   std::function<void()> on_die_;
-  std::atomic<int> calls_{0};
 };
 
 class WorldTrainer;

@@ -76,17 +76,6 @@ class MemoryStore final : public ObjectStore {
   }
   std::string Describe() const override { return "memory://"; }
 
-  // How many objects there are under `prefix`.
-  size_t Count(const std::string& prefix = "") {
-    std::lock_guard<std::mutex> lock(mu_);
-    size_t n = 0;
-    for (auto it = objects_.lower_bound(prefix); it != objects_.end() && it->first.starts_with(prefix);
-         ++it) {
-      ++n;
-    }
-    return n;
-  }
-
  private:
   struct Object {
     std::string body;
