@@ -206,7 +206,12 @@ StatusOr<HttpResponse> SignedCallExecutor::Execute(SignedRequest request,
     if (silent && give_up.count() > 0 && silent_for() + wait >= give_up) {
       return NoAnswerStatus(request, give_up, attempt, response.status());
     }
-    if (!IsRetryable(outcome) || attempt >= max_attempts || !budget_.TryAcquire(outcome)) {
+    if (!IsRetryable(outcome)) return failure;
+    if (attempt >= max_attempts || !budget_.TryAcquire(outcome)) {
+      // Said, so that every throttle or server error an attempt met is in
+      // the debug log once, retried or not.
+      LogDebug("{}: {} on attempt {}, not retried: {}", request.what, OutcomeName(outcome), attempt,
+               attempt >= max_attempts ? "that was the last attempt" : "the retry budget is spent");
       return failure;
     }
     LogDebug("{}: {} on attempt {}, retrying in {}ms", request.what, OutcomeName(outcome), attempt,

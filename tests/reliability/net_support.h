@@ -68,7 +68,16 @@ inline int CountOccurrences(const std::string& text, const std::string& needle) 
 
 // S3 requests the agent retried: S3Client logs "<op> <key>: <outcome> on
 // attempt N, retrying in Mms" at debug level for each one.
-inline int CountRetries(const std::string& log) { return CountOccurrences(log, " on attempt "); }
+inline int CountRetries(const std::string& log) { return CountOccurrences(log, ", retrying in "); }
+
+// Attempts answered with an HTTP error (500 or 503) that the agent logged,
+// retried or given up ("<outcome> on attempt N, not retried: ..."). Server
+// errors and throttles are counted together: a 503 to a HEAD has no body,
+// so no SlowDown code, and is taken as a server error.
+inline int CountHttpErrorAttempts(const std::string& log) {
+  return CountOccurrences(log, "server error on attempt") +
+         CountOccurrences(log, "throttled on attempt");
+}
 
 // How a test points `spotguard` at a store: job, s3:// URL, endpoint, and
 // the environment (credentials) it runs with.
@@ -122,6 +131,12 @@ inline size_t CountObjects(const S3TestEnv& env, const std::string& prefix) {
 
 inline nlohmann::json ProxyStats(ToolServer& proxy) {
   return nlohmann::json::parse(proxy.Control("GET", "/_proxy/stats"), nullptr, false);
+}
+
+// How many 500 and 503 answers the proxy injected (its stats document).
+inline long HttpErrorFaults(const nlohmann::json& stats) {
+  if (!stats.contains("faults")) return 0;
+  return stats["faults"].value("error500", 0L) + stats["faults"].value("slowdown503", 0L);
 }
 
 // "reset=2 stall=1 ..." from a stats document's "faults".

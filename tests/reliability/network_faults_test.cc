@@ -115,7 +115,7 @@ TEST_F(NetworkFaults, EveryFaultKindIsSurvivedAndRestoresByteIdentical) {
   const AgentTarget faulty = Through(proxy.endpoint());
   const int min_trials = LongReliabilityRun() ? 8 : 3, max_trials = LongReliabilityRun() ? 16 : 8;
   int trials = 0, committed = 0, restored = 0, lost = 0, retries = 0;
-  int server_error_retries = 0, throttle_retries = 0;
+  int http_error_attempts = 0;
   nlohmann::json stats;
   auto all_kinds_seen = [&] {
     for (const std::string& k : kinds) {
@@ -132,8 +132,7 @@ TEST_F(NetworkFaults, EveryFaultKindIsSurvivedAndRestoresByteIdentical) {
                    RandomBytes(3000, trials));
     auto snap = RunAgent(faulty, {"snapshot", "--dir", ckpt});
     retries += CountRetries(snap.err);
-    server_error_retries += CountOccurrences(snap.err, "server error on attempt");
-    throttle_retries += CountOccurrences(snap.err, "throttled on attempt");
+    http_error_attempts += CountHttpErrorAttempts(snap.err);
     ASSERT_EQ(snap.exit_code, 0) << snap.err;
     const std::string seq = Trimmed(snap.out);
     ++committed;
@@ -142,8 +141,7 @@ TEST_F(NetworkFaults, EveryFaultKindIsSurvivedAndRestoresByteIdentical) {
     const std::string back = dir_.Join("back" + std::to_string(trials));
     auto restore = RunAgent(faulty, {"restore", "--snapshot", seq, "--to", back});
     retries += CountRetries(restore.err);
-    server_error_retries += CountOccurrences(restore.err, "server error on attempt");
-    throttle_retries += CountOccurrences(restore.err, "throttled on attempt");
+    http_error_attempts += CountHttpErrorAttempts(restore.err);
     ASSERT_EQ(restore.exit_code, 0) << restore.err;
     if (DigestTree(back) == want[seq]) {
       ++restored;
@@ -159,11 +157,10 @@ TEST_F(NetworkFaults, EveryFaultKindIsSurvivedAndRestoresByteIdentical) {
     EXPECT_TRUE(stats["faults"].contains(k))
         << "fault kind " << k << " never injected in " << trials << " trials";
   }
-  // Each 500 and 503 is an HTTP answer the S3 client must have retried
-  // itself, and logged as such (connection faults may also be resent inside
-  // libcurl, so they are not counted against the log).
-  EXPECT_GE(server_error_retries, stats["faults"].value("error500", 0L));
-  EXPECT_GE(throttle_retries, stats["faults"].value("slowdown503", 0L));
+  // Each 500 and 503 is an HTTP answer the S3 client must have logged
+  // (connection faults may also be resent inside libcurl, so they are not
+  // counted against the log).
+  EXPECT_GE(http_error_attempts, HttpErrorFaults(stats));
 
   // The store as the gateway sees it: the newest `keep` committed snapshots,
   // every checksum intact.
@@ -199,7 +196,7 @@ TEST_F(NetworkFaults, A200MiBSnapshotCommitsAndRestoresThroughFivePercentFaults)
        ConfigJson({{"rate", 0.05}, {"seed", 2026}, {"kinds", kinds}, {"stall_seconds", 3.0}})});
   const AgentTarget faulty = Through(proxy.endpoint());
   int committed = 0, restored = 0, lost = 0, snap_retries = 0, restore_retries = 0;
-  int server_error_retries = 0, throttle_retries = 0;
+  int http_error_attempts = 0;
   long upload_faults = 0, restore_faults = 0;
   for (int trial = 1; trial <= trials_wanted; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
@@ -216,8 +213,7 @@ TEST_F(NetworkFaults, A200MiBSnapshotCommitsAndRestoresThroughFivePercentFaults)
     const long before = ProxyStats(proxy).value("injected", 0L);
     auto snap = RunAgent(faulty, {"snapshot", "--dir", ckpt}, std::chrono::seconds(1200));
     snap_retries += CountRetries(snap.err);
-    server_error_retries += CountOccurrences(snap.err, "server error on attempt");
-    throttle_retries += CountOccurrences(snap.err, "throttled on attempt");
+    http_error_attempts += CountHttpErrorAttempts(snap.err);
     ASSERT_EQ(snap.exit_code, 0) << snap.err;
     ++committed;
     const std::string seq = Trimmed(snap.out);
@@ -230,8 +226,7 @@ TEST_F(NetworkFaults, A200MiBSnapshotCommitsAndRestoresThroughFivePercentFaults)
     auto restore =
         RunAgent(faulty, {"restore", "--snapshot", seq, "--to", back}, std::chrono::seconds(1200));
     restore_retries += CountRetries(restore.err);
-    server_error_retries += CountOccurrences(restore.err, "server error on attempt");
-    throttle_retries += CountOccurrences(restore.err, "throttled on attempt");
+    http_error_attempts += CountHttpErrorAttempts(restore.err);
     ASSERT_EQ(restore.exit_code, 0) << restore.err;
     restore_faults += ProxyStats(proxy).value("injected", 0L) - after_upload;
     if (DigestTree(back) == want) {
@@ -260,8 +255,7 @@ TEST_F(NetworkFaults, A200MiBSnapshotCommitsAndRestoresThroughFivePercentFaults)
   EXPECT_NEAR(static_cast<double>(injected), requests / 20.0, 2.0 * trials_wanted);
   EXPECT_GT(upload_faults, 0) << "no fault hit an upload";
   EXPECT_GT(restore_faults, 0) << "no fault hit a restore";
-  EXPECT_GE(server_error_retries, stats["faults"].value("error500", 0L));
-  EXPECT_GE(throttle_retries, stats["faults"].value("slowdown503", 0L));
+  EXPECT_GE(http_error_attempts, HttpErrorFaults(stats));
   std::printf(
       "%zu MiB x %d: %ld requests through the proxy, %ld faults (%s; %ld in uploads, %ld in "
       "restores); retries logged: snapshot %d, restore %d\n",
