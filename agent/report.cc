@@ -8,7 +8,7 @@
 namespace sg {
 namespace {
 
-double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
+double SecondsOf(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 
 nlohmann::ordered_json TimeOrNull(const std::optional<LedgerMs>& t) {
   if (!t) return nullptr;
@@ -17,7 +17,7 @@ nlohmann::ordered_json TimeOrNull(const std::optional<LedgerMs>& t) {
 
 nlohmann::ordered_json Causes(const CauseMs& ms) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (size_t i = 0; i < kCauseCount; ++i) out[CauseName(static_cast<Cause>(i))] = Seconds(ms[i]);
+  for (size_t i = 0; i < kCauseCount; ++i) out[CauseName(static_cast<Cause>(i))] = SecondsOf(ms[i]);
   return out;
 }
 
@@ -33,7 +33,7 @@ nlohmann::ordered_json AttemptJson(const AttemptGoodput& g) {
   j["launch"] = TimeOrNull(a.launch);
   j["begin"] = FormatLedgerTime(g.begin);
   j["end"] = FormatLedgerTime(g.end);
-  j["seconds"] = Seconds(g.end - g.begin);
+  j["seconds"] = SecondsOf(g.end - g.begin);
   j["interrupted"] = g.interrupted;
   j["notice"] = TimeOrNull(a.notice);
   j["exit_reason"] = a.exit_reason;
@@ -107,14 +107,14 @@ nlohmann::ordered_json BuildReport(const ReportInput& input) {
   r["job"] = input.job;
   r["first"] = g.attempts.empty() ? nullptr : nlohmann::ordered_json(FormatLedgerTime(g.first));
   r["last"] = g.attempts.empty() ? nullptr : nlohmann::ordered_json(FormatLedgerTime(g.last));
-  r["span_seconds"] = Seconds(g.last - g.first);
+  r["span_seconds"] = SecondsOf(g.last - g.first);
   std::vector<std::string> nodes;
   for (const LedgerAttempt& a : ledger.attempts) {
     if (std::find(nodes.begin(), nodes.end(), a.node) == nodes.end()) nodes.push_back(a.node);
   }
   r["nodes"] = nodes;
-  r["node_seconds"] = Seconds(g.node_ms);
-  r["instance_seconds"] = Seconds(g.instance_ms);
+  r["node_seconds"] = SecondsOf(g.node_ms);
+  r["instance_seconds"] = SecondsOf(g.instance_ms);
   r["interruptions"] = g.interruptions;
   r["cost"] = CostJson(g, input.prices);
   nlohmann::ordered_json goodput = Causes(g.total);
@@ -135,7 +135,7 @@ nlohmann::ordered_json BuildReport(const ReportInput& input) {
     const AttemptGoodput& worst = g.attempts[*g.longest_loss];
     r["longest_loss"] = {{"attempt", worst.attempt->id},
                          {"node", worst.attempt->node},
-                         {"seconds", Seconds(worst.ms[static_cast<size_t>(Cause::kLostWork)])}};
+                         {"seconds", SecondsOf(worst.ms[static_cast<size_t>(Cause::kLostWork)])}};
   } else {
     r["longest_loss"] = nullptr;
   }
