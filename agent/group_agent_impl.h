@@ -86,6 +86,10 @@ class GroupAgent {
   enum class State { kWaiting, kJoining, kInRound, kEnding, kStopping, kDone };
 
   Status Setup();
+  // Turns the state machine until the node is done.
+  void Loop();
+  // Stops the trainer and ends the work still running, within kExitBound.
+  AgentResult End();
   void Beat(Clock::MonoTime now);
   void KeepLease(Clock::MonoTime now);
   void Look(Clock::MonoTime now);

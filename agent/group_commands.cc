@@ -1,3 +1,6 @@
+// The commands for a job of several nodes (agent/group_commands.h): `ls`,
+// `verify` and `restore` of group snapshots, and the hint single-node
+// commands give when a job holds group snapshots.
 #include "agent/group_commands.h"
 
 #include <algorithm>
@@ -26,31 +29,9 @@
 namespace sg {
 namespace {
 
-constexpr const char* kHowToGoOn =
-    "fix the trainer, then run `spotguard reset-failure` with the job's config; a node whose "
-    "command or config differs from the failed one clears it on its own";
-
 int FailGroupCommand(std::string_view command, const Status& st, int code = kExitFailure) {
   std::cerr << "spotguard " << command << ": " << st.message() << "\n";
   return code;
-}
-
-// Deletes every object of snapshot `seq` of `job`, the manifest first, so
-// that what remains of it is never restored.
-StatusOr<uint64_t> DeleteSnapshot(ObjectStore& store, const std::string& job, uint64_t seq,
-                                  const std::vector<std::string>& keys) {
-  uint64_t n = 0;
-  const std::string manifest = ManifestKey(job, seq);
-  if (std::find(keys.begin(), keys.end(), manifest) != keys.end()) {
-    SG_RETURN_IF_ERROR(store.Delete(manifest));
-    ++n;
-  }
-  for (const std::string& key : keys) {
-    if (key == manifest) continue;
-    SG_RETURN_IF_ERROR(store.Delete(key));
-    ++n;
-  }
-  return n;
 }
 
 std::optional<GroupCommit> FindGroup(const std::vector<GroupCommit>& groups,
@@ -64,94 +45,6 @@ std::optional<GroupCommit> FindGroup(const std::vector<GroupCommit>& groups,
 }
 
 }  // namespace
-
-StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
-                                            const std::string& job, int keep,
-                                            std::chrono::seconds abandoned_after) {
-  if (keep < 1) return Status::InvalidArgument("keep must be at least 1");
-  GroupStore group(store, job);
-  SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, group.Groups());
-  GroupGcResult result;
-  // `keep` group snapshots the trainers can resume from: a suspect one
-  // (agent/group_suspect.h) is kept while it is newer than those, and never
-  // counted among them.
-  SG_ASSIGN_OR_RETURN(std::set<uint64_t> suspect, GroupSuspects(store, job));
-  size_t first_kept = groups.size();
-  for (int good = 0; first_kept > 0 && good < keep;) {
-    --first_kept;
-    if (!suspect.contains(groups[first_kept].seq)) ++good;
-  }
-  int ranks = 0;
-  for (const GroupCommit& g : groups) ranks = std::max(ranks, g.nodes);
-  // Uncommit the old group snapshots first: parts are only deleted once no
-  // group snapshot that may be restored names them.
-  for (size_t i = 0; i < first_kept; ++i) {
-    SG_RETURN_IF_ERROR(store.Delete(group.GroupKey(groups[i].seq)));
-    if (suspect.contains(groups[i].seq)) {
-      SG_RETURN_IF_ERROR(store.Delete(GroupSuspectKey(job, groups[i].seq)));
-    }
-    result.deleted.push_back(groups[i].seq);
-  }
-  // A part goes when no kept group snapshot names it and it can join no
-  // later one: group snapshots only ever commit steps newer than the newest,
-  // so a part of that step or older is done with.
-  // (A plain int64_t and a flag: GCC 12 at -O2 takes an optional's value
-  // read under its own has_value() check for uninitialized.)
-  const bool any_group = !groups.empty();
-  const int64_t newest_step = any_group ? groups.back().step : 0;
-  std::set<std::pair<int, uint64_t>> referenced;
-  for (size_t i = first_kept; i < groups.size(); ++i) {
-    for (const PartRecord& p : groups[i].parts) referenced.insert({p.rank, p.seq});
-  }
-  for (int rank = 0; rank < ranks; ++rank) {
-    const std::string part_job = PartJob(job, rank);
-    if (any_group) {
-      SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects,
-                          ListAll(store, SnapshotsPrefix(part_job)));
-      std::map<uint64_t, std::vector<std::string>> dirs;
-      std::set<uint64_t> committed;
-      for (const ObjectInfo& o : objects) {
-        auto seq = SnapshotSeqOfKey(part_job, o.key);
-        if (!seq) continue;
-        dirs[*seq].push_back(o.key);
-        if (o.key == ManifestKey(part_job, *seq)) committed.insert(*seq);
-      }
-      SnapshotCatalog catalog(store, part_job);
-      for (const auto& [seq, keys] : dirs) {
-        if (!committed.count(seq) || referenced.count({rank, seq})) continue;
-        auto manifest = catalog.ReadManifest(seq);
-        if (!manifest.ok() || !manifest->step || *manifest->step > newest_step) continue;
-        SG_ASSIGN_OR_RETURN(uint64_t n, DeleteSnapshot(store, part_job, seq, keys));
-        if (n > 0) ++result.parts_deleted;
-      }
-    }
-    // Parts whose writer died before their commit, and unfinished uploads;
-    // committed parts are never taken here (keep is unbounded).
-    GcOptions abandoned{.keep = 1 << 30, .abandoned_after = abandoned_after};
-    SG_ASSIGN_OR_RETURN(GcResult r, CollectGarbage(store, clock, part_job, abandoned));
-    result.abandoned += static_cast<int>(r.abandoned.size()) + r.stale_writes;
-  }
-  // The records of rounds before the oldest kept group snapshot's round.
-  if (first_kept < groups.size()) {
-    const uint64_t oldest_round = groups[first_kept].round;
-    SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> records,
-                        ListAll(store, JobPrefix(job) + "group/rounds/"));
-    std::set<uint64_t> rounds;
-    for (const ObjectInfo& o : records) {
-      const std::string rest = o.key.substr(JobPrefix(job).size() + std::string("group/rounds/").size());
-      auto round = ParseSeqName(std::string_view(rest).substr(0, 10));
-      if (!round || *round >= oldest_round) continue;
-      SG_RETURN_IF_ERROR(store.Delete(o.key));
-      rounds.insert(*round);
-    }
-    result.rounds_deleted = rounds.size();
-  }
-  if (!result.deleted.empty() || result.parts_deleted > 0) {
-    LogInfo("gc of job {}: removed {} old group snapshots, {} parts and the records of {} rounds",
-            job, result.deleted.size(), result.parts_deleted, result.rounds_deleted);
-  }
-  return result;
-}
 
 std::optional<std::string> GroupSnapshotsHint(ObjectStore& store, const std::string& job,
                                               std::string_view to) {
@@ -259,148 +152,6 @@ int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint6
                                                Join(unreadable, "; ")));
   }
   return kExitOk;
-}
-
-StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectStore& store) {
-  GroupStore group(store, config.job);
-  SG_ASSIGN_OR_RETURN(PlanListing plans, group.Plans());
-  SG_ASSIGN_OR_RETURN(GroupListing listing, group.ListGroups());
-  SG_ASSIGN_OR_RETURN(std::optional<FailureRecord> failed, group.Failed());
-  const std::optional<RoundPlan>& plan = plans.newest;
-  const std::vector<GroupCommit>& groups = listing.groups;
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed,
-                      ListAll(store, JobPrefix(config.job) + "group/members/"));
-  SG_ASSIGN_OR_RETURN(auto members, group.Members());
-  // Freshness from the store's own times: a record not rewritten within
-  // group.timeout is stale.
-  const auto now = std::chrono::system_clock::now();
-  std::map<std::string, double> age;  // by agent
-  for (const ObjectInfo& o : listed) {
-    for (const auto& [agent, entry] : members) {
-      if (group.MemberKey(agent) == o.key) {
-        age[agent] = std::chrono::duration<double>(now - o.modified).count();
-      }
-    }
-  }
-  const double timeout = std::chrono::duration<double>(config.group.timeout).count();
-  std::vector<RoundEnd> ends;
-  if (plan) {
-    auto e = group.Ends(plan->round);
-    if (e.ok()) ends = *e;
-  }
-  auto complete = store.Head(CompleteKey(config.job));
-  nlohmann::ordered_json j;
-  j["job"] = config.job;
-  j["nodes"] = config.nodes;
-  j["complete"] = complete.ok();
-  j["round"] = plan ? nlohmann::ordered_json(plan->round) : nlohmann::ordered_json();
-  j["round_ended"] = ends.empty() ? nlohmann::ordered_json()
-                                  : nlohmann::ordered_json({{"reason", ends.front().reason},
-                                                            {"by", ends.front().by},
-                                                            {"detail", ends.front().detail}});
-  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
-  nlohmann::ordered_json missing = nlohmann::ordered_json::array();
-  std::set<std::string> in_plan;
-  if (plan) {
-    for (size_t r = 0; r < plan->members.size(); ++r) {
-      const PlanMember& m = plan->members[r];
-      in_plan.insert(m.agent);
-      const bool known = age.count(m.agent) > 0;
-      const bool fresh = known && age[m.agent] < timeout;
-      ranks.push_back({{"rank", r},
-                       {"instance", m.instance},
-                       {"address", m.address},
-                       {"age_seconds", known ? nlohmann::ordered_json(age[m.agent])
-                                             : nlohmann::ordered_json()},
-                       {"fresh", fresh}});
-      if (!fresh) missing.push_back({{"rank", r}, {"instance", m.instance}});
-    }
-  }
-  j["ranks"] = std::move(ranks);
-  j["missing"] = std::move(missing);
-  nlohmann::ordered_json waiting = nlohmann::ordered_json::array();
-  for (const auto& [agent, entry] : members) {
-    if (in_plan.count(agent)) continue;
-    waiting.push_back({{"instance", entry.second.instance},
-                       {"age_seconds", age.count(agent) ? age[agent] : -1.0}});
-  }
-  j["waiting"] = std::move(waiting);
-  if (!groups.empty()) {
-    const GroupCommit& g = groups.back();
-    j["newest_group_snapshot"] = {{"seq", g.seq}, {"step", g.step}, {"created", g.created},
-                                  {"size", g.Bytes()}, {"stored_size", g.Stored()}};
-  } else {
-    j["newest_group_snapshot"] = nullptr;
-  }
-  // Records skipped for their content: they hold back nothing, but they are damage.
-  nlohmann::ordered_json unreadable = nlohmann::ordered_json::array();
-  for (const auto* list : {&plans.unreadable, &listing.unreadable}) {
-    for (const UnreadableRecord& u : *list) unreadable.push_back({{"key", u.key}, {"why", u.why}});
-  }
-  j["unreadable"] = std::move(unreadable);
-  // Group snapshots the trainers could not resume from (agent/group_suspect.h).
-  SG_ASSIGN_OR_RETURN(std::set<uint64_t> suspect, GroupSuspects(store, config.job));
-  j["suspect"] = suspect;
-  j["failed"] = failed ? nlohmann::ordered_json({{"why", failed->why},
-                                                 {"time", failed->time},
-                                                 {"round", failed->round},
-                                                 {"how_to_go_on", kHowToGoOn}})
-                       : nlohmann::ordered_json();
-  return j;
-}
-
-std::string GroupStatusText(const nlohmann::ordered_json& j) {
-  std::string out = "job " + j["job"].get<std::string>() + ": " +
-                    std::to_string(j["nodes"].get<int>()) + " nodes" +
-                    (j["complete"].get<bool>() ? ", complete" : "") + "\n";
-  if (j.contains("failed") && !j["failed"].is_null()) {
-    const auto& f = j["failed"];
-    out += "FAILED" + (f["time"].get<std::string>().empty() ? "" : " at " + f["time"].get<std::string>()) +
-           ": " + f["why"].get<std::string>() + "\n  every node exits 1 until it is cleared: " +
-           f["how_to_go_on"].get<std::string>() + "\n";
-  }
-  if (!j["round"].is_null()) {
-    out += "round " + std::to_string(j["round"].get<uint64_t>()) +
-           (j["round_ended"].is_null()
-                ? std::string(" running")
-                : " ended: " + j["round_ended"]["reason"].get<std::string>() + " on " +
-                      j["round_ended"]["by"].get<std::string>()) +
-           "\n";
-    for (const auto& r : j["ranks"]) {
-      out += "  rank " + std::to_string(r["rank"].get<int>()) + "  " +
-             r["instance"].get<std::string>() + "  " + r["address"].get<std::string>() + "  " +
-             (r["age_seconds"].is_null()
-                  ? std::string("gone")
-                  : Format("seen {:.0f} s ago", r["age_seconds"].get<double>())) +
-             (r["fresh"].get<bool>() ? "" : "  MISSING") + "\n";
-    }
-  } else {
-    out += "no round yet\n";
-  }
-  for (const auto& w : j["waiting"]) out += "  waiting: " + w["instance"].get<std::string>() + "\n";
-  if (!j["newest_group_snapshot"].is_null()) {
-    const auto& g = j["newest_group_snapshot"];
-    out += "newest group snapshot " + SeqName(g["seq"].get<uint64_t>()) + ": step " +
-           std::to_string(g["step"].get<int64_t>()) + ", " + HumanBytes(g["size"].get<uint64_t>()) +
-           " (" + HumanBytes(g["stored_size"].get<uint64_t>()) + " stored), " +
-           g["created"].get<std::string>() + "\n";
-  } else {
-    out += "no group snapshot yet\n";
-  }
-  if (j.contains("suspect")) {
-    for (const auto& seq : j["suspect"]) {
-      out += "suspect: group snapshot " + SeqName(seq.get<uint64_t>()) +
-             ", which the trainers could not resume from (spotguard unsuspect " +
-             std::to_string(seq.get<uint64_t>()) + " clears the mark)\n";
-    }
-  }
-  if (j.contains("unreadable")) {
-    for (const auto& u : j["unreadable"]) {
-      out += "problem: skipped unreadable record " + u["key"].get<std::string>() + ": " +
-             u["why"].get<std::string>() + "\n";
-    }
-  }
-  return out;
 }
 
 int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint64_t> seq,

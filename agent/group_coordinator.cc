@@ -17,7 +17,7 @@
 #include "agent/capture.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
-#include "agent/group_commands.h"
+#include "agent/group_retention.h"
 #include "agent/group_protocol.h"
 #include "agent/group_suspect.h"
 #include "agent/restart_backoff.h"

@@ -16,7 +16,6 @@
 #include "agent/capture.h"
 #include "agent/events.h"
 #include "agent/exit_codes.h"
-#include "agent/group_commands.h"
 #include "agent/group_protocol.h"
 #include "agent/group_restore.h"
 #include "agent/group_store.h"

@@ -6,7 +6,6 @@
 
 #include "agent/events.h"
 #include "agent/exit_codes.h"
-#include "agent/group_commands.h"
 #include "agent/group_store.h"
 #include "agent/snapshot_commands.h"
 

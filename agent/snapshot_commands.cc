@@ -11,6 +11,7 @@
 #include "agent/exit_codes.h"
 #include "agent/fencing.h"
 #include "agent/group_commands.h"
+#include "agent/group_retention.h"
 #include "agent/log_store.h"
 #include "agent/presets.h"
 #include "agent/progress.h"

@@ -7,6 +7,7 @@
 #include "agent/events.h"
 #include "agent/exit_codes.h"
 #include "agent/group_commands.h"
+#include "agent/group_status.h"
 #include "agent/log_store.h"
 #include "agent/progress.h"
 #include "agent/restorer.h"

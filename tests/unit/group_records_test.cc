@@ -10,6 +10,7 @@
 
 #include "agent/exit_codes.h"
 #include "agent/group_commands.h"
+#include "agent/group_status.h"
 #include "agent/group_protocol.h"
 #include "agent/group_store.h"
 #include "agent/job_start.h"

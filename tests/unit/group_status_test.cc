@@ -1,4 +1,4 @@
-// `status` for a job of several nodes (agent/group_commands.h) on a file://
+// `status` for a job of several nodes (agent/group_status.h) on a file://
 // store: the round, each rank with its freshness, who is missing, who waits,
 // and the newest group snapshot (docs/multi-node.md, "Rounds").
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <utime.h>
 
 #include "agent/config.h"
-#include "agent/group_commands.h"
+#include "agent/group_status.h"
 #include "agent/group_store.h"
 #include "tests/support/file_store_fixture.h"
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "agent/group_commands.h"
+#include "agent/group_retention.h"
+#include "agent/group_status.h"
 #include "agent/group_store.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/group_records.h"
