@@ -223,6 +223,102 @@ int NotBuiltYet(std::string_view name) {
   return kExitFailure;
 }
 
+// A duration flag's value: false, with the problem said, when `text` is
+// not a duration; `out` is left as it was when `text` is empty.
+bool ReadDurationFlag(std::string_view command, std::string_view flag, const std::string& text,
+                      std::optional<Duration>& out) {
+  if (text.empty()) return true;
+  auto d = ParseDuration(text);
+  if (!d.ok()) {
+    std::cerr << "spotguard " << command << ": " << flag << " " << d.status().message() << "\n";
+    return false;
+  }
+  out = *d;
+  return true;
+}
+
+int RunDrillFromCli(const Config& config, const std::map<std::string, std::string>& env,
+                    const ExtraOptions& extra) {
+  DrillOptions drill;
+  drill.use_configured_store = extra.use_store;
+  std::optional<Duration> after;
+  if (!ReadDurationFlag("drill", "--after", extra.after, after)) return kExitUsage;
+  if (after) drill.after = *after;
+  return RunDrillCommand(config, env, drill);
+}
+
+int RunGcFromCli(const Config& config, const std::map<std::string, std::string>& env,
+                 const ExtraOptions& extra) {
+  std::optional<Duration> d;
+  if (!ReadDurationFlag("gc", "--older-than", extra.older_than, d)) return kExitUsage;
+  std::optional<std::chrono::seconds> older_than;
+  if (d) older_than = std::chrono::duration_cast<std::chrono::seconds>(*d);
+  return RunGcCommand(config, env, older_than);
+}
+
+int RunLogsFromCli(const Config& config, const std::map<std::string, std::string>& env,
+                   const ExtraOptions& extra) {
+  LogsOptions logs;
+  logs.json = extra.json;
+  logs.follow = extra.follow;
+  if (!extra.instance.empty()) logs.instance = extra.instance;
+  if (!extra.attempt.empty()) {
+    logs.attempt = ParseSeqArgument(extra.attempt);
+    if (!logs.attempt) {
+      std::cerr << "spotguard logs: --attempt \"" << extra.attempt
+                << "\" is not an attempt number (digits, as `#N` in the output)\n";
+      return kExitUsage;
+    }
+  }
+  std::optional<Duration> since;
+  if (!ReadDurationFlag("logs", "--since", extra.since, since)) return kExitUsage;
+  if (since) logs.since = *since;
+  return RunLogsCommand(config, env, logs);
+}
+
+int RunReportFromCli(const Config& config, const std::map<std::string, std::string>& env,
+                     const ExtraOptions& extra) {
+  ReportOptions report{extra.json, extra.html, std::nullopt};
+  std::optional<Duration> since;
+  if (!ReadDurationFlag("report", "--since", extra.since, since)) return kExitUsage;
+  if (since) report.since = std::chrono::duration_cast<std::chrono::milliseconds>(*since);
+  return RunReportCommand(config, env, report);
+}
+
+// Runs subcommand `name` with its loaded config and its own flags.
+int Dispatch(std::string_view name, const Config& config,
+             const std::map<std::string, std::string>& env, const ExtraOptions& extra) {
+  if (name == "watch") {
+    return RunWatch(config,
+                    WatchOptions{.json = extra.json, .once = extra.once, .exec = extra.exec}, env);
+  }
+  std::optional<uint64_t> seq;
+  if (!extra.snapshot_seq.empty()) {
+    seq = ParseSeqArgument(extra.snapshot_seq);
+    if (!seq) {
+      std::cerr << "spotguard " << name << ": --snapshot \"" << extra.snapshot_seq
+                << "\" is not a snapshot seq (digits, as `spotguard ls` shows them)\n";
+      return kExitUsage;
+    }
+  }
+  if (name == "run") return RunAgentCommand(config, env);
+  if (name == "drill") return RunDrillFromCli(config, env, extra);
+  if (name == "snapshot") return RunSnapshotCommand(config, env, {extra.dir, extra.files});
+  if (name == "restore") {
+    return RunRestoreCommand(config, env, {seq, extra.to_dir, extra.force, extra.rank});
+  }
+  if (name == "ls") return RunLsCommand(config, env, extra.json);
+  if (name == "verify") return RunVerifyCommand(config, env, seq);
+  if (name == "gc") return RunGcFromCli(config, env, extra);
+  if (name == "status") return RunStatusCommand(config, env, extra.json);
+  if (name == "unsuspect") return RunUnsuspectCommand(config, env, extra.unsuspect_seq);
+  if (name == "logs") return RunLogsFromCli(config, env, extra);
+  if (name == "doctor") return RunDoctorCommand(config, env);
+  if (name == "reset-failure") return RunResetFailureCommand(config, env);
+  if (name == "report") return RunReportFromCli(config, env, extra);
+  return NotBuiltYet(name);
+}
+
 }  // namespace
 
 int RunCli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
@@ -282,92 +378,7 @@ int RunCli(const std::vector<std::string>& args, const std::map<std::string, std
     std::cout << ConfigToJson(config, /*redact=*/true).dump(2) << "\n";
     return kExitOk;
   }
-  if (std::string_view(chosen->name) == "watch") {
-    return RunWatch(config,
-                    WatchOptions{.json = extra.json, .once = extra.once, .exec = extra.exec}, env);
-  }
-  const std::string_view name = chosen->name;
-  std::optional<uint64_t> seq;
-  if (!extra.snapshot_seq.empty()) {
-    seq = ParseSeqArgument(extra.snapshot_seq);
-    if (!seq) {
-      std::cerr << "spotguard " << name << ": --snapshot \"" << extra.snapshot_seq
-                << "\" is not a snapshot seq (digits, as `spotguard ls` shows them)\n";
-      return kExitUsage;
-    }
-  }
-  if (name == "run") return RunAgentCommand(config, env);
-  if (name == "drill") {
-    DrillOptions drill;
-    drill.use_configured_store = extra.use_store;
-    if (!extra.after.empty()) {
-      auto after = ParseDuration(extra.after);
-      if (!after.ok()) {
-        std::cerr << "spotguard drill: --after " << after.status().message() << "\n";
-        return kExitUsage;
-      }
-      drill.after = *after;
-    }
-    return RunDrillCommand(config, env, drill);
-  }
-  if (name == "snapshot") return RunSnapshotCommand(config, env, {extra.dir, extra.files});
-  if (name == "restore") {
-    return RunRestoreCommand(config, env, {seq, extra.to_dir, extra.force, extra.rank});
-  }
-  if (name == "ls") return RunLsCommand(config, env, extra.json);
-  if (name == "verify") return RunVerifyCommand(config, env, seq);
-  if (name == "gc") {
-    std::optional<std::chrono::seconds> older_than;
-    if (!extra.older_than.empty()) {
-      auto d = ParseDuration(extra.older_than);
-      if (!d.ok()) {
-        std::cerr << "spotguard gc: --older-than " << d.status().message() << "\n";
-        return kExitUsage;
-      }
-      older_than = std::chrono::duration_cast<std::chrono::seconds>(*d);
-    }
-    return RunGcCommand(config, env, older_than);
-  }
-  if (name == "status") return RunStatusCommand(config, env, extra.json);
-  if (name == "unsuspect") return RunUnsuspectCommand(config, env, extra.unsuspect_seq);
-  if (name == "logs") {
-    LogsOptions logs;
-    logs.json = extra.json;
-    logs.follow = extra.follow;
-    if (!extra.instance.empty()) logs.instance = extra.instance;
-    if (!extra.attempt.empty()) {
-      logs.attempt = ParseSeqArgument(extra.attempt);
-      if (!logs.attempt) {
-        std::cerr << "spotguard logs: --attempt \"" << extra.attempt
-                  << "\" is not an attempt number (digits, as `#N` in the output)\n";
-        return kExitUsage;
-      }
-    }
-    if (!extra.since.empty()) {
-      auto d = ParseDuration(extra.since);
-      if (!d.ok()) {
-        std::cerr << "spotguard logs: --since " << d.status().message() << "\n";
-        return kExitUsage;
-      }
-      logs.since = *d;
-    }
-    return RunLogsCommand(config, env, logs);
-  }
-  if (name == "doctor") return RunDoctorCommand(config, env);
-  if (name == "reset-failure") return RunResetFailureCommand(config, env);
-  if (name == "report") {
-    ReportOptions report{extra.json, extra.html, std::nullopt};
-    if (!extra.since.empty()) {
-      auto d = ParseDuration(extra.since);
-      if (!d.ok()) {
-        std::cerr << "spotguard report: --since " << d.status().message() << "\n";
-        return kExitUsage;
-      }
-      report.since = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
-    }
-    return RunReportCommand(config, env, report);
-  }
-  return NotBuiltYet(chosen->name);
+  return Dispatch(chosen->name, config, env, extra);
 }
 
 }  // namespace sg

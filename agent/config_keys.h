@@ -1,17 +1,23 @@
-// The config keys as a table (docs/design.md §3, docs/config.md): each
-// key's type and default, the sections that group nested keys, and the names
-// of the enumerated choices. Internal to agent/config*.cc.
+// The config keys as one table (docs/design.md §3, docs/config.md): each row
+// names a key, its default, how its value is read and checked into Config and
+// how --print-config writes it back, plus the names of the enumerated
+// choices. The rows themselves are in agent/config_keys.cc, built with the
+// helpers of agent/config_rows.h. Internal to agent/config*.cc.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/config_values.h"
 
 namespace sg::config_detail {
 
+// How a value given as text (a SPOTGUARD_<KEY> variable, a flag) becomes the
+// JSON a config file would hold.
 enum class Kind {
   kString,
   kNullableString,
@@ -20,75 +26,55 @@ enum class Kind {
   kInt,
   kStringList,
   kNullableStringList,
-  kShuffle,  // "auto" | "off" | 2 | 4
+  kShuffle,       // "auto" | "off" | 2 | 4
   kNullableJson,  // any JSON value (an object); from text, parsed as JSON
 };
 
-struct KeySpec {
+struct KeyRow;
+// Reads the key's value into `c`, adding a problem named after the key for a
+// bad one. Rows are read in table order, so a row may use the ones above it.
+using ReadFn = void (*)(const KeyRow& row, const Sourced& v, Config& c, Problems& p);
+// The value --print-config shows for the key; `redact` hides credentials.
+using WriteFn = json (*)(const KeyRow& row, const Config& c, bool redact);
+// A rule beyond the type for a string or a list of strings (a URL's shape,
+// the placeholders of an argument); the value is kept either way.
+using StringCheck = void (*)(const KeyRow& row, const std::string& s, const Sourced& v,
+                             Problems& p);
+using ListCheck = void (*)(const KeyRow& row, const std::vector<std::string>& list,
+                           const Sourced& v, const Config& c, Problems& p);
+
+// One config key. Nested keys are dotted ("compression.level").
+struct KeyRow {
   const char* key;
-  Kind kind;
   const char* default_json;  // the default, as JSON text
+  Kind kind;
+  ReadFn read;
+  WriteFn write;
+  // A valid value other than the default, as JSON text: the unit tests set
+  // each key to it and expect --print-config to show the change.
+  const char* sample;
+  // The rules the generic readers of agent/config_rows.h apply.
+  long long min = 0, max = 0;   // an integer's bounds
+  const char* range = nullptr;  // said of an integer out of bounds; nullptr: "must be at least"
+  bool zero_ok = false;         // a duration of 0 is allowed
+  const char* empty = nullptr;  // why "" is refused, as "must not be empty (<empty>)"
+  bool trim_slash = false;      // a path loses its trailing '/'
+  bool comma_list = false;      // as text, "a, b" is a list
+  bool redact = false;          // a URL, or arguments, --print-config redacts
+  StringCheck string_check = nullptr;
+  ListCheck list_check = nullptr;
 };
 
-// Every config key with its default. Nested keys are dotted.
-inline constexpr KeySpec kKeys[] = {
-    {"job", Kind::kString, R"("")"},
-    {"store", Kind::kString, R"("file:///var/lib/spotguard/store")"},
-    {"region", Kind::kNullableString, "null"},
-    {"endpoint", Kind::kNullableString, "null"},
-    {"checkpoint_dir", Kind::kString, R"("")"},
-    {"preset", Kind::kString, R"("generic")"},
-    {"patterns", Kind::kNullableStringList, "null"},
-    {"command", Kind::kStringList, "[]"},
-    {"resume_args", Kind::kStringList, "[]"},
-    {"checkpoint_signal", Kind::kNullableString, "null"},
-    {"stop_signal", Kind::kString, R"("SIGTERM")"},
-    {"stop_grace", Kind::kDuration, R"("60s")"},
-    {"stop_timeout", Kind::kDuration, R"("120s")"},
-    {"upload_interval", Kind::kDuration, R"("5m")"},
-    {"settle_time", Kind::kNullableDuration, "null"},
-    {"checkpoint_interval", Kind::kNullableDuration, "null"},
-    {"keep", Kind::kInt, "3"},
-    {"compression.level", Kind::kInt, "1"},  // chosen by measurement: bench/RESULTS.md
-    {"compression.threads", Kind::kInt, "0"},
-    {"compression.shuffle", Kind::kShuffle, R"("auto")"},
-    {"reuse", Kind::kString, R"("on")"},  // frame reuse (docs/design.md §4)
-    {"imds.endpoint", Kind::kString, R"("http://169.254.169.254")"},
-    {"imds.poll_interval", Kind::kDuration, R"("2s")"},
-    {"on_rebalance", Kind::kString, R"("snapshot")"},
-    {"on_complete", Kind::kString, R"("mark")"},
-    {"lifecycle_hook", Kind::kNullableString, "null"},
-    {"restart.max", Kind::kInt, "5"},
-    {"restart.backoff", Kind::kDuration, R"("10s")"},
-    {"restart.max_backoff", Kind::kDuration, R"("5m")"},
-    {"lease.heartbeat", Kind::kDuration, R"("30s")"},
-    {"lease.timeout", Kind::kDuration, R"("150s")"},
-    {"resume.max_failures", Kind::kInt, "2"},  // agent/suspect.h
-    {"complete_when", Kind::kNullableJson, "null"},
-    {"checkpoint_cadence.mode", Kind::kString, R"("off")"},  // "auto": Young's interval
-    {"checkpoint_cadence.min", Kind::kDuration, R"("5m")"},
-    {"checkpoint_cadence.max", Kind::kDuration, R"("2h")"},
-    {"checkpoint_cadence.mtbf", Kind::kDuration, R"("6h")"},
-    {"fleet.max_attempts", Kind::kInt, "0"},  // 0: the engine's cap is not known
-    {"metrics_file", Kind::kNullableString, "null"},  // docs/operations.md, "Metrics"
-    {"prices", Kind::kStringList, "[]"},  // "TYPE=SPOT/ON_DEMAND" (agent/prices.h)
-    {"log_level", Kind::kString, R"("info")"},
-    {"log_format", Kind::kString, R"("text")"},
-    {"log_dir", Kind::kNullableString, "null"},  // null: next to checkpoint_dir (docs/config.md)
-    {"log_ship_interval", Kind::kDuration, R"("60s")"},
-    {"log_max_mib", Kind::kInt, "64"},
-    {"logs_keep", Kind::kInt, "10"},
-    {"nodes", Kind::kInt, "1"},  // instances training the job together (docs/multi-node.md)
-    {"group.port", Kind::kInt, "29500"},
-    {"group.address", Kind::kNullableString, "null"},  // null: IMDS local-ipv4, else the host's
-    {"group.heartbeat", Kind::kDuration, R"("10s")"},
-    {"group.timeout", Kind::kDuration, R"("60s")"},
-    {"group.from_single", Kind::kString, R"("refuse")"},  // docs/multi-node.md
-};
-
-inline constexpr const char* kSections[] = {"compression", "imds",   "restart",
-                                            "lease",       "group",  "resume",
-                                            "checkpoint_cadence",    "fleet"};
+// The table, in the order --print-config writes the keys.
+std::span<const KeyRow> Rows();
+// The key's row; nullptr for an unknown key.
+const KeyRow* FindRow(std::string_view key);
+// Whether `key` names a section ("compression") rather than a key.
+bool IsSection(std::string_view key);
+// The sections, in table order.
+std::vector<std::string> Sections();
+// The patterns a preset watches when "patterns" is not configured.
+std::vector<std::string> DefaultPatterns(Preset preset);
 
 inline constexpr std::pair<std::string_view, Preset> kPresets[] = {
     {"caffe", Preset::kCaffe},           {"pytorch", Preset::kPytorch},
@@ -105,14 +91,10 @@ inline constexpr std::pair<std::string_view, OnComplete> kOnComplete[] = {
 inline constexpr std::pair<std::string_view, FromSingle> kFromSingle[] = {
     {"refuse", FromSingle::kRefuse}, {"fresh", FromSingle::kFresh}};
 inline constexpr std::pair<std::string_view, bool> kReuse[] = {{"on", true}, {"off", false}};
+// checkpoint_cadence.mode: "auto" asks at Young's interval.
+inline constexpr std::pair<std::string_view, bool> kCadenceModes[] = {{"off", false},
+                                                                      {"auto", true}};
 inline constexpr std::pair<std::string_view, Shuffle> kShuffleNames[] = {
     {"auto", Shuffle::kAuto}, {"off", Shuffle::kOff}, {"2", Shuffle::kTwo}, {"4", Shuffle::kFour}};
-
-// The key's entry in kKeys; nullptr for an unknown key.
-const KeySpec* FindSpec(std::string_view key);
-// Whether `key` names a section ("compression") rather than a key.
-bool IsSection(std::string_view key);
-// The patterns a preset watches when "patterns" is not configured.
-std::vector<std::string> DefaultPatterns(Preset preset);
 
 }  // namespace sg::config_detail

@@ -1,17 +1,168 @@
+// The rules of the config keys that the generic rows of agent/config_rows.h do
+// not cover (docs/design.md §3, docs/config.md): the job's {index}, the store
+// URL, paths, the preset-dependent defaults, placeholders, URLs and host
+// names, compression.shuffle, complete_when and prices.
 #include "agent/config_policies.h"
 
-#include <filesystem>
+#include <algorithm>
+#include <csignal>
 
+#include "agent/engine_identity.h"
+#include "agent/placeholders.h"
 #include "agent/prices.h"
-#include "common/duration.h"
+#include "common/signal_names.h"
+#include "common/store_url.h"
+#include "common/strings.h"
 
-namespace sg {
-namespace config_detail {
+namespace sg::config_detail {
 namespace {
 
-void ReadCompleteWhen(const Sourced& v, Config& c, Problems& p) {
+const std::vector<std::string> kPlaceholderNames = {
+    "resume", "checkpoint_dir", "job",        "attempt",     "index",
+    "node_rank", "nnodes",       "master_addr", "master_port", "round"};
+
+bool IsHttpUrl(const std::string& s) {
+  return (s.starts_with("http://") && s.size() > 7) || (s.starts_with("https://") && s.size() > 8);
+}
+
+}  // namespace
+
+void ReadJob(const KeyRow& row, const Sourced& v, Config& c, Problems& p) {
+  auto s = ReadString(row.key, v, p);
+  if (!s) return;
+  bool missing_index = false;
+  // {index} only: any other brace is refused by the name's shape (agent/config.cc).
+  c.job = ExpandPlaceholders(*s, [&](std::string_view name) -> std::optional<std::string> {
+    if (name != "index") return std::nullopt;
+    if (!c.index) missing_index = true;
+    return c.index ? std::optional<std::string>(std::to_string(*c.index)) : std::nullopt;
+  });
+  if (missing_index) p.Add(row.key, "\"" + *s + "\" " + NoIndexMessage(), v.source);
+}
+
+void ReadStore(const KeyRow& row, const Sourced& v, Config& c, Problems& p) {
+  auto s = ReadString(row.key, v, p);
+  if (!s) return;
+  auto url = ParseStoreUrl(*s);
+  if (url.ok()) {
+    c.store = url->ToString();
+  } else {
+    p.Add(row.key, url.status().message(), v.source);
+  }
+}
+
+void ReadCheckpointDir(const KeyRow& row, const Sourced& v, Config& c, Problems& p) {
+  if (auto s = ReadString(row.key, v, p); s && !s->empty()) {
+    c.checkpoint_dir = AbsolutePath(*s, /*trim_slash=*/true);
+  }
+}
+
+void ReadPatterns(const KeyRow& row, const Sourced& v, Config& c, Problems& p) {
+  if (v.value.is_null()) {
+    c.patterns = DefaultPatterns(c.preset);
+    return;
+  }
+  auto list = ReadStringList(row.key, v, p);
+  if (!list) return;
+  if (list->empty()) p.Add(row.key, "must list at least one pattern", v.source);
+  for (const std::string& pattern : *list) {
+    if (pattern.empty()) p.Add(row.key, "holds an empty pattern", v.source);
+  }
+  c.patterns = *list;
+}
+
+void ReadCheckpointSignal(const KeyRow& row, const Sourced& v, Config& c, Problems& p) {
+  c.checkpoint_signal = std::nullopt;
+  if (v.value.is_null()) {
+    // Sending a signal the trainer does not handle would kill it, so only
+    // caffe (which snapshots on SIGHUP by default) gets one without asking.
+    if (c.preset == Preset::kCaffe) c.checkpoint_signal = SIGHUP;
+    return;
+  }
+  auto s = ReadString(row.key, v, p);
+  if (!s || ToLower(*s) == "none") return;
+  auto signo = ParseSignalName(*s);
+  if (!signo.ok()) {
+    p.Add(row.key, signo.status().message() + " or \"none\"", v.source);
+  } else if (*signo == SIGKILL) {
+    p.Add(row.key, "SIGKILL cannot ask for a checkpoint", v.source);
+  } else {
+    c.checkpoint_signal = *signo;
+  }
+}
+
+json WriteCheckpointSignal(const KeyRow&, const Config& c, bool) {
+  return c.checkpoint_signal ? SignalName(*c.checkpoint_signal) : "none";
+}
+
+void CheckPlaceholders(const KeyRow& row, const std::vector<std::string>& args, const Sourced& v,
+                       const Config& c, Problems& p) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    ExpandPlaceholders(args[i], [&](std::string_view name) -> std::optional<std::string> {
+      const std::string where = std::string(row.key) + "[" + std::to_string(i) + "]";
+      if (std::find(kPlaceholderNames.begin(), kPlaceholderNames.end(), name) ==
+          kPlaceholderNames.end()) {
+        p.Add(where,
+              "unknown placeholder {" + std::string(name) +
+                  "} (known: {resume}, {checkpoint_dir}, {job}, {attempt}, {index}, "
+                  "{node_rank}, {nnodes}, {master_addr}, {master_port}, {round}; write {{ and "
+                  "}} for literal braces)",
+              v.source);
+      } else if (name == "index" && !c.index) {
+        // The engine gave no index, so {index} cannot be expanded.
+        p.Add(where, NoIndexMessage(), v.source);
+      }
+      return std::nullopt;
+    });
+  }
+}
+
+void CheckHttpUrl(const KeyRow& row, const std::string& s, const Sourced& v, Problems& p) {
+  if (!IsHttpUrl(s)) p.Add(row.key, "must be an http:// or https:// URL", v.source);
+}
+
+void ReadImdsEndpoint(const KeyRow& row, const Sourced& v, Config& c, Problems& p) {
+  auto s = ReadString(row.key, v, p);
+  if (!s) return;
+  if (!IsHttpUrl(*s)) {
+    p.Add(row.key, "must be an http:// or https:// URL, got \"" + *s + "\"", v.source);
+  }
+  c.imds.endpoint = *s;
+  while (c.imds.endpoint.size() > 1 && c.imds.endpoint.back() == '/') c.imds.endpoint.pop_back();
+}
+
+void CheckHostName(const KeyRow& row, const std::string& s, const Sourced& v, Problems& p) {
+  // Goes into peers' command lines and TF_CONFIG as it is.
+  if (s.find_first_of(" \t\n/\"'") != std::string::npos) {
+    p.Add(row.key, "must be a host name or IP address, got \"" + s + "\"", v.source);
+  }
+}
+
+void ReadShuffle(const KeyRow& row, const Sourced& v, Config& c, Problems& p) {
+  const std::string s = v.value.is_number_integer() ? std::to_string(v.value.get<long long>())
+                        : v.value.is_string()       ? ToLower(v.value.get<std::string>())
+                                                    : "";
+  const auto* match = std::find_if(std::begin(kShuffleNames), std::end(kShuffleNames),
+                                   [&](const auto& entry) { return entry.first == s; });
+  if (match != std::end(kShuffleNames)) {
+    c.compression.shuffle = match->second;
+  } else {
+    p.Add(row.key, "must be \"auto\", \"off\", 2 or 4, got " + Describe(v.value), v.source);
+  }
+}
+
+json WriteShuffle(const KeyRow&, const Config& c, bool) {
+  for (const auto& [name, value] : kShuffleNames) {
+    if (value != c.compression.shuffle) continue;
+    return name == "2" || name == "4" ? json(std::stoi(std::string(name))) : json(name);
+  }
+  return "";
+}
+
+void ReadCompleteWhen(const KeyRow& row, const Sourced& v, Config& c, Problems& p) {
+  c.complete_when = std::nullopt;
   if (v.value.is_null()) return;
-  const std::string key = "complete_when";
+  const std::string key = row.key;
   if (!v.value.is_object() || v.value.empty()) {
     p.Add(key,
           "must be an object such as {\"step_at_least\": 100000} or {\"file_exists\": \"DONE\"}, "
@@ -44,100 +195,23 @@ void ReadCompleteWhen(const Sourced& v, Config& c, Problems& p) {
   c.complete_when = when;
 }
 
-// metrics_file (absolute) and prices (each entry checked).
-void ReadLedgerKeys(const SourcedValues& values, Config& c, Problems& p) {
-  const Sourced& file = values.at("metrics_file");
-  if (!file.value.is_null()) {
-    if (auto v = ReadString("metrics_file", file, p)) {
-      if (v->empty()) {
-        p.Add("metrics_file", "must not be empty (use null for none)", file.source);
-      } else {
-        std::error_code ec;
-        c.metrics_file = std::filesystem::absolute(*v, ec).lexically_normal().string();
-      }
-    }
-  }
-  const Sourced& prices = values.at("prices");
-  if (auto v = ReadStringList("prices", prices, p)) {
-    if (auto parsed = ParsePrices(*v); !parsed.ok()) {
-      p.Add("prices", parsed.status().message(), prices.source);
-    } else {
-      c.prices = *v;
-    }
+json WriteCompleteWhen(const KeyRow&, const Config& c, bool) {
+  if (!c.complete_when) return nullptr;
+  json when = json::object();
+  if (c.complete_when->step_at_least) when["step_at_least"] = *c.complete_when->step_at_least;
+  if (c.complete_when->file_exists) when["file_exists"] = *c.complete_when->file_exists;
+  return when;
+}
+
+void CheckPrices(const KeyRow& row, const std::vector<std::string>& prices, const Sourced& v,
+                 const Config&, Problems& p) {
+  if (auto parsed = ParsePrices(prices); !parsed.ok()) {
+    p.Add(row.key, parsed.status().message(), v.source);
   }
 }
 
-}  // namespace
-
-void ReadPolicyKeys(const SourcedValues& values, Config& c, Problems& p) {
-  auto at = [&](const char* key) -> const Sourced& { return values.at(key); };
-  if (auto n = ReadInt("resume.max_failures", at("resume.max_failures"), p)) {
-    if (*n < 1 || *n > 1000) {
-      p.Add("resume.max_failures", "must be 1 to 1000, got " + std::to_string(*n),
-            at("resume.max_failures").source);
-    } else {
-      c.resume.max_failures = static_cast<int>(*n);
-    }
-  }
-  ReadCompleteWhen(at("complete_when"), c, p);
-  constexpr std::pair<std::string_view, bool> kModes[] = {{"off", false}, {"auto", true}};
-  if (auto v = ReadChoice("checkpoint_cadence.mode", at("checkpoint_cadence.mode"), kModes, p)) {
-    c.checkpoint_cadence.automatic = *v;
-  }
-  bool durations_ok = true;
-  for (auto [key, out] : {std::pair{"checkpoint_cadence.min", &c.checkpoint_cadence.min},
-                          std::pair{"checkpoint_cadence.max", &c.checkpoint_cadence.max},
-                          std::pair{"checkpoint_cadence.mtbf", &c.checkpoint_cadence.mtbf}}) {
-    auto d = ReadDuration(key, at(key), p);
-    if (!d || d->count() == 0) {
-      if (d) p.Add(key, "must be longer than 0", at(key).source);
-      durations_ok = false;
-      continue;
-    }
-    *out = *d;
-  }
-  if (durations_ok && c.checkpoint_cadence.max < c.checkpoint_cadence.min) {
-    p.Add("checkpoint_cadence.max",
-          "must be at least checkpoint_cadence.min (" +
-              FormatDuration(c.checkpoint_cadence.min) + ")",
-          at("checkpoint_cadence.max").source);
-  }
-  if (c.checkpoint_cadence.automatic && !c.checkpoint_signal) {
-    p.Add("checkpoint_cadence.mode",
-          "\"auto\" needs checkpoint_signal: the agent asks the trainer for each checkpoint with "
-          "it", at("checkpoint_cadence.mode").source);
-  }
-  if (auto n = ReadInt("fleet.max_attempts", at("fleet.max_attempts"), p)) {
-    if (*n < 0 || *n > 1000) {
-      p.Add("fleet.max_attempts", "must be 0 (unknown) to 1000, got " + std::to_string(*n),
-            at("fleet.max_attempts").source);
-    } else {
-      c.fleet_max_attempts = static_cast<int>(*n);
-    }
-  }
-  ReadLedgerKeys(values, c, p);
+std::string_view LogFormatName(LogFormat format) {
+  return format == LogFormat::kJson ? "json" : "text";
 }
 
-}  // namespace config_detail
-
-void AddPolicyKeys(const Config& c, nlohmann::ordered_json& j) {
-  using ojson = nlohmann::ordered_json;
-  j["resume"] = {{"max_failures", c.resume.max_failures}};
-  if (c.complete_when) {
-    ojson when = ojson::object();
-    if (c.complete_when->step_at_least) when["step_at_least"] = *c.complete_when->step_at_least;
-    if (c.complete_when->file_exists) when["file_exists"] = *c.complete_when->file_exists;
-    j["complete_when"] = std::move(when);
-  } else {
-    j["complete_when"] = nullptr;
-  }
-  j["checkpoint_cadence"] = {{"mode", c.checkpoint_cadence.automatic ? "auto" : "off"},
-                             {"min", FormatDuration(c.checkpoint_cadence.min)},
-                             {"max", FormatDuration(c.checkpoint_cadence.max)},
-                             {"mtbf", FormatDuration(c.checkpoint_cadence.mtbf)}};
-  j["fleet"] = {{"max_attempts", c.fleet_max_attempts}};
-  j["metrics_file"] = c.metrics_file.empty() ? ojson(nullptr) : ojson(c.metrics_file);
-  j["prices"] = c.prices;
-}
-
-}  // namespace sg
+}  // namespace sg::config_detail

@@ -39,7 +39,7 @@ void LoadFile(const std::string& path, std::map<std::string, Sourced>& values, P
     return;
   }
   std::vector<std::string> known = ConfigKeys();
-  for (const char* s : kSections) known.emplace_back(s);
+  for (std::string& s : Sections()) known.push_back(std::move(s));
   auto unknown = [&](const std::string& key) {
     std::string msg = "unknown key in " + path;
     if (std::string guess = ClosestMatch(key, known); !guess.empty()) {
@@ -48,7 +48,7 @@ void LoadFile(const std::string& path, std::map<std::string, Sourced>& values, P
     problems.Add(key, msg);
   };
   for (const auto& [key, value] : doc.items()) {
-    if (IsSection(key) && value.is_string() && FindSpec(key + ".mode")) {
+    if (IsSection(key) && value.is_string() && FindRow(key + ".mode")) {
       values[key + ".mode"] = {value, path};  // "checkpoint_cadence": "auto"
     } else if (IsSection(key)) {
       if (!value.is_object()) {
@@ -57,13 +57,13 @@ void LoadFile(const std::string& path, std::map<std::string, Sourced>& values, P
       }
       for (const auto& [sub, subvalue] : value.items()) {
         const std::string dotted = key + "." + sub;
-        if (FindSpec(dotted)) {
+        if (FindRow(dotted)) {
           values[dotted] = {subvalue, path};
         } else {
           unknown(dotted);
         }
       }
-    } else if (FindSpec(key)) {
+    } else if (FindRow(key)) {
       values[key] = {value, path};
     } else {
       unknown(key);
@@ -73,7 +73,7 @@ void LoadFile(const std::string& path, std::map<std::string, Sourced>& values, P
 
 // A value given as text (environment, flag) turned into the JSON the file
 // would hold. Returns false with a problem added when it cannot be.
-bool FromText(const KeySpec& spec, const std::string& text, const std::string& source, json* out,
+bool FromText(const KeyRow& spec, const std::string& text, const std::string& source, json* out,
               Problems& problems) {
   const bool nullable = spec.kind == Kind::kNullableString ||
                         spec.kind == Kind::kNullableDuration ||
@@ -108,7 +108,7 @@ bool FromText(const KeySpec& spec, const std::string& text, const std::string& s
           return false;
         }
       }
-      if (std::string_view(spec.key) == "patterns" || std::string_view(spec.key) == "prices") {
+      if (spec.comma_list) {
         json list = json::array();
         for (const std::string& p : Split(text, ',')) list.push_back(std::string(Trim(p)));
         *out = std::move(list);
@@ -135,10 +135,10 @@ bool FromText(const KeySpec& spec, const std::string& text, const std::string& s
 
 SourcedValues GatherValues(const ConfigSources& sources, Problems& problems) {
   SourcedValues values;
-  for (const KeySpec& s : kKeys) values[s.key] = {json::parse(s.default_json), "default"};
+  for (const KeyRow& s : Rows()) values[s.key] = {json::parse(s.default_json), "default"};
 
   if (sources.file) LoadFile(*sources.file, values, problems);
-  for (const KeySpec& s : kKeys) {
+  for (const KeyRow& s : Rows()) {
     const std::string env_name = EnvVarForKey(s.key);
     if (auto it = sources.env.find(env_name); it != sources.env.end()) {
       json v;
@@ -146,7 +146,7 @@ SourcedValues GatherValues(const ConfigSources& sources, Problems& problems) {
     }
   }
   for (const auto& [key, text] : sources.flags) {
-    const KeySpec* s = FindSpec(key);
+    const KeyRow* s = FindRow(key);
     if (s == nullptr) continue;  // the CLI only passes known keys
     std::string flag = "--" + key;
     std::replace(flag.begin(), flag.end(), '_', '-');

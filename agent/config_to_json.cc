@@ -1,27 +1,17 @@
-// ConfigToJson: the effective config as a config file would hold it, with
-// what looks like a secret (credentials in URLs, secret-named arguments)
-// redacted on request.
+// ConfigToJson: the effective config as a config file would hold it, each key
+// written by its row of the config table (agent/config_keys.h, docs/design.md
+// §3), with what looks like a secret (credentials in URLs, secret-named
+// arguments) redacted on request.
 #include <regex>
 
 #include "agent/config.h"
 #include "agent/config_keys.h"
-#include "agent/config_policies.h"
-#include "common/signal_names.h"
+#include "agent/config_rows.h"
 
 namespace sg {
+namespace config_detail {
 
-using config_detail::kFromSingle;
-using config_detail::kOnComplete;
-using config_detail::kOnRebalance;
-using config_detail::kReuse;
-using config_detail::kShuffleNames;
-
-namespace {
-
-using ojson = nlohmann::ordered_json;
-
-// Replaces what looks like a secret with "<redacted>": user:password@ in a URL,
-// the value of --api-key=..., and the argument after --password.
+// user:password@ in a URL replaced by "<redacted>".
 std::string RedactUrl(const std::string& url) {
   const size_t scheme = url.find("://");
   if (scheme == std::string::npos) return url;
@@ -31,6 +21,12 @@ std::string RedactUrl(const std::string& url) {
   if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
   return url.substr(0, host_start) + "<redacted>" + url.substr(at);
 }
+
+}  // namespace config_detail
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
 
 bool LooksSecret(std::string_view name) {
   static const std::regex kSecret("(secret|token|passw|api[-_]?key|access[-_]?key|credential)",
@@ -56,71 +52,25 @@ std::vector<std::string> RedactArgs(const std::vector<std::string>& args) {
       out.push_back(a);
       redact_next = true;
     } else {
-      out.push_back(RedactUrl(a));
+      out.push_back(config_detail::RedactUrl(a));
     }
   }
   return out;
 }
 
 ojson ConfigToJson(const Config& c, bool redact) {
-  auto opt = [](const auto& o) -> ojson { return o ? ojson(*o) : ojson(nullptr); };
-  auto url = [&](const std::string& u) { return redact ? RedactUrl(u) : u; };
-  auto args = [&](const std::vector<std::string>& a) { return redact ? RedactArgs(a) : a; };
-  auto choice = [](auto value, const auto& table) {
-    for (const auto& [name, v] : table) {
-      if (v == value) return std::string(name);
+  // Each row writes its key; a dotted one goes into its section's object,
+  // which is made where the section's first key is (table order).
+  ojson j = ojson::object();
+  for (const config_detail::KeyRow& row : config_detail::Rows()) {
+    const std::string key = row.key;
+    ojson value = row.write(row, c, redact);
+    if (const size_t dot = key.find('.'); dot != std::string::npos) {
+      j[key.substr(0, dot)][key.substr(dot + 1)] = std::move(value);
+    } else {
+      j[key] = std::move(value);
     }
-    return std::string();
-  };
-
-  ojson j;
-  j["job"] = c.job;
-  j["store"] = url(c.store);
-  j["region"] = opt(c.region);
-  j["endpoint"] = c.endpoint ? ojson(url(*c.endpoint)) : ojson(nullptr);
-  j["checkpoint_dir"] = c.checkpoint_dir;
-  j["preset"] = PresetName(c.preset);
-  j["patterns"] = c.patterns;
-  j["command"] = args(c.command);
-  j["resume_args"] = args(c.resume_args);
-  j["checkpoint_signal"] = c.checkpoint_signal ? SignalName(*c.checkpoint_signal) : "none";
-  j["stop_signal"] = SignalName(c.stop_signal);
-  j["stop_grace"] = FormatDuration(c.stop_grace);
-  j["stop_timeout"] = FormatDuration(c.stop_timeout);
-  j["upload_interval"] = FormatDuration(c.upload_interval);
-  j["settle_time"] = c.settle_time ? ojson(FormatDuration(*c.settle_time)) : ojson(nullptr);
-  j["checkpoint_interval"] =
-      c.checkpoint_interval ? ojson(FormatDuration(*c.checkpoint_interval)) : ojson(nullptr);
-  j["keep"] = c.keep;
-  const std::string shuffle = choice(c.compression.shuffle, kShuffleNames);
-  j["compression"] = {
-      {"level", c.compression.level},
-      {"threads", c.compression.threads},
-      {"shuffle", shuffle == "2" || shuffle == "4" ? ojson(std::stoi(shuffle)) : ojson(shuffle)}};
-  j["reuse"] = choice(c.reuse, kReuse);
-  j["imds"] = {{"endpoint", url(c.imds.endpoint)},
-               {"poll_interval", FormatDuration(c.imds.poll_interval)}};
-  j["on_rebalance"] = choice(c.on_rebalance, kOnRebalance);
-  j["on_complete"] = choice(c.on_complete, kOnComplete);
-  j["lifecycle_hook"] = opt(c.lifecycle_hook);
-  j["restart"] = {{"max", c.restart.max},
-                  {"backoff", FormatDuration(c.restart.backoff)},
-                  {"max_backoff", FormatDuration(c.restart.max_backoff)}};
-  j["lease"] = {{"heartbeat", FormatDuration(c.lease.heartbeat)},
-                {"timeout", FormatDuration(c.lease.timeout)}};
-  AddPolicyKeys(c, j);
-  j["nodes"] = c.nodes;
-  j["group"] = {{"port", c.group.port},
-                {"address", opt(c.group.address)},
-                {"heartbeat", FormatDuration(c.group.heartbeat)},
-                {"timeout", FormatDuration(c.group.timeout)},
-                {"from_single", choice(c.group.from_single, kFromSingle)}};
-  j["log_level"] = LogLevelName(c.log_level);
-  j["log_format"] = c.log_format == LogFormat::kJson ? "json" : "text";
-  j["log_dir"] = c.log_dir.empty() ? ojson(nullptr) : ojson(c.log_dir);
-  j["log_ship_interval"] = FormatDuration(c.log_ship_interval);
-  j["log_max_mib"] = c.log_max_mib;
-  j["logs_keep"] = c.logs_keep;
+  }
   return j;
 }
 

@@ -1,6 +1,9 @@
 // The typed readers of config values: each returns the value as C++ or adds a
-// problem naming the key, what was wrong and where the value came from.
+// problem naming the key, what was wrong and where the value came from; and
+// how a configured path is made absolute.
 #include "agent/config_values.h"
+
+#include <filesystem>
 
 namespace sg::config_detail {
 
@@ -59,6 +62,13 @@ std::optional<std::vector<std::string>> ReadStringList(const std::string& key, c
   }
   p.Add(key, "must be a list of strings, got " + Describe(v.value), v.source);
   return std::nullopt;
+}
+
+std::string AbsolutePath(const std::string& path, bool trim_slash) {
+  std::error_code ec;
+  std::string out = std::filesystem::absolute(path, ec).lexically_normal().string();
+  while (trim_slash && out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
 }
 
 }  // namespace sg::config_detail

@@ -58,6 +58,8 @@ inline constexpr Duration kMaxConfigDuration = std::chrono::hours(24 * 30);
 std::optional<Duration> ReadDuration(const std::string& key, const Sourced& v, Problems& p);
 std::optional<std::vector<std::string>> ReadStringList(const std::string& key, const Sourced& v,
                                                        Problems& p);
+// `path` made absolute and normal, without its trailing '/' when `trim_slash`.
+std::string AbsolutePath(const std::string& path, bool trim_slash);
 
 template <typename E, size_t N>
 std::optional<E> ReadChoice(const std::string& key, const Sourced& v,

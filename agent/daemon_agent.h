@@ -32,7 +32,7 @@
 #include "agent/resume_guard.h"
 #include "agent/retention.h"
 #include "agent/retry_budget.h"
-#include "agent/snapshot_commands.h"
+#include "agent/open_store.h"
 #include "agent/snapshot_writer.h"
 #include "agent/start_watch.h"
 #include "agent/store_layout.h"

@@ -10,7 +10,7 @@
 
 #include "agent/daemon.h"
 #include "agent/exit_codes.h"
-#include "agent/snapshot_commands.h"
+#include "agent/open_store.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/sd_notify.h"

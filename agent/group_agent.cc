@@ -29,7 +29,7 @@
 #include "agent/lease.h"
 #include "agent/presets.h"
 #include "agent/restorer.h"
-#include "agent/snapshot_commands.h"
+#include "agent/open_store.h"
 #include "agent/snapshot_writer.h"
 #include "agent/store_layout.h"
 #include "agent/supervisor.h"

@@ -94,6 +94,12 @@ class GroupAgent {
   void KeepLease(Clock::MonoTime now);
   void Look(Clock::MonoTime now);
   void Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan);
+  // Whether `plan`'s round has ended, as its end records say; nullopt when
+  // nothing more is to be done on this turn (unreadable ends, a complete
+  // job, or this node joins the round).
+  std::optional<bool> RoundEnded(const RoundPlan& plan);
+  // The coordinator plans the next round after `plan` (none: the first).
+  void PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& plan);
   // `parts`: the round's parts as just read (null when that failed);
   // `newest`: the newest group snapshot as just read.
   void Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* parts,

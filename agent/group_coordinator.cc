@@ -29,7 +29,7 @@
 #include "agent/log_store.h"
 #include "agent/presets.h"
 #include "agent/restorer.h"
-#include "agent/snapshot_commands.h"
+#include "agent/open_store.h"
 #include "agent/snapshot_writer.h"
 #include "agent/store_layout.h"
 #include "agent/supervisor.h"
@@ -78,30 +78,41 @@ bool GroupAgent::StopsOnFailure(const FailureRecord& failure) {
 void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan) {
   bool ended = false;
   if (plan) {
-    auto ends = group_.Ends(plan->round);
-    if (!ends.ok()) return;
-    ended = !ends->empty();
-    for (const RoundEnd& e : *ends) {
-      if (e.reason == "complete") {
-        JobComplete();
-        return;
-      }
-      if (e.reason == "restore" && plan->resume_seq) skip_from_ = plan->resume_seq;
-    }
-    // Rounds in a row that a crash ended (each counted once); any other end resets it.
-    if (ended && counted_round_ != plan->round) {
-      counted_round_ = plan->round;
-      const bool crash = std::any_of(ends->begin(), ends->end(),
-                                     [](const RoundEnd& e) { return e.reason == "crash"; });
-      crash_rounds_ = crash ? crash_rounds_ + 1 : 0;
-      GuardResume(*plan, *ends, crash);
-    }
-    if (!ended && plan->RankOf(self_.agent)) {
-      Join(*plan);
-      return;
-    }
+    const std::optional<bool> read = RoundEnded(*plan);
+    if (!read) return;
+    ended = *read;
   }
   if (!lease_.held() || (plan && !ended) || now < next_plan_at_) return;
+  PlanRound(now, plan);
+}
+
+std::optional<bool> GroupAgent::RoundEnded(const RoundPlan& plan) {
+  auto ends = group_.Ends(plan.round);
+  if (!ends.ok()) return std::nullopt;
+  const bool ended = !ends->empty();
+  for (const RoundEnd& e : *ends) {
+    if (e.reason == "complete") {
+      JobComplete();
+      return std::nullopt;
+    }
+    if (e.reason == "restore" && plan.resume_seq) skip_from_ = plan.resume_seq;
+  }
+  // Rounds in a row that a crash ended (each counted once); any other end resets it.
+  if (ended && counted_round_ != plan.round) {
+    counted_round_ = plan.round;
+    const bool crash = std::any_of(ends->begin(), ends->end(),
+                                   [](const RoundEnd& e) { return e.reason == "crash"; });
+    crash_rounds_ = crash ? crash_rounds_ + 1 : 0;
+    GuardResume(plan, *ends, crash);
+  }
+  if (!ended && plan.RankOf(self_.agent)) {
+    Join(plan);
+    return std::nullopt;
+  }
+  return ended;
+}
+
+void GroupAgent::PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& plan) {
   if (crash_rounds_ > cfg_.restart.max) {
     FailJob(Format("a trainer crashed in {} rounds in a row (restart.max {})", crash_rounds_,
                    cfg_.restart.max),

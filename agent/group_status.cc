@@ -21,6 +21,25 @@ constexpr const char* kHowToGoOn =
     "fix the trainer, then run `spotguard reset-failure` with the job's config; a node whose "
     "command or config differs from the failed one clears it on its own";
 
+// Each member record's age, by agent, from the store's own times: a record
+// not rewritten within group.timeout is stale.
+template <typename Members>
+StatusOr<std::map<std::string, double>> MemberAges(ObjectStore& store, const std::string& job,
+                                                   GroupStore& group, const Members& members) {
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed,
+                      ListAll(store, JobPrefix(job) + "group/members/"));
+  const auto now = std::chrono::system_clock::now();
+  std::map<std::string, double> age;
+  for (const ObjectInfo& o : listed) {
+    for (const auto& [agent, entry] : members) {
+      if (group.MemberKey(agent) == o.key) {
+        age[agent] = std::chrono::duration<double>(now - o.modified).count();
+      }
+    }
+  }
+  return age;
+}
+
 }  // namespace
 
 StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectStore& store) {
@@ -30,20 +49,8 @@ StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectSto
   SG_ASSIGN_OR_RETURN(std::optional<FailureRecord> failed, group.Failed());
   const std::optional<RoundPlan>& plan = plans.newest;
   const std::vector<GroupCommit>& groups = listing.groups;
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed,
-                      ListAll(store, JobPrefix(config.job) + "group/members/"));
   SG_ASSIGN_OR_RETURN(auto members, group.Members());
-  // Freshness from the store's own times: a record not rewritten within
-  // group.timeout is stale.
-  const auto now = std::chrono::system_clock::now();
-  std::map<std::string, double> age;  // by agent
-  for (const ObjectInfo& o : listed) {
-    for (const auto& [agent, entry] : members) {
-      if (group.MemberKey(agent) == o.key) {
-        age[agent] = std::chrono::duration<double>(now - o.modified).count();
-      }
-    }
-  }
+  SG_ASSIGN_OR_RETURN(auto age, MemberAges(store, config.job, group, members));
   const double timeout = std::chrono::duration<double>(config.group.timeout).count();
   std::vector<RoundEnd> ends;
   if (plan) {

@@ -358,36 +358,6 @@ JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& even
   return out;
 }
 
-JobActions JobPolicy::OnStopSignal(PolicyTime t) {
-  JobActions out;
-  if (phase_ != JobPhase::kTraining) return out;  // already ending
-  out.push_back(job_action::Notify{"STOPPING=1"});
-  Say(out, Level::kInfo, "stopping: last checkpoint, upload, stop the trainer");
-  defer_ = true;
-  const bool signal = o_.checkpoint_signal && trainer_running_;
-  // The engine's kill comes stop_timeout after its SIGTERM (docs/agent.md).
-  stop_deadline_ = t.mono + o_.stop_timeout;
-  const milliseconds wait =
-      std::min({o_.stop_grace, milliseconds(seconds(60)), o_.stop_timeout / 4});
-  BeginFinal(t, JobEnd::kSignal, t.mono + (signal ? wait : milliseconds(0)), t.mono + wait, signal,
-             out);
-  final_retry_until_ = std::min(final_retry_until_, *stop_deadline_ - kNoticeSafety);
-  return out;
-}
-
-JobActions JobPolicy::OnFenced(PolicyTime t, const std::string& why) {
-  JobActions out;
-  if (phase_ == JobPhase::kDone || end_ == JobEnd::kFenced) return out;
-  Say(out, Level::kError,
-      Format("FENCED: {}; stopping the trainer and committing nothing more", why));
-  if (upload_) out.push_back(job_action::CancelUpload{});
-  end_ = JobEnd::kFenced;
-  fenced_why_ = why;
-  restart_at_.reset();
-  Stop(t, out);
-  return out;
-}
-
 void JobPolicy::Event(PolicyTime t, std::string kind, nlohmann::ordered_json data,
                       JobActions& out) {
   job_action::RecordEvent event{std::move(kind), std::move(data), t.wall};

@@ -1,6 +1,7 @@
 // How the job policy ends a job (docs/design.md §9): the final-snapshot
 // phase (wait for the trainer's checkpoint, upload the newest), the stop,
-// a checkpoint written on the stop signal, and the exit.
+// a checkpoint written on the stop signal, a stop signal and a lost fence,
+// and the exit.
 #include <algorithm>
 
 #include "agent/exit_codes.h"
@@ -208,6 +209,36 @@ void JobPolicy::Finish(PolicyTime t, JobActions& out) {
                            : std::string("nothing new to commit"),
              code));
   Exit(code, /*release_lease=*/true, out);
+}
+
+JobActions JobPolicy::OnStopSignal(PolicyTime t) {
+  JobActions out;
+  if (phase_ != JobPhase::kTraining) return out;  // already ending
+  out.push_back(job_action::Notify{"STOPPING=1"});
+  Say(out, Level::kInfo, "stopping: last checkpoint, upload, stop the trainer");
+  defer_ = true;
+  const bool signal = o_.checkpoint_signal && trainer_running_;
+  // The engine's kill comes stop_timeout after its SIGTERM (docs/agent.md).
+  stop_deadline_ = t.mono + o_.stop_timeout;
+  const milliseconds wait =
+      std::min({o_.stop_grace, milliseconds(seconds(60)), o_.stop_timeout / 4});
+  BeginFinal(t, JobEnd::kSignal, t.mono + (signal ? wait : milliseconds(0)), t.mono + wait, signal,
+             out);
+  final_retry_until_ = std::min(final_retry_until_, *stop_deadline_ - kNoticeSafety);
+  return out;
+}
+
+JobActions JobPolicy::OnFenced(PolicyTime t, const std::string& why) {
+  JobActions out;
+  if (phase_ == JobPhase::kDone || end_ == JobEnd::kFenced) return out;
+  Say(out, Level::kError,
+      Format("FENCED: {}; stopping the trainer and committing nothing more", why));
+  if (upload_) out.push_back(job_action::CancelUpload{});
+  end_ = JobEnd::kFenced;
+  fenced_why_ = why;
+  restart_at_.reset();
+  Stop(t, out);
+  return out;
 }
 
 }  // namespace sg

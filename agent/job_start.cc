@@ -161,11 +161,66 @@ Status CheckGroupStart(ObjectStore& store, const Config& config) {
       what, config.nodes));
 }
 
+namespace {
+
+// The start from a local checkpoint that is not older than the store's
+// newest; nullopt when there is none, and the store's is restored.
+std::optional<StartPoint> ResumeFromLocal(Clock& clock, const Config& config, EventLog& events,
+                                          const SnapshotHistory& history) {
+  const CheckpointDetector detector = CheckpointDetector::ForConfig(config);
+  auto local = DetectSettledNow(detector, SettleTime(config), clock);
+  if (!local.ok() || local->empty()) return std::nullopt;
+  const Checkpoint& l = local->front();
+  const LocalComparison cmp = CompareLocalCheckpoint(config.checkpoint_dir, l, history.Readable());
+  if (cmp.standing == LocalStanding::kOlder) {
+    LogInfo("the local checkpoint {} is older than the store's ({}); restoring", l.id, cmp.why);
+    return std::nullopt;
+  }
+  StartPoint sp;
+  RestoredState& s = sp.state;
+  sp.resumed_step = l.step;
+  s.resume = config.checkpoint_dir + "/" + l.resume;
+  if (cmp.standing == LocalStanding::kInStore) {
+    LogInfo("the local checkpoint {} is already in the store ({}); resuming from it", l.id,
+            cmp.why);
+    s.committed = CheckpointMark::Of(l);
+    s.committed_step = l.step;
+    s.last_seq = cmp.seq;
+  } else {
+    LogWarn(
+        "the local checkpoint {} is not in the store ({}); resuming from it and uploading it "
+        "first",
+        l.id, cmp.why);
+    s.upload_first = true;
+  }
+  events.Note("resume-local", {{"checkpoint", l.id}, {"why", cmp.why}});
+  return sp;
+}
+
+// The start of a job with no single-node snapshot: fresh, unless the job
+// is a group's. A job trained by several nodes keeps its snapshots per
+// rank, under groups/: starting it fresh on one node would silently drop
+// them.
+StatusOr<StartPoint> StartFresh(ObjectStore& store, const Config& config) {
+  SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, GroupStore(store, config.job).Groups());
+  if (!groups.empty()) {
+    const GroupCommit& newest = groups.back();
+    return Status::InvalidArgument(Format(
+        "job {} holds group snapshots made by {} nodes (the newest: {}, step {}) and no "
+        "single-node snapshot, and this config says nodes: 1; run it with nodes: {}, or start "
+        "the job under another name",
+        config.job, newest.nodes, SeqName(newest.seq), newest.step, newest.nodes));
+  }
+  LogInfo("no snapshot of job {} yet: starting fresh", config.job);
+  return StartPoint{};
+}
+
+}  // namespace
+
 StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Config& config,
                                     EventLog& events, const std::atomic<bool>* cancel) {
   StartPoint sp;
   RestoredState& s = sp.state;
-  const CheckpointDetector detector = CheckpointDetector::ForConfig(config);
   const auto start = clock.Monotonic();
   // One listing of the history, for the comparison and for the restore.
   SnapshotCatalog catalog(store, config.job);
@@ -176,47 +231,10 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
   std::filesystem::create_directories(config.checkpoint_dir, ec);
   // A local checkpoint the store does not hold (the agent restarted on the
   // same machine, the upload never finished) is never thrown away.
-  auto local = DetectSettledNow(detector, SettleTime(config), clock);
-  if (local.ok() && !local->empty()) {
-    const Checkpoint& l = local->front();
-    const LocalComparison cmp =
-        CompareLocalCheckpoint(config.checkpoint_dir, l, history.Readable());
-    if (cmp.standing != LocalStanding::kOlder) {
-      sp.resumed_step = l.step;
-      s.resume = config.checkpoint_dir + "/" + l.resume;
-      if (cmp.standing == LocalStanding::kInStore) {
-        LogInfo("the local checkpoint {} is already in the store ({}); resuming from it", l.id,
-                cmp.why);
-        s.committed = CheckpointMark::Of(l);
-        s.committed_step = l.step;
-        s.last_seq = cmp.seq;
-      } else {
-        LogWarn(
-            "the local checkpoint {} is not in the store ({}); resuming from it and uploading it "
-            "first",
-            l.id, cmp.why);
-        s.upload_first = true;
-      }
-      events.Note("resume-local", {{"checkpoint", l.id}, {"why", cmp.why}});
-      return sp;
-    }
-    LogInfo("the local checkpoint {} is older than the store's ({}); restoring", l.id, cmp.why);
+  if (std::optional<StartPoint> local = ResumeFromLocal(clock, config, events, history)) {
+    return std::move(*local);
   }
-  if (history.empty()) {
-    // A job trained by several nodes keeps its snapshots per rank, under
-    // groups/: starting it fresh on one node would silently drop them.
-    SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, GroupStore(store, config.job).Groups());
-    if (!groups.empty()) {
-      const GroupCommit& newest = groups.back();
-      return Status::InvalidArgument(Format(
-          "job {} holds group snapshots made by {} nodes (the newest: {}, step {}) and no "
-          "single-node snapshot, and this config says nodes: 1; run it with nodes: {}, or start "
-          "the job under another name",
-          config.job, newest.nodes, SeqName(newest.seq), newest.step, newest.nodes));
-    }
-    LogInfo("no snapshot of job {} yet: starting fresh", config.job);
-    return sp;
-  }
+  if (history.empty()) return StartFresh(store, config);
   // Files of the same name as the snapshot's that restore did not put there
   // are older than the snapshot (or local would have won above): they are
   // kept in a backup dir, never deleted.

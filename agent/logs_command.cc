@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "agent/exit_codes.h"
-#include "agent/snapshot_commands.h"
+#include "agent/open_store.h"
 #include "common/log_lines.h"
 #include "common/zstd_stream.h"
 

@@ -6,7 +6,7 @@
 #include "agent/prices.h"
 #include "agent/report.h"
 #include "agent/report_html.h"
-#include "agent/snapshot_commands.h"
+#include "agent/open_store.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/strings.h"

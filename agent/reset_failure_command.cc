@@ -7,7 +7,7 @@
 #include "agent/events.h"
 #include "agent/exit_codes.h"
 #include "agent/group_store.h"
-#include "agent/snapshot_commands.h"
+#include "agent/open_store.h"
 
 namespace sg {
 

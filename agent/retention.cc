@@ -66,6 +66,100 @@ StatusOr<std::set<std::string>> Referenced(SnapshotCatalog& catalog, const std::
   return keys;
 }
 
+// Step 1 of gc for snapshot dir `seq`: the claim, then the manifest. With
+// the manifest gone, what remains is never restored, and no writer that
+// lists afterwards indexes it.
+Status GcUncommitDir(ObjectStore& store, const std::string& job, uint64_t seq, const Dir& d,
+                     GcResult& result) {
+  if (d.claimed) {
+    SG_RETURN_IF_ERROR(store.Delete(ClaimKey(job, seq)));
+    ++result.objects_deleted;
+  }
+  if (d.committed) {
+    SG_RETURN_IF_ERROR(store.Delete(ManifestKey(job, seq)));
+    ++result.objects_deleted;
+  }
+  return Status::Ok();
+}
+
+// Reads ahead the manifests of the snapshots that retention keeps.
+void GcPrefetchKept(SnapshotCatalog& catalog, const Dirs& dirs, int keep) {
+  std::vector<uint64_t> to_keep;
+  for (const auto& [seq, d] : dirs) {
+    if (d.committed && !d.fenced && !d.suspect && static_cast<int>(to_keep.size()) < keep) {
+      to_keep.push_back(seq);
+    }
+  }
+  catalog.Prefetch(to_keep);
+}
+
+// 1. Uncommits the fenced snapshots, the committed ones beyond the newest
+// `keep` good ones, and abandoned uncommitted ones (claimed before `cutoff`).
+// Retention never deletes the last snapshot with a readable manifest: if
+// every kept one is damaged, the older ones stay.
+Status GcUncommitOld(ObjectStore& store, SnapshotCatalog& catalog, const std::string& job,
+                     const Dirs& dirs, const GcOptions& options, Clock::WallTime cutoff,
+                     GcResult& result) {
+  int kept = 0, kept_readable = 0;
+  for (const auto& [seq, d] : dirs) {
+    if (d.fenced) {
+      SG_RETURN_IF_ERROR(GcUncommitDir(store, job, seq, d, result));
+      result.abandoned.push_back(seq);
+      continue;
+    }
+    if (d.committed) {
+      // A suspect snapshot is never one of the kept good ones: it stays
+      // while newer than the oldest of them (for `unsuspect`), uncounted.
+      if (d.suspect && kept < options.keep) continue;
+      if (!d.suspect && kept < options.keep) {
+        ++kept;
+        if (catalog.ReadManifest(seq).ok()) ++kept_readable;
+        continue;
+      }
+      if (kept_readable == 0) {
+        LogWarn(
+            "gc of job {}: none of the newest {} snapshots has a readable manifest; "
+            "keeping snapshot {} and older",
+            job, options.keep, SeqName(seq));
+        continue;
+      }
+      SG_RETURN_IF_ERROR(GcUncommitDir(store, job, seq, d, result));
+      result.deleted.push_back(seq);
+    } else if (d.claimed && d.newest < cutoff) {
+      SG_RETURN_IF_ERROR(GcUncommitDir(store, job, seq, d, result));
+      result.abandoned.push_back(seq);
+    }
+  }
+  return Status::Ok();
+}
+
+// Steps 2 and 3 on the second listing `now`: while a writer whose claim is in
+// it is live (claimed since `cutoff`), no data object goes; otherwise every
+// object of a dir without claim or manifest goes, unless a manifest of this
+// listing references it.
+Status GcDeleteUnreferenced(ObjectStore& store, SnapshotCatalog& catalog, const std::string& job,
+                            const Dirs& now, Clock::WallTime cutoff, GcResult& result) {
+  std::vector<uint64_t> live;
+  for (const auto& [seq, d] : now) {
+    if (d.claimed && !d.committed && d.newest >= cutoff) live.push_back(seq);
+  }
+  if (!live.empty()) {
+    LogInfo("gc of job {}: snapshot {} is being written; old objects stay until the next gc", job,
+            SeqName(live.front()));
+    return Status::Ok();
+  }
+  SG_ASSIGN_OR_RETURN(const std::set<std::string> referenced, Referenced(catalog, job, now));
+  for (const auto& [seq, d] : now) {
+    if (d.committed || d.claimed) continue;
+    for (const std::string& key : d.keys) {
+      if (referenced.contains(key)) continue;
+      SG_RETURN_IF_ERROR(store.Delete(key));
+      ++result.objects_deleted;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The order of the steps is what makes frame reuse safe against a writer
@@ -88,86 +182,16 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   }
 
   GcResult result;
-  // 1. Uncommit: the claim, then the manifest. With the manifest gone, what
-  // remains is never restored, and no writer that lists afterwards indexes it.
-  auto uncommit = [&](uint64_t seq, const Dir& d) -> Status {
-    if (d.claimed) {
-      SG_RETURN_IF_ERROR(store.Delete(ClaimKey(job, seq)));
-      ++result.objects_deleted;
-    }
-    if (d.committed) {
-      SG_RETURN_IF_ERROR(store.Delete(ManifestKey(job, seq)));
-      ++result.objects_deleted;
-    }
-    return Status::Ok();
-  };
-  // Retention never deletes the last snapshot with a readable manifest: if
-  // every kept one is damaged, the older ones stay.
-  {
-    std::vector<uint64_t> to_keep;
-    for (const auto& [seq, d] : dirs) {
-      if (d.committed && !d.fenced && !d.suspect &&
-          static_cast<int>(to_keep.size()) < options.keep) {
-        to_keep.push_back(seq);
-      }
-    }
-    catalog.Prefetch(to_keep);
-  }
-  int kept = 0, kept_readable = 0;
+  // 1. Uncommit.
+  GcPrefetchKept(catalog, dirs, options.keep);
   const auto cutoff = clock.Now() - options.abandoned_after;
-  for (auto& [seq, d] : dirs) {
-    if (d.fenced) {
-      SG_RETURN_IF_ERROR(uncommit(seq, d));
-      result.abandoned.push_back(seq);
-      continue;
-    }
-    if (d.committed) {
-      // A suspect snapshot is never one of the kept good ones: it stays
-      // while newer than the oldest of them (for `unsuspect`), uncounted.
-      if (d.suspect && kept < options.keep) continue;
-      if (!d.suspect && kept < options.keep) {
-        ++kept;
-        if (catalog.ReadManifest(seq).ok()) ++kept_readable;
-        continue;
-      }
-      if (kept_readable == 0) {
-        LogWarn(
-            "gc of job {}: none of the newest {} snapshots has a readable manifest; "
-            "keeping snapshot {} and older",
-            job, options.keep, SeqName(seq));
-        continue;
-      }
-      SG_RETURN_IF_ERROR(uncommit(seq, d));
-      result.deleted.push_back(seq);
-    } else if (d.claimed && d.newest < cutoff) {
-      SG_RETURN_IF_ERROR(uncommit(seq, d));
-      result.abandoned.push_back(seq);
-    }
-  }
+  SG_RETURN_IF_ERROR(GcUncommitOld(store, catalog, job, dirs, options, cutoff, result));
 
   // 2. List again. A writer whose claim is in this listing may have indexed
-  // what step 1 uncommitted: while one is live, no data object goes.
+  // what step 1 uncommitted: while one is live, no data object goes. 3. The
+  // objects no manifest of this listing references.
   SG_ASSIGN_OR_RETURN(Dirs now, ListDirs(store, job, &objects));
-  std::vector<uint64_t> live;
-  for (const auto& [seq, d] : now) {
-    if (d.claimed && !d.committed && d.newest >= cutoff) live.push_back(seq);
-  }
-  if (!live.empty()) {
-    LogInfo("gc of job {}: snapshot {} is being written; old objects stay until the next gc", job,
-            SeqName(live.front()));
-  } else {
-    // 3. Every object of a dir without claim or manifest, unless a manifest
-    // of this listing references it.
-    SG_ASSIGN_OR_RETURN(const std::set<std::string> referenced, Referenced(catalog, job, now));
-    for (const auto& [seq, d] : now) {
-      if (d.committed || d.claimed) continue;
-      for (const std::string& key : d.keys) {
-        if (referenced.contains(key)) continue;
-        SG_RETURN_IF_ERROR(store.Delete(key));
-        ++result.objects_deleted;
-      }
-    }
-  }
+  SG_RETURN_IF_ERROR(GcDeleteUnreferenced(store, catalog, job, now, cutoff, result));
   SG_ASSIGN_OR_RETURN(result.stale_writes,
                       store.CleanStaleWrites(JobPrefix(job), options.abandoned_after));
   if (!result.deleted.empty() || !result.abandoned.empty() || result.stale_writes > 0) {

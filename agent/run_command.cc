@@ -7,7 +7,7 @@
 #include "agent/daemon.h"
 #include "agent/exit_codes.h"
 #include "agent/group_agent.h"
-#include "agent/snapshot_commands.h"
+#include "agent/open_store.h"
 #include "common/aws_environment.h"
 #include "common/log.h"
 #include "common/log_queue.h"

@@ -1,3 +1,5 @@
+// `spotguard snapshot | restore | ls | verify | gc` (agent/snapshot_commands.h):
+// the snapshot data path used by hand.
 #include "agent/snapshot_commands.h"
 
 #include <unistd.h>
@@ -23,8 +25,6 @@
 #include "agent/snapshot_writer.h"
 #include "agent/store_layout.h"
 #include "common/log.h"
-#include "common/s3_store.h"
-#include "common/store_url.h"
 
 namespace sg {
 namespace {
@@ -32,20 +32,6 @@ namespace {
 int Fail(std::string_view command, const Status& st, int code = kExitFailure) {
   std::cerr << "spotguard " << command << ": " << st.message() << "\n";
   return code;
-}
-
-ShufflePolicy PolicyOf(Shuffle s) {
-  switch (s) {
-    case Shuffle::kAuto:
-      return ShufflePolicy::kAuto;
-    case Shuffle::kOff:
-      return ShufflePolicy::kOff;
-    case Shuffle::kTwo:
-      return ShufflePolicy::kTwo;
-    case Shuffle::kFour:
-      return ShufflePolicy::kFour;
-  }
-  return ShufflePolicy::kAuto;
 }
 
 std::string HostName() {
@@ -145,62 +131,12 @@ int SnapshotNewestCheckpoint(const Config& config, ObjectStore& store) {
 
 }  // namespace
 
-SnapshotOptions SnapshotOptionsOf(const Config& config) {
-  SnapshotOptions options;
-  options.level = config.compression.level;
-  options.threads = config.compression.threads;
-  options.shuffle = PolicyOf(config.compression.shuffle);
-  options.reuse = config.reuse;
-  return options;
-}
-
 std::optional<uint64_t> ParseSeqArgument(const std::string& text) {
   if (text.empty() || text.size() > 10 ||
       text.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
   return std::stoull(text);
-}
-
-std::shared_ptr<AwsEnvironment> OpenAws(const Config& config, const Environment& env) {
-  return std::make_shared<AwsEnvironment>(
-      AwsSettings{.env = env, .region = config.region, .imds_endpoint = config.imds.endpoint});
-}
-
-StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const Config& config, const Environment& env,
-                                                 std::shared_ptr<AwsEnvironment> aws, StoreUse use,
-                                                 StoreAccess access) {
-  SG_ASSIGN_OR_RETURN(StoreUrl url, ParseStoreUrl(config.store));
-  S3StoreOptions options;
-  using std::chrono::seconds;
-  if (use == StoreUse::kInteractive) {
-    options.answer_timeout = seconds(10);
-    options.give_up_after = seconds(15);
-  } else if (use == StoreUse::kTransfer) {
-    options.answer_timeout = seconds(30);
-    options.give_up_after = seconds(60);
-  } else if (use == StoreUse::kLease) {
-    using std::chrono::milliseconds;
-    const auto heartbeat = std::chrono::duration_cast<milliseconds>(config.lease.heartbeat);
-    // Floors, so that a loaded machine's slow answer is not cut off when
-    // the heartbeat is short (as in tests).
-    options.answer_timeout =
-        std::max<milliseconds>(seconds(2), std::min<milliseconds>(seconds(10), heartbeat / 2));
-    options.give_up_after = std::max<milliseconds>(seconds(2), heartbeat);
-  } else {
-    options.answer_timeout = seconds(30);
-  }
-  // Built only for an s3:// store: a file:// store needs no AWS parts.
-  if (url.scheme == StoreUrl::Scheme::kS3) {
-    options.aws = aws ? std::move(aws) : OpenAws(config, env);
-  }
-  options.endpoint = config.endpoint;
-  return OpenObjectStore(
-      url, options, access == StoreAccess::kReadOnly ? FileRoot::kMustExist : FileRoot::kCreate);
-}
-
-int StoreOpenExitCode(const Status& st) {
-  return st.Is(StatusCode::kNotFound) ? kExitUsage : kExitFailure;
 }
 
 int RunSnapshotCommand(const Config& config, const Environment& env,

@@ -37,6 +37,86 @@ Status CheckUnchanged(int fd, const CapturedFile& source, std::string_view when)
                                          "); this capture is not committed");
 }
 
+// Opens the staged copy of `source`, which must still be the captured file.
+StatusOr<UniqueFd> OpenCapturedSource(const CapturedFile& source) {
+  auto fd = OpenFile(source.staged_path, O_RDONLY);
+  if (!fd.ok()) {
+    if (fd.status().Is(StatusCode::kNotFound)) return FileChanged(source.relpath, "vanished");
+    return fd.status();
+  }
+  SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed since it was captured"));
+  return fd;
+}
+
+// The codec of a file of `size` bytes (> 0), open as `fd`: chosen from
+// samples of its start, middle and end.
+StatusOr<Codec> ChooseSnapshotFileCodec(int fd, uint64_t size, const std::string& read_from,
+                                        const SnapshotOptions& options) {
+  std::vector<std::string> samples;
+  for (uint64_t at : {uint64_t{0}, size / 2, size > kSampleSize ? size - kSampleSize : 0}) {
+    // No more than the file holds: the buffer is zeroed before it is read into.
+    SG_ASSIGN_OR_RETURN(std::string s,
+                        PreadUpTo(fd, at, std::min(kSampleSize, size - at), read_from));
+    samples.push_back(std::move(s));
+    if (size <= kSampleSize) break;
+  }
+  std::vector<std::string_view> views(samples.begin(), samples.end());
+  return ChooseCodec(views, options.shuffle, options.level);
+}
+
+// One frame as a compressor task leaves it. A frame's digest is taken by the
+// compressor task, off the serial path; a frame already stored (same codec,
+// same digest) is referenced instead of encoded and uploaded (docs/design.md
+// §4, "Frame reuse").
+struct SnapshotEncodedFrame {
+  std::string bytes;
+  std::string sha256;              // hex, of the raw bytes
+  std::string xxh3;                // hex, of the raw bytes
+  std::optional<FrameRef> stored;  // set: reuse this frame
+};
+
+// The compressor task of one frame's `raw` bytes.
+StatusOr<SnapshotEncodedFrame> EncodeSnapshotFrame(Codec codec, int level, FrameIndex* index,
+                                                   const std::string& raw) {
+  SnapshotEncodedFrame e;
+  e.sha256 = Sha256Hex(raw);
+  e.xxh3 = Xxh3Hex(raw);
+  // While the history is still being read, the frame is compressed
+  // first and looked up after, so that the first frames do not wait
+  // for the index; a frame found then drops its bytes.
+  const bool early = index && !index->ready();
+  if (index && !early) e.stored = index->Find(codec, e.sha256);
+  if (!e.stored) {
+    SG_ASSIGN_OR_RETURN(e.bytes, EncodeFrame(codec, raw, level));
+  }
+  if (early) {
+    e.stored = index->Find(codec, e.sha256);
+    if (e.stored) e.bytes.clear();
+  }
+  return e;
+}
+
+// Adds the next frame, in order, to `file`: a reference to a stored copy, or
+// a frame of the file's own object at `own_offset`, appended to `writer`.
+Status AddSnapshotFrame(SnapshotEncodedFrame encoded, ManifestFile& file, uint64_t& own_offset,
+                        FrameIndex* index, ObjectWriter& writer) {
+  if (encoded.stored) {
+    // A frame of a manifest older than "xxh3" gains it here: the
+    // SHA-256 matched, so the bytes are these.
+    if (encoded.stored->xxh3.empty()) encoded.stored->xxh3 = std::move(encoded.xxh3);
+    file.stored_size += encoded.stored->stored;
+    file.frames.push_back(std::move(*encoded.stored));
+    return Status::Ok();
+  }
+  FrameRef ref{file.key, own_offset, encoded.bytes.size(), std::move(encoded.sha256),
+               std::move(encoded.xxh3)};
+  own_offset += ref.stored;
+  file.stored_size += ref.stored;
+  if (index) index->Add(file.codec, ref);
+  file.frames.push_back(std::move(ref));
+  return writer.Append(std::move(encoded.bytes));
+}
+
 }  // namespace
 
 SnapshotWriter::SnapshotWriter(ObjectStore& store, Clock& clock, SnapshotOptions options)
@@ -64,12 +144,7 @@ StatusOr<uint64_t> SnapshotWriter::ClaimSeq(const std::string& job, const std::s
 StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64_t seq,
                                                   const CapturedFile& source,
                                                   const ProgressFn& progress) {
-  auto fd = OpenFile(source.staged_path, O_RDONLY);
-  if (!fd.ok()) {
-    if (fd.status().Is(StatusCode::kNotFound)) return FileChanged(source.relpath, "vanished");
-    return fd.status();
-  }
-  SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed since it was captured"));
+  SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenCapturedSource(source));
   const uint64_t size = source.size;
   const std::string& read_from = source.staged_path;
 
@@ -80,17 +155,7 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   file.frame_size = kFrameSize;
   file.codec = Codec::kNone;
   if (size > 0) {
-    // Sample the start, middle and end to pick the codec.
-    std::vector<std::string> samples;
-    for (uint64_t at : {uint64_t{0}, size / 2, size > kSampleSize ? size - kSampleSize : 0}) {
-      // No more than the file holds: the buffer is zeroed before it is read into.
-      SG_ASSIGN_OR_RETURN(std::string s, PreadUpTo(fd->get(), at, std::min(kSampleSize, size - at),
-                                                    read_from));
-      samples.push_back(std::move(s));
-      if (size <= kSampleSize) break;
-    }
-    std::vector<std::string_view> views(samples.begin(), samples.end());
-    file.codec = ChooseCodec(views, options_.shuffle, options_.level);
+    SG_ASSIGN_OR_RETURN(file.codec, ChooseSnapshotFileCodec(fd.get(), size, read_from, options_));
   }
   file.key = FileObjectKey(seq, file.path, file.codec);
   SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer,
@@ -100,68 +165,30 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   const int threads = size > kFrameSize ? threads_ : 1;
   BoundedExecutor compressors(threads, 2 * threads);
   Sha256Stream sha;
-  // A frame's digest is taken by the compressor task, off the serial path;
-  // a frame already stored (same codec, same digest) is referenced instead
-  // of encoded and uploaded (docs/design.md §4, "Frame reuse").
-  struct Encoded {
-    std::string bytes;
-    std::string sha256;              // hex, of the raw bytes
-    std::string xxh3;                // hex, of the raw bytes
-    std::optional<FrameRef> stored;  // set: reuse this frame
-  };
   FrameIndex* const index = index_;
   uint64_t own_offset = 0;
-  OrderedPipeline<Encoded> pipeline(
-      compressors, static_cast<size_t>(2 * threads), [&](Encoded encoded) -> Status {
-        if (encoded.stored) {
-          // A frame of a manifest older than "xxh3" gains it here: the
-          // SHA-256 matched, so the bytes are these.
-          if (encoded.stored->xxh3.empty()) encoded.stored->xxh3 = std::move(encoded.xxh3);
-          file.stored_size += encoded.stored->stored;
-          file.frames.push_back(std::move(*encoded.stored));
-          return Status::Ok();
-        }
-        FrameRef ref{file.key, own_offset, encoded.bytes.size(), std::move(encoded.sha256),
-                     std::move(encoded.xxh3)};
-        own_offset += ref.stored;
-        file.stored_size += ref.stored;
-        if (index) index->Add(file.codec, ref);
-        file.frames.push_back(std::move(ref));
-        return writer->Append(std::move(encoded.bytes));
+  OrderedPipeline<SnapshotEncodedFrame> pipeline(
+      compressors, static_cast<size_t>(2 * threads), [&](SnapshotEncodedFrame encoded) -> Status {
+        return AddSnapshotFrame(std::move(encoded), file, own_offset, index, *writer);
       });
   const Codec codec = file.codec;
   const int level = options_.level;
   for (uint64_t offset = 0; offset < size; offset += kFrameSize) {
     const uint64_t want = std::min(kFrameSize, size - offset);
-    SG_ASSIGN_OR_RETURN(std::string raw, PreadUpTo(fd->get(), offset, want, read_from));
+    SG_ASSIGN_OR_RETURN(std::string raw, PreadUpTo(fd.get(), offset, want, read_from));
     if (raw.size() != want) {  // it shrank under us
       return FileChanged(source.relpath, "shrank while it was read; this capture is not committed");
     }
     if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
     sha.Update(raw);
     if (progress) progress(raw.size());
-    SG_RETURN_IF_ERROR(
-        pipeline.Submit([codec, level, index, raw = std::move(raw)]() -> StatusOr<Encoded> {
-          Encoded e;
-          e.sha256 = Sha256Hex(raw);
-          e.xxh3 = Xxh3Hex(raw);
-          // While the history is still being read, the frame is compressed
-          // first and looked up after, so that the first frames do not wait
-          // for the index; a frame found then drops its bytes.
-          const bool early = index && !index->ready();
-          if (index && !early) e.stored = index->Find(codec, e.sha256);
-          if (!e.stored) {
-            SG_ASSIGN_OR_RETURN(e.bytes, EncodeFrame(codec, raw, level));
-          }
-          if (early) {
-            e.stored = index->Find(codec, e.sha256);
-            if (e.stored) e.bytes.clear();
-          }
-          return e;
+    SG_RETURN_IF_ERROR(pipeline.Submit(
+        [codec, level, index, raw = std::move(raw)]() -> StatusOr<SnapshotEncodedFrame> {
+          return EncodeSnapshotFrame(codec, level, index, raw);
         }));
   }
   SG_RETURN_IF_ERROR(pipeline.Finish());
-  SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed while it was read"));
+  SG_RETURN_IF_ERROR(CheckUnchanged(fd.get(), source, "changed while it was read"));
   file.sha256 = sha.FinishHex();
   if (size > 0 && own_offset == 0) {
     writer->Abort();  // every frame is a reference: the file has no object of its own
@@ -202,18 +229,12 @@ Status SnapshotWriter::UploadPack(const std::string& job, uint64_t seq, int numb
   std::string object;
   for (size_t i = 0; i < sources.size(); ++i) {
     const CapturedFile& source = *sources[i];
-    auto fd = OpenFile(source.staged_path, O_RDONLY);
-    if (!fd.ok()) {
-      if (fd.status().Is(StatusCode::kNotFound)) return FileChanged(source.relpath, "vanished");
-      return fd.status();
-    }
-    SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed since it was captured"));
-    SG_ASSIGN_OR_RETURN(std::string raw,
-                        PreadUpTo(fd->get(), 0, source.size, source.staged_path));
+    SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenCapturedSource(source));
+    SG_ASSIGN_OR_RETURN(std::string raw, PreadUpTo(fd.get(), 0, source.size, source.staged_path));
     if (raw.size() != source.size) {
       return FileChanged(source.relpath, "shrank while it was read; this capture is not committed");
     }
-    SG_RETURN_IF_ERROR(CheckUnchanged(fd->get(), source, "changed while it was read"));
+    SG_RETURN_IF_ERROR(CheckUnchanged(fd.get(), source, "changed while it was read"));
     if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
     ManifestFile& file = *out[i];
     file.path = source.relpath;
@@ -315,111 +336,6 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
       (void)store_.Delete(claim);
     }
   }
-  return result;
-}
-
-StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const CapturedCheckpoint& capture,
-                                                         const SnapshotRequest& request,
-                                                         Manifest manifest,
-                                                         const ProgressFn& progress) {
-  const std::vector<CapturedFile>& sources = capture.files();
-  // Big files one at a time (their frames are compressed in parallel); small
-  // ones several at once, since each costs a round trip more than CPU.
-  std::vector<ManifestFile> files(sources.size());
-  std::atomic<uint64_t> done_bytes{0};
-  std::mutex progress_mu;
-  auto report = [&](uint64_t n) {
-    const uint64_t total = done_bytes += n;
-    if (progress) {
-      std::lock_guard<std::mutex> lock(progress_mu);
-      progress(total);
-    }
-  };
-  {
-    BoundedExecutor small_files(options_.files_in_flight, options_.files_in_flight);
-    // Small files in packs of up to pack_bytes, in path order (files of one
-    // directory end up side by side).
-    std::vector<size_t> packed;
-    for (size_t i = 0; i < sources.size(); ++i) {
-      if (sources[i].size > 0 && sources[i].size <= options_.pack_file_max) packed.push_back(i);
-    }
-    if (packed.size() < options_.pack_min_files) packed.clear();
-    std::vector<char> in_pack(sources.size(), 0);
-    for (size_t i : packed) in_pack[i] = 1;
-    std::sort(packed.begin(), packed.end(),
-              [&](size_t a, size_t b) { return sources[a].relpath < sources[b].relpath; });
-    int packs = 0;
-    for (size_t at = 0; at < packed.size();) {
-      std::vector<const CapturedFile*> group;
-      std::vector<ManifestFile*> out;
-      uint64_t bytes = 0;
-      while (at < packed.size() &&
-             (group.empty() || bytes + sources[packed[at]].size <= options_.pack_bytes)) {
-        bytes += sources[packed[at]].size;
-        group.push_back(&sources[packed[at]]);
-        out.push_back(&files[packed[at]]);
-        ++at;
-      }
-      const int number = ++packs;
-      Status st_pack = small_files.Submit([&, number, group, out]() {
-        return UploadPack(request.job, manifest.seq, number, group, out, report);
-      });
-      if (!st_pack.ok()) {
-        (void)small_files.Wait();
-        return st_pack;
-      }
-    }
-    for (size_t i = 0; i < sources.size(); ++i) {
-      if (in_pack[i]) continue;
-      const bool small = sources[i].size < kFrameSize;
-      auto upload = [&, i]() -> Status {
-        SG_ASSIGN_OR_RETURN(files[i], UploadFile(request.job, manifest.seq, sources[i], report));
-        return Status::Ok();
-      };
-      Status st_upload = small ? small_files.Submit(upload) : upload();
-      if (!st_upload.ok()) {
-        (void)small_files.Wait();
-        return st_upload;
-      }
-    }
-    SG_RETURN_IF_ERROR(small_files.Wait());
-  }
-  manifest.files = std::move(files);
-  std::sort(manifest.files.begin(), manifest.files.end(),
-            [](const ManifestFile& a, const ManifestFile& b) { return a.path < b.path; });
-
-  if (request.cancel && request.cancel->load()) return Status::Cancelled("snapshot cancelled");
-  SG_RETURN_IF_ERROR(capture.Verify());
-  if (request.verify_before_commit) SG_RETURN_IF_ERROR(request.verify_before_commit());
-
-  // The commit point.
-  SG_RETURN_IF_ERROR(store_
-                         .Put(ManifestKey(request.job, manifest.seq),
-                              ManifestToJson(manifest).dump(1), PutCondition::CreateOnly())
-                         .status()
-                         .WithContext("commit snapshot " + SeqName(manifest.seq)));
-
-  // `latest` is a hint: never moved backwards, and a failure to write it is
-  // not fatal (restore finds the snapshot by listing).
-  auto current = store_.Get(LatestKey(request.job));
-  const auto current_seq = current.ok() ? ParseSeqName(Trim(*current)) : std::optional<uint64_t>();
-  if (!current_seq || *current_seq < manifest.seq) {
-    Status st =
-        store_.Put(LatestKey(request.job), SeqName(manifest.seq) + "\n", PutCondition::None())
-            .status();
-    if (!st.ok()) {
-      LogWarn("snapshot {} is committed, but updating latest failed: {}", SeqName(manifest.seq),
-              st.message());
-    }
-  }
-
-  SnapshotResult result;
-  result.seq = manifest.seq;
-  result.bytes = manifest.TotalSize();
-  result.stored_bytes = manifest.TotalStored();
-  result.new_bytes = manifest.NewStored();
-  result.reused_bytes = manifest.ReusedStored();
-  result.manifest = std::move(manifest);
   return result;
 }
 

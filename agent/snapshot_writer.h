@@ -85,6 +85,11 @@ class SnapshotWriter {
   StatusOr<SnapshotResult> UploadAndCommit(const CapturedCheckpoint& capture,
                                            const SnapshotRequest& request, Manifest manifest,
                                            const ProgressFn& progress);
+  // Uploads every file of `sources` into `files` (one entry per source):
+  // small ones in packs, or several at once, the others one at a time
+  // (agent/snapshot_writer_commit.cc).
+  Status UploadFiles(const std::string& job, uint64_t seq, const std::vector<CapturedFile>& sources,
+                     std::vector<ManifestFile>& files, const ProgressFn& report);
   StatusOr<ManifestFile> UploadFile(const std::string& job, uint64_t seq,
                                     const CapturedFile& source, const ProgressFn& progress);
   // Uploads `sources` as pack number `number` of snapshot `seq`: one object,

@@ -1,3 +1,5 @@
+// `spotguard status` (docs/operations.md): what the store says of a job, read
+// once, and shown as JSON; its text form is agent/status_text.cc's.
 #include "agent/status_command.h"
 
 #include <algorithm>
@@ -12,25 +14,40 @@
 #include "agent/progress.h"
 #include "agent/restorer.h"
 #include "agent/retry_budget.h"
-#include "agent/snapshot_commands.h"
+#include "agent/open_store.h"
+#include "agent/status_parts.h"
 #include "agent/store_layout.h"
 #include "common/aws_credentials.h"
 #include "common/log.h"
 
 namespace sg {
+
 namespace {
 
 constexpr size_t kInterruptionsShown = 5;
+
+nlohmann::ordered_json AgeOrNull(const std::optional<std::chrono::seconds>& age) {
+  return age ? nlohmann::ordered_json(age->count()) : nlohmann::ordered_json(nullptr);
+}
+
+
+
+StatusOr<std::optional<std::string>> GetIfPresent(ObjectStore& store, const std::string& key) {
+  auto body = store.Get(key);
+  if (body.ok()) return std::optional<std::string>(std::move(*body));
+  if (body.status().Is(StatusCode::kNotFound)) return std::optional<std::string>();
+  return body.status();
+}
+
+}  // namespace
+
+namespace status_detail {
 
 std::optional<std::chrono::seconds> AgeOf(const std::string& utc, Clock::WallTime now) {
   if (utc.empty()) return std::nullopt;
   auto t = ParseIso8601(utc);
   if (!t.ok()) return std::nullopt;
   return std::chrono::duration_cast<std::chrono::seconds>(now - *t);
-}
-
-nlohmann::ordered_json AgeOrNull(const std::optional<std::chrono::seconds>& age) {
-  return age ? nlohmann::ordered_json(age->count()) : nlohmann::ordered_json(nullptr);
 }
 
 std::string AgoText(const std::optional<std::chrono::seconds>& age) {
@@ -42,13 +59,6 @@ std::string AgoText(const std::optional<std::chrono::seconds>& age) {
 bool LeaseIsStale(const LeaseState& lease, Clock::WallTime now, Duration timeout) {
   const auto age = AgeOf(lease.heartbeat, now);
   return !lease.released && age && *age > std::chrono::duration_cast<std::chrono::seconds>(timeout);
-}
-
-StatusOr<std::optional<std::string>> GetIfPresent(ObjectStore& store, const std::string& key) {
-  auto body = store.Get(key);
-  if (body.ok()) return std::optional<std::string>(std::move(*body));
-  if (body.status().Is(StatusCode::kNotFound)) return std::optional<std::string>();
-  return body.status();
 }
 
 // The details of an event beyond kind, time and instance, as "k=v" pairs.
@@ -68,7 +78,20 @@ std::string Field(const nlohmann::json& e, const char* name) {
   return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
-}  // namespace
+// The engine's index and attempt of the newest run that recorded them: the
+// newest event that carries them, else the newest snapshot.
+EngineSeen EngineOf(const JobStatus& s) {
+  for (const nlohmann::json& e : s.recent_events) {  // newest first
+    EngineSeen seen;
+    if (auto it = e.find("index"); it != e.end() && it->is_number_integer()) seen.index = *it;
+    if (auto it = e.find("attempt"); it != e.end() && it->is_number_integer()) seen.attempt = *it;
+    if (seen.index || seen.attempt) return seen;
+  }
+  if (s.newest) return {s.newest->index, s.newest->attempt};
+  return {};
+}
+
+}  // namespace status_detail
 
 bool IsInterruptionKind(std::string_view kind) {
   return kind == "notice" || kind == "rebalance" || kind == "lifecycle";
@@ -163,26 +186,6 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
   return s;
 }
 
-namespace {
-
-// The engine's index and attempt of the newest run that recorded them: the
-// newest event that carries them, else the newest snapshot.
-struct EngineSeen {
-  std::optional<int64_t> index, attempt;
-};
-
-EngineSeen EngineOf(const JobStatus& s) {
-  for (const nlohmann::json& e : s.recent_events) {  // newest first
-    EngineSeen seen;
-    if (auto it = e.find("index"); it != e.end() && it->is_number_integer()) seen.index = *it;
-    if (auto it = e.find("attempt"); it != e.end() && it->is_number_integer()) seen.attempt = *it;
-    if (seen.index || seen.attempt) return seen;
-  }
-  if (s.newest) return {s.newest->index, s.newest->attempt};
-  return {};
-}
-
-}  // namespace
 
 nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
                                        Duration lease_timeout) {
@@ -192,11 +195,11 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
     out["lease"] = {{"generation", s.lease->generation},
                     {"instance", s.lease->instance},
                     {"heartbeat", s.lease->heartbeat},
-                    {"heartbeat_age_seconds", AgeOrNull(AgeOf(s.lease->heartbeat, now))},
+                    {"heartbeat_age_seconds", AgeOrNull(status_detail::AgeOf(s.lease->heartbeat, now))},
                     {"released", s.lease->released},
                     {"agent_pid", s.lease->agent ? nlohmann::ordered_json(s.lease->agent->pid)
                                                  : nlohmann::ordered_json(nullptr)},
-                    {"stale", LeaseIsStale(*s.lease, now, lease_timeout)}};
+                    {"stale", status_detail::LeaseIsStale(*s.lease, now, lease_timeout)}};
   } else {
     out["lease"] = nullptr;
   }
@@ -205,7 +208,7 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
     const Manifest& m = *s.newest;
     newest = {{"seq", m.seq},
               {"created", m.created},
-              {"age_seconds", AgeOrNull(AgeOf(m.created, now))},
+              {"age_seconds", AgeOrNull(status_detail::AgeOf(m.created, now))},
               {"instance", m.instance},
               {"generation", m.generation},
               {"files", m.files.size()},
@@ -217,7 +220,7 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
               {"attempt", m.attempt ? ordered_json(*m.attempt) : ordered_json(nullptr)}};
   }
   out["snapshots"] = {{"committed", s.committed}, {"newest", newest}, {"suspect", s.suspect}};
-  const EngineSeen engine = EngineOf(s);
+  const auto engine = status_detail::EngineOf(s);
   const auto budget = AttemptBudgetWarning(engine.attempt, s.attempt_cap);
   out["engine"] = {
       {"index", engine.index ? ordered_json(*engine.index) : ordered_json(nullptr)},
@@ -237,117 +240,6 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
   out["interruptions"] = {{"total", s.interruption_count}, {"recent", s.interruptions}};
   out["events"] = {{"total", s.event_count}, {"recent", s.recent_events}};
   out["problems"] = s.problems;
-  return out;
-}
-
-std::string JobStatusToText(const JobStatus& s, Clock::WallTime now, Duration lease_timeout) {
-  std::string out;
-  auto line = [&out](const std::string& label, const std::string& text) {
-    char head[24];
-    std::snprintf(head, sizeof head, "%-17s", label.c_str());
-    out += head + text + "\n";
-  };
-  if (s.empty()) {
-    return "job " + s.job + ": nothing in " + s.store +
-           " yet: no lease, no snapshot, no events.\n"
-           "It has not run, or --job / --store name another job or store.\n";
-  }
-  out += "job " + s.job + " in " + s.store + "\n";
-
-  if (!s.lease) {
-    line("lease", "none: no instance has taken this job");
-  } else {
-    const LeaseState& l = *s.lease;
-    const std::string heartbeat = "heartbeat " + (l.heartbeat.empty() ? "?" : l.heartbeat) + " (" +
-                                  AgoText(AgeOf(l.heartbeat, now)) + ")";
-    if (l.released) {
-      line("lease", "released by " + l.instance + " (generation " + std::to_string(l.generation) +
-                        "), " + heartbeat);
-    } else {
-      std::string text = "held by " + l.instance +
-                         (l.agent ? " (agent pid " + std::to_string(l.agent->pid) + ", generation "
-                                  : " (generation ") +
-                         std::to_string(l.generation) + "), " + heartbeat;
-      if (LeaseIsStale(l, now, lease_timeout)) {
-        text += "; STALE: older than lease.timeout " + FormatDuration(lease_timeout) +
-                ", so the next instance may take over";
-      }
-      line("lease", text);
-    }
-  }
-
-  if (!s.newest) {
-    line("newest snapshot", s.committed == 0 ? "none" : "none readable (see problems)");
-  } else {
-    const Manifest& m = *s.newest;
-    std::string text =
-        SeqName(m.seq) + ", created " + m.created + " (" + AgoText(AgeOf(m.created, now)) +
-        ") by " + (m.instance.empty() ? "?" : m.instance) + ": " + std::to_string(m.files.size()) +
-        (m.files.size() == 1 ? " file, " : " files, ") + HumanBytes(m.TotalSize()) + ", stored " +
-        HumanBytes(m.TotalStored()) + ", step " +
-        (m.step ? std::to_string(*m.step) : std::string("-"));
-    if (m.index) text += ", index " + std::to_string(*m.index);
-    if (m.attempt) text += ", attempt " + std::to_string(*m.attempt);
-    line("newest snapshot", text);
-    line("", std::to_string(s.committed) + " committed snapshot" + (s.committed == 1 ? "" : "s") +
-                 " in the store");
-  }
-
-  if (const EngineSeen engine = EngineOf(s); engine.index || engine.attempt) {
-    line("engine",
-         std::string("index ") + (engine.index ? std::to_string(*engine.index) : std::string("-")) +
-             ", attempt " + (engine.attempt ? std::to_string(*engine.attempt) : std::string("-")) +
-             " (the newest run that recorded them)");
-  }
-
-  if (!s.suspect.empty()) {
-    std::string seqs;
-    for (uint64_t seq : s.suspect) seqs += (seqs.empty() ? "" : ", ") + SeqName(seq);
-    line("suspect", seqs + ": the trainer could not resume from " +
-                        (s.suspect.size() == 1 ? "it" : "them") + " (spotguard unsuspect SEQ)");
-  }
-  if (auto warning = AttemptBudgetWarning(EngineOf(s).attempt, s.attempt_cap)) {
-    line("WARNING", *warning);
-  }
-  if (!s.complete) {
-    line("complete", "no");
-  } else if (!s.completion) {
-    line("complete", "yes (the marker does not read back; see problems)");
-  } else {
-    const JobCompletion& c = *s.completion;
-    std::string text = "yes, at " + (c.time.empty() ? "?" : c.time) + " by " +
-                       (c.instance.empty() ? "?" : c.instance);
-    if (c.seq) text += ", final snapshot " + SeqName(*c.seq);
-    if (c.step) text += ", step " + std::to_string(*c.step);
-    line("complete", text);
-  }
-
-  if (s.interruption_count == 0) {
-    line("interruptions", "none recorded");
-  } else {
-    line("interruptions", std::to_string(s.interruption_count) + " recorded; newest first:");
-    for (const nlohmann::json& e : s.interruptions) {
-      out += "  " + Field(e, "time") + "  " + Field(e, "kind") + "  " + Field(e, "instance");
-      const std::string details = EventDetails(e);
-      out += details.empty() ? "\n" : "  " + details + "\n";
-    }
-  }
-
-  if (s.recent_events.empty()) {
-    line("recent events", "none");
-  } else {
-    line("recent events", "the last " + std::to_string(s.recent_events.size()) + " of " +
-                              std::to_string(s.event_count) + ", newest first:");
-    for (const nlohmann::json& e : s.recent_events) {
-      char kind[16];
-      std::snprintf(kind, sizeof kind, "%-10s", Field(e, "kind").c_str());
-      out += "  " + Field(e, "time") + "  " + kind + "  " + Field(e, "instance");
-      const std::string details = EventDetails(e);
-      out += details.empty() ? "\n" : "  " + details + "\n";
-    }
-  }
-
-  for (const std::string& p : s.problems) out += "problem: " + p + "\n";
   return out;
 }
 

@@ -1,3 +1,5 @@
+// `spotguard watch` (agent/watch_command.h): the interruption monitor on its
+// own, printing what the metadata service says and running a hook on it.
 #include "agent/watch_command.h"
 
 #include <signal.h>
@@ -8,8 +10,8 @@
 
 #include "agent/exit_codes.h"
 #include "agent/interruption_monitor.h"
+#include "agent/open_store.h"
 #include "common/clock.h"
-#include "common/http.h"
 #include "common/imds_client.h"
 #include "common/log.h"
 #include "common/process.h"
@@ -136,18 +138,18 @@ class HookRunner {
 
 int RunWatch(const Config& config, const WatchOptions& options,
              const std::map<std::string, std::string>& env) {
-  // The config always holds an endpoint; the AWS variable applies when it is
-  // the default one.
-  const std::string configured =
-      config.imds.endpoint == kDefaultImdsEndpoint ? "" : config.imds.endpoint;
-  ImdsClient::Options imds_options = ImdsOptionsFromEnvironment(configured, env);
-  if (imds_options.disabled) {
+  // The command's one set of AWS parts (docs/design.md §12): its metadata
+  // client takes the configured endpoint, or the AWS variable when the
+  // config holds the default one.
+  const std::shared_ptr<AwsEnvironment> aws = OpenAws(config, env);
+  ImdsClient* client = aws->imds();
+  if (client == nullptr) {
     std::cerr << "spotguard watch: the instance metadata service is disabled "
                  "(AWS_EC2_METADATA_DISABLED=true); there is nothing to watch\n";
     return kExitFailure;
   }
-  CurlTransport transport;
-  ImdsClient imds(transport, SystemClock(), imds_options);
+  ImdsClient& imds = *client;
+  const ImdsClient::Options& imds_options = imds.options();
 
   auto identity = ReadInstanceIdentity(imds);
   if (!identity.ok()) {

@@ -32,9 +32,11 @@ int main(int argc, char** argv) {
   if (argc > 3) options.parts_in_flight = std::atoi(argv[3]);
 
   sg::S3StoreOptions store_options;
-  store_options.env = {{"AWS_ACCESS_KEY_ID", Env("SPOTGUARD_TEST_S3_ACCESS_KEY")},
-                       {"AWS_SECRET_ACCESS_KEY", Env("SPOTGUARD_TEST_S3_SECRET_KEY")},
-                       {"AWS_EC2_METADATA_DISABLED", "true"}};
+  sg::AwsSettings aws;
+  aws.env = {{"AWS_ACCESS_KEY_ID", Env("SPOTGUARD_TEST_S3_ACCESS_KEY")},
+             {"AWS_SECRET_ACCESS_KEY", Env("SPOTGUARD_TEST_S3_SECRET_KEY")},
+             {"AWS_EC2_METADATA_DISABLED", "true"}};
+  store_options.aws = std::make_shared<sg::AwsEnvironment>(aws);
   store_options.endpoint = Env("SPOTGUARD_TEST_S3_ENDPOINT");
   const std::string bucket = Env("SPOTGUARD_TEST_S3_BUCKET");
   auto store = sg::S3Store::Open(*sg::ParseStoreUrl("s3://" + bucket), store_options);

@@ -127,6 +127,33 @@ Status NoAnswerStatus(const SignedRequest& request, std::chrono::milliseconds bo
       .WithReason(kNoAnswerReason);
 }
 
+// The HTTP request of every attempt of `request`, whose body (and body
+// sink) it takes; an attempt adds the signed headers.
+HttpRequest AttemptHttpRequestOf(SignedRequest& request) {
+  HttpRequest http;
+  http.method = request.method;
+  http.url = request.url;
+  http.body = std::move(request.body);
+  http.timeout = request.timeout;
+  http.stall_timeout = request.stall_timeout;
+  http.answer_timeout = request.answer_timeout;
+  http.body_sink = std::move(request.body_sink);
+  return http;
+}
+
+// What SigV4 signs of `request`, whose payload hashes to `payload_hash`.
+SigningRequest AttemptSigningRequestOf(const SignedRequest& request,
+                                       const std::string& payload_hash) {
+  SigningRequest signing;
+  signing.method = request.method;
+  signing.path = request.path;
+  signing.query = request.query;
+  signing.headers = request.headers;
+  signing.headers.emplace_back("host", request.host);
+  signing.payload_sha256_hex = payload_hash;
+  return signing;
+}
+
 }  // namespace
 
 SignedCallExecutor::SignedCallExecutor(HttpTransport& transport, CredentialsProvider& credentials,
@@ -144,14 +171,7 @@ StatusOr<HttpResponse> SignedCallExecutor::Execute(SignedRequest request,
       request.sign_payload ? Sha256Hex(request.body) : std::string(kUnsignedPayload);
   // Built once: only the signed headers change between attempts, so a body
   // (up to a part's size) is never copied per attempt.
-  HttpRequest http;
-  http.method = request.method;
-  http.url = request.url;
-  http.body = std::move(request.body);
-  http.timeout = request.timeout;
-  http.stall_timeout = request.stall_timeout;
-  http.answer_timeout = request.answer_timeout;
-  http.body_sink = std::move(request.body_sink);
+  HttpRequest http = AttemptHttpRequestOf(request);
   const int max_attempts = options_.retry.max_attempts;
   const auto give_up = request.give_up_after;
   // Since when no attempt has had an answer (docs/design.md §12).
@@ -167,13 +187,7 @@ StatusOr<HttpResponse> SignedCallExecutor::Execute(SignedRequest request,
           request.answer_timeout.count() > 0 ? std::min(request.answer_timeout, left) : left;
     }
     SG_ASSIGN_OR_RETURN(AwsCredentials creds, credentials_.Get());
-    SigningRequest signing;
-    signing.method = request.method;
-    signing.path = request.path;
-    signing.query = request.query;
-    signing.headers = request.headers;
-    signing.headers.emplace_back("host", request.host);
-    signing.payload_sha256_hex = payload_hash;
+    SigningRequest signing = AttemptSigningRequestOf(request, payload_hash);
     SignRequest(signing, creds, options_.region, options_.service, clock_.Now() + clock_offset());
     http.headers = std::move(signing.headers);
     StatusOr<HttpResponse> response = transport_.Send(http);

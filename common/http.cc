@@ -117,6 +117,89 @@ bool IsCertificateError(CURLcode rc) {
          rc == CURLE_SSL_PINNEDPUBKEYNOTMATCH;
 }
 
+// The request's headers for libcurl. No "Expect: 100-continue" round trip
+// before a body, and no form Content-Type that libcurl would add to a body
+// the caller did not type.
+curl_slist* CurlHeaderList(const HttpRequest& request) {
+  curl_slist* headers = nullptr;
+  for (const auto& [k, v] : request.headers) {
+    headers = curl_slist_append(headers, (k + ": " + v).c_str());
+  }
+  headers = curl_slist_append(headers, "Expect:");
+  bool has_content_type = false;
+  for (const auto& [k, v] : request.headers) has_content_type |= ToLower(k) == "content-type";
+  if (!has_content_type) headers = curl_slist_append(headers, "Content-Type:");
+  return headers;
+}
+
+// Where `request` goes and how long it may take: URL, TLS and timeouts.
+void SetCurlConnectOptions(CURL* curl, const HttpRequest& request, const std::string& ca_bundle) {
+  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  // Send the path exactly as given: S3 keys may hold "./" or "../" segments,
+  // and the signature covers the path as written.
+  curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!ca_bundle.empty()) {
+    curl_easy_setopt(curl, CURLOPT_CAINFO, ca_bundle.c_str());
+    curl_easy_setopt(curl, CURLOPT_CAPATH, "/etc/ssl/certs");
+  }
+  if (request.no_proxy) curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
+  if (request.stall_timeout.count() > 0) {
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(request.stall_timeout.count()));
+  }
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(request.connect_timeout.count()));
+}
+
+// The headers, the callbacks into `transfer`, the method and the body.
+void SetCurlRequestOptions(CURL* curl, const HttpRequest& request, curl_slist* headers,
+                           Transfer& transfer) {
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
+  if (request.answer_timeout.count() > 0 || request.body_sink) {
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  }
+  if (request.method == "HEAD") {
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  } else if (request.method != "GET" || !request.body.empty()) {
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(request.body.size()));
+  }
+}
+
+// What Send returns for a transfer that ended with `rc` (not CURLE_OK) of
+// its own, not by a sink's error.
+Status CurlFailureStatus(CURLcode rc, const HttpRequest& request, const Transfer& transfer) {
+  // Only the method and the host part of the URL go into the message: a
+  // presigned query string may carry credentials.
+  std::string where = request.url.substr(0, request.url.find('?'));
+  if (IsCertificateError(rc)) {
+    // Retrying cannot make an untrusted certificate trusted: fail at once.
+    return Status::PermissionDenied(request.method + " " + where + ": " + curl_easy_strerror(rc) +
+                                    " (TLS verification is always on; AWS_CA_BUNDLE names "
+                                    "extra CAs to trust)");
+  }
+  const std::string what =
+      transfer.answer_timed_out
+          ? Format("no answer within {:.0f} s",
+                   std::chrono::duration<double>(request.answer_timeout).count())
+          : curl_easy_strerror(rc);
+  Status failure = Status::Unavailable(request.method + " " + where + ": " + what);
+  return transfer.answered ? failure : failure.WithReason(kNoAnswerReason);
+}
+
 }  // namespace
 
 std::string HttpResponse::Header(std::string_view name) const {
@@ -163,55 +246,9 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
     curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, kStreamBuffer);
   }
   HttpResponse& response = transfer.response;
-  curl_slist* headers = nullptr;
-  for (const auto& [k, v] : request.headers) {
-    headers = curl_slist_append(headers, (k + ": " + v).c_str());
-  }
-  // No "Expect: 100-continue" round trip before a body, and no form
-  // Content-Type that libcurl would add to a body the caller did not type.
-  headers = curl_slist_append(headers, "Expect:");
-  bool has_content_type = false;
-  for (const auto& [k, v] : request.headers) has_content_type |= ToLower(k) == "content-type";
-  if (!has_content_type) headers = curl_slist_append(headers, "Content-Type:");
-
-  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  // Send the path exactly as given: S3 keys may hold "./" or "../" segments,
-  // and the signature covers the path as written.
-  curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
-  if (!options_.ca_bundle.empty()) {
-    curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_bundle.c_str());
-    curl_easy_setopt(curl, CURLOPT_CAPATH, "/etc/ssl/certs");
-  }
-  if (request.no_proxy) curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
-  if (request.stall_timeout.count() > 0) {
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
-                     static_cast<long>(request.stall_timeout.count()));
-  }
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(request.connect_timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
-  if (request.answer_timeout.count() > 0 || request.body_sink) {
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
-    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-  }
-  if (request.method == "HEAD") {
-    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-  } else if (request.method != "GET" || !request.body.empty()) {
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
-                     static_cast<curl_off_t>(request.body.size()));
-  }
+  curl_slist* headers = CurlHeaderList(request);
+  SetCurlConnectOptions(curl, request, options_.ca_bundle);
+  SetCurlRequestOptions(curl, request, headers, transfer);
 
   const CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
@@ -221,23 +258,8 @@ StatusOr<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
     return transfer.sink_status;  // the sink's own error, not the network's
   }
   if (rc != CURLE_OK) {
-    // Only the method and the host part of the URL go into the message: a
-    // presigned query string may carry credentials.
-    std::string where = request.url.substr(0, request.url.find('?'));
     Return(curl);
-    if (IsCertificateError(rc)) {
-      // Retrying cannot make an untrusted certificate trusted: fail at once.
-      return Status::PermissionDenied(request.method + " " + where + ": " + curl_easy_strerror(rc) +
-                                      " (TLS verification is always on; AWS_CA_BUNDLE names "
-                                      "extra CAs to trust)");
-    }
-    const std::string what =
-        transfer.answer_timed_out
-            ? Format("no answer within {:.0f} s",
-                     std::chrono::duration<double>(request.answer_timeout).count())
-            : curl_easy_strerror(rc);
-    Status failure = Status::Unavailable(request.method + " " + where + ": " + what);
-    return transfer.answered ? failure : failure.WithReason(kNoAnswerReason);
+    return CurlFailureStatus(rc, request, transfer);
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   Return(curl);

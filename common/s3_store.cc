@@ -5,7 +5,7 @@
 
 namespace sg {
 
-StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& o, MetadataService* imds) {
+StatusOr<ResolvedS3Target> ResolveS3Target(const S3TargetSettings& o, MetadataService* imds) {
   ResolvedS3Target t;
   t.endpoint = o.endpoint.value_or("");
   for (const char* name : {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
@@ -45,15 +45,12 @@ StatusOr<std::unique_ptr<S3Store>> S3Store::Open(const StoreUrl& url,
   if (url.scheme != StoreUrl::Scheme::kS3) return Status::InvalidArgument("not an s3:// URL");
   auto parts = std::make_unique<Parts>();
   parts->transfer.parts_in_flight = options.parts_in_flight;
-  parts->aws = options.aws
-                   ? options.aws
-                   : std::make_shared<AwsEnvironment>(AwsSettings{
-                         options.env, options.region, options.imds_endpoint, options.clock});
-  // Region and environment are the AWS environment's, whoever built it.
-  S3StoreOptions effective = options;
-  effective.env = parts->aws->env();
-  effective.region = parts->aws->settings().region;
-  SG_ASSIGN_OR_RETURN(ResolvedS3Target target, ResolveS3Target(effective, parts->aws->imds()));
+  if (!options.aws) return Status::InvalidArgument("an s3:// store needs the command's AWS parts");
+  parts->aws = options.aws;
+  // Region and environment are the AWS environment's.
+  const S3TargetSettings settings{parts->aws->env(), parts->aws->settings().region,
+                                  options.endpoint};
+  SG_ASSIGN_OR_RETURN(ResolvedS3Target target, ResolveS3Target(settings, parts->aws->imds()));
   S3ClientOptions client_options;
   client_options.region = target.region;
   client_options.endpoint = target.endpoint;

@@ -17,14 +17,12 @@ namespace sg {
 
 // What an s3:// store takes from the config and the environment.
 struct S3StoreOptions {
-  // The command's AWS parts (transport, IMDS, credentials, clock), shared
-  // with its other AWS clients. Null: the store builds its own from env,
-  // region, imds_endpoint and clock below; when set, those four are its.
+  // The command's AWS parts (transport, IMDS, credentials, clock, the
+  // environment and the configured region), shared with its other AWS
+  // clients. Required: the store never builds AWS parts of its own
+  // (docs/design.md §12, one composition root).
   std::shared_ptr<AwsEnvironment> aws;
-  std::map<std::string, std::string> env;  // AWS_* variables are read from here
-  std::optional<std::string> region;       // else AWS_REGION, AWS_DEFAULT_REGION, the instance
-  std::optional<std::string> endpoint;     // else AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS
-  std::string imds_endpoint;               // for the instance role and region; "" = default
+  std::optional<std::string> endpoint;  // else AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS
   bool force_path_style = false;
   int parts_in_flight = 8;  // for writers (multipart uploads)
   // How long one attempt waits for the first byte of an answer, and how long
@@ -32,7 +30,14 @@ struct S3StoreOptions {
   // ENDPOINT within N s"; 0: no such limit (docs/design.md §12).
   std::chrono::milliseconds answer_timeout{0};
   std::chrono::milliseconds give_up_after{0};
-  Clock* clock = nullptr;  // null: the system clock
+};
+
+// What the S3 target is resolved from: the environment's AWS_* variables,
+// and the configured region and endpoint.
+struct S3TargetSettings {
+  std::map<std::string, std::string> env;
+  std::optional<std::string> region;    // else AWS_REGION, AWS_DEFAULT_REGION, the instance
+  std::optional<std::string> endpoint;  // else AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS
 };
 
 // Region and endpoint as the AWS tools resolve them. A custom endpoint
@@ -41,7 +46,8 @@ struct ResolvedS3Target {
   std::string region;
   std::string endpoint;  // "" for AWS
 };
-StatusOr<ResolvedS3Target> ResolveS3Target(const S3StoreOptions& options, MetadataService* imds);
+StatusOr<ResolvedS3Target> ResolveS3Target(const S3TargetSettings& settings,
+                                           MetadataService* imds);
 
 class S3Store final : public ObjectStore {
  public:

@@ -30,7 +30,7 @@ class AwsFromInstance : public ::testing::Test {
 
 TEST_F(AwsFromInstance, RegionComesFromTheIdentityDocument) {
   sim_.Control("POST", "/_sim/identity", R"({"region": "eu-central-1"})");
-  S3StoreOptions options;
+  S3TargetSettings options;
   auto target = ResolveS3Target(options, imds_.get());
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   EXPECT_EQ(target->region, "eu-central-1");
@@ -38,7 +38,7 @@ TEST_F(AwsFromInstance, RegionComesFromTheIdentityDocument) {
 }
 
 TEST_F(AwsFromInstance, ConfiguredAndEnvironmentRegionsComeFirst) {
-  S3StoreOptions options;
+  S3TargetSettings options;
   options.env = {{"AWS_REGION", "ap-south-1"}};
   EXPECT_EQ(ResolveS3Target(options, imds_.get())->region, "ap-south-1");
   options.region = "us-west-2";
@@ -46,14 +46,14 @@ TEST_F(AwsFromInstance, ConfiguredAndEnvironmentRegionsComeFirst) {
 }
 
 TEST_F(AwsFromInstance, MetadataDisabledMeansNoRegionFromTheInstance) {
-  S3StoreOptions options;
+  S3TargetSettings options;
   options.env = {{"AWS_EC2_METADATA_DISABLED", "true"}};
   auto target = ResolveS3Target(options, imds_.get());
   EXPECT_TRUE(target.status().Is(StatusCode::kInvalidArgument)) << target.status().ToString();
 }
 
 TEST_F(AwsFromInstance, EndpointVariablesAreHonouredInOrder) {
-  S3StoreOptions options;
+  S3TargetSettings options;
   options.env = {{"AWS_ENDPOINT_URL", "http://general:1"}, {"AWS_ENDPOINT_URL_S3", "http://s3:2/"}};
   auto target = ResolveS3Target(options, nullptr);
   ASSERT_TRUE(target.ok());

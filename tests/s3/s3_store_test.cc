@@ -203,7 +203,9 @@ TEST_F(S3Transfers, AWrongSecretGivesSignatureDoesNotMatchWithoutShowingTheSecre
   S3TestEnv wrong = env_;
   wrong.secret_key = "NOT-THE-SECRET-7f3a9c";
   S3StoreOptions options;
-  options.env = wrong.AwsEnv();
+  AwsSettings aws;
+  aws.env = wrong.AwsEnv();
+  options.aws = std::make_shared<AwsEnvironment>(aws);
   options.endpoint = wrong.endpoint;
   auto store = S3Store::Open(*ParseStoreUrl("s3://" + bucket()), options);
   ASSERT_TRUE(store.ok());

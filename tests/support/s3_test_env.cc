@@ -40,7 +40,9 @@ bool LoadS3TestEnv(S3TestEnv* out) {
 
 std::unique_ptr<S3Store> OpenTestS3Store(const S3TestEnv& env, const std::string& prefix) {
   S3StoreOptions options;
-  options.env = env.AwsEnv();
+  AwsSettings aws;
+  aws.env = env.AwsEnv();
+  options.aws = std::make_shared<AwsEnvironment>(aws);
   options.endpoint = env.endpoint;
   auto store = S3Store::Open(
       *ParseStoreUrl("s3://" + env.bucket + (prefix.empty() ? "" : "/" + prefix)), options);

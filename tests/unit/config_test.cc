@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 
+#include "agent/config_keys.h"
 #include "agent/placeholders.h"
 #include "agent/snapshot_commands.h"
 #include "agent/supervisor.h"
@@ -343,6 +345,48 @@ TEST_F(ConfigTest, MetricsFileAndPricesAreKeysCheckedWhenRead) {
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(Mentions(r, "prices", "g5.xlarge=cheap/1")) << AllProblems(r);
   EXPECT_TRUE(Mentions(r, "metrics_file", "must not be empty")) << AllProblems(r);
+}
+
+// The config table (agent/config_keys.h): each key set to its row's sample
+// changes what --print-config shows for it, so a row cannot be left unread
+// or unprinted. checkpoint_cadence.mode "auto" needs checkpoint_signal, so
+// the base sets one (and checkpoint_signal's sample is another).
+TEST_F(ConfigTest, EveryKeyOfTheTableIsReadAndPrinted) {
+  using ojson = nlohmann::ordered_json;
+  const std::string base = R"({"checkpoint_signal": "SIGUSR1"})";
+  auto plain = Load(base);
+  ASSERT_TRUE(plain.ok()) << AllProblems(plain);
+  const ojson before = ConfigToJson(plain.config, /*redact=*/false);
+  for (const config_detail::KeyRow& row : config_detail::Rows()) {
+    std::string pointer = "/" + std::string(row.key);
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    const ojson::json_pointer path(pointer);
+    ojson file = ojson::parse(base);
+    file[path] = ojson::parse(row.sample);
+    EXPECT_NE(file[path], ojson::parse(row.default_json)) << row.key << ": sample is the default";
+    auto r = Load(file.dump());
+    ASSERT_TRUE(r.ok()) << row.key << ": " << AllProblems(r);
+    const ojson after = ConfigToJson(r.config, /*redact=*/false);
+    ASSERT_TRUE(after.contains(path) && before.contains(path)) << row.key << " is not printed";
+    EXPECT_NE(after.at(path), before.at(path)) << row.key << ": " << row.sample << " not read";
+  }
+}
+
+// --print-config writes the table's keys and no other, in the table's order.
+TEST_F(ConfigTest, PrintedKeysAreTheTableKeysInOrder) {
+  auto r = Load(R"({"complete_when": {"step_at_least": 10}})");
+  ASSERT_TRUE(r.ok()) << AllProblems(r);
+  const std::vector<std::string> keys = ConfigKeys();
+  const nlohmann::ordered_json j = ConfigToJson(r.config, /*redact=*/true);
+  std::vector<std::string> printed;
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end() || !value.is_object()) {
+      printed.push_back(key);
+      continue;
+    }
+    for (const auto& item : value.items()) printed.push_back(key + "." + item.key());
+  }
+  EXPECT_EQ(printed, keys);
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ TEST(StoreUrl, OpensAFileStore) {
 
 TEST(StoreUrl, OpensAnS3StoreWithoutTouchingTheNetwork) {
   S3StoreOptions options;
+  options.aws = std::make_shared<AwsEnvironment>(AwsSettings{});
   options.endpoint = "http://127.0.0.1:9";
   auto s3 = OpenObjectStore(*ParseStoreUrl("s3://bucket/x"), options);
   ASSERT_TRUE(s3.ok()) << s3.status().ToString();
@@ -61,10 +62,20 @@ TEST(StoreUrl, OpensAnS3StoreWithoutTouchingTheNetwork) {
 
 TEST(StoreUrl, AnS3StoreWithoutARegionSaysHowToSetOne) {
   S3StoreOptions options;
-  options.env = {{"AWS_EC2_METADATA_DISABLED", "true"}};
+  AwsSettings aws;
+  aws.env = {{"AWS_EC2_METADATA_DISABLED", "true"}};
+  options.aws = std::make_shared<AwsEnvironment>(aws);
   auto s3 = OpenObjectStore(*ParseStoreUrl("s3://bucket/x"), options);
   ASSERT_FALSE(s3.ok());
   EXPECT_NE(s3.status().message().find("AWS_REGION"), std::string::npos) << s3.status().message();
+}
+
+TEST(StoreUrl, AnS3StoreIsNeverOpenedWithAwsPartsOfItsOwn) {
+  S3StoreOptions options;
+  options.endpoint = "http://127.0.0.1:9";
+  auto s3 = OpenObjectStore(*ParseStoreUrl("s3://bucket/x"), options);
+  ASSERT_FALSE(s3.ok());
+  EXPECT_TRUE(s3.status().Is(StatusCode::kInvalidArgument)) << s3.status().ToString();
 }
 
 }  // namespace
