@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/manifest.h"
+#include "agent/repo/manifest.h"
 #include "common/bounded_executor.h"
 #include "common/ordered_pipeline.h"
 #include "common/zstd_codec.h"

@@ -40,7 +40,7 @@ std::string FormatJsonLogLine(std::string_view time_utc, std::string_view level,
                               std::string_view message);
 
 // A line formatted the way the Log* functions format theirs, for code that
-// decides what to say without saying it (agent/job_policy.h).
+// decides what to say without saying it (agent/run/job_policy.h).
 template <typename... Args>
 std::string Format(spdlog::format_string_t<Args...> fmt, Args&&... args) {
   return spdlog::fmt_lib::format(fmt, std::forward<Args>(args)...);

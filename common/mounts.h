@@ -1,7 +1,7 @@
 // Mount points as the kernel reports them (/proc/self/mountinfo, statx). A
 // rename carries a mount along with the directory it is below, and no hard
 // link or rename joins two mounts: code that swaps or links directories
-// (agent/restore_placement.h) asks here first.
+// (agent/repo/restore_placement.h) asks here first.
 #pragma once
 
 #include <sys/stat.h>

@@ -8,7 +8,7 @@ if(SPOTGUARD_SANITIZE OR SPOTGUARD_FUZZ)
 endif()
 
 # GCC 12 at -O3 (Release) reports a false -Wmaybe-uninitialized inside
-# std::variant (StatusOr<RestoreResult> in agent/restorer.cc); the
+# std::variant (StatusOr<RestoreResult> in agent/repo/restorer.cc); the
 # sanitizer test build (-O0) does not. It stays a warning here.
 add_compile_options(-Wno-error=maybe-uninitialized)
 

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent/checkpoint_watcher.h"
-#include "agent/presets.h"
+#include "agent/detect/checkpoint_watcher.h"
+#include "agent/detect/presets.h"
 #include "common/clock.h"
 #include "tests/detection/writer_process.h"
 #include "tests/support/pausable_clock.h"

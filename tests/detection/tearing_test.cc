@@ -10,8 +10,8 @@
 #include <set>
 #include <vector>
 
-#include "agent/capture.h"
-#include "agent/presets.h"
+#include "agent/detect/capture.h"
+#include "agent/detect/presets.h"
 #include "common/files.h"
 #include "tests/detection/writer_process.h"
 #include "tests/support/temp_dir.h"

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "agent/checkpoint_watcher.h"
-#include "agent/presets.h"
+#include "agent/detect/checkpoint_watcher.h"
+#include "agent/detect/presets.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "tests/support/subprocess.h"

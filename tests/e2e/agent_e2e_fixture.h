@@ -11,9 +11,9 @@
 #include <regex>
 #include <thread>
 
-#include "agent/events.h"
-#include "agent/manifest.h"
-#include "agent/restorer.h"
+#include "agent/ledger/events.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restorer.h"
 #include "common/files.h"
 #include "common/s3_store.h"
 #include "tests/support/agent_process.h"

@@ -13,9 +13,9 @@
 #include <regex>
 #include <thread>
 
-#include "agent/events.h"
-#include "agent/manifest.h"
-#include "agent/restorer.h"
+#include "agent/ledger/events.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restorer.h"
 #include "common/files.h"
 #include "tests/e2e/agent_e2e_fixture.h"
 #include "tests/support/agent_process.h"

@@ -11,7 +11,7 @@
 #include <regex>
 #include <thread>
 
-#include "agent/lease.h"
+#include "agent/repo/lease.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "common/proc_stat.h"

@@ -13,10 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "agent/events.h"
-#include "agent/manifest.h"
-#include "agent/snapshot_catalog.h"
-#include "agent/store_layout.h"
+#include "agent/ledger/events.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/snapshot_catalog.h"
+#include "agent/repo/store_layout.h"
 #include "common/files.h"
 #include "common/s3_store.h"
 #include "common/strings.h"

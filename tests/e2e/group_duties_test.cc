@@ -1,7 +1,7 @@
 // A group node's agent does what one node's agent does (docs/design.md §14,
 // "Like one node"; docs/multi-node.md), where only real processes show it:
 // it makes a checkpoint dir that does not exist yet, reaps orphans as PID 1,
-// and sends checkpoint_signal where agent/checkpoint_signal.h says. Two real
+// and sends checkpoint_signal where agent/trainer/checkpoint_signal.h says. Two real
 // agents each, a file:// store, the IMDS simulator. The verdicts wait for
 // states (a file, a group snapshot, an exit), never for a time. The
 // lifecycle action, checkpoint_interval and on_rebalance of a group are
@@ -9,7 +9,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
-#include "agent/events.h"
+#include "agent/ledger/events.h"
 #include "tests/e2e/group_node_fixture.h"
 
 namespace sg::testing {

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/group_store.h"
+#include "agent/repo/group_store.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/agent_process.h"

@@ -13,9 +13,9 @@
 #include <regex>
 #include <thread>
 
-#include "agent/host_lock.h"
-#include "agent/lease.h"
-#include "agent/trainer_record.h"
+#include "agent/trainer/host_lock.h"
+#include "agent/repo/lease.h"
+#include "agent/trainer/trainer_record.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "common/proc_stat.h"

@@ -6,8 +6,8 @@
 // another instance runs the job. And `logs` and `gc` on a file:// store.
 #include <nlohmann/json.hpp>
 
-#include "agent/log_shipper.h"
-#include "agent/store_layout.h"
+#include "agent/logs/log_shipper.h"
+#include "agent/repo/store_layout.h"
 #include "common/file_store.h"
 #include "common/log_lines.h"
 #include "common/log_segments.h"
@@ -137,7 +137,7 @@ namespace sg::testing {
 namespace {
 
 // `spotguard logs` and `gc` through the binary on a file:// store whose
-// segments the test ships itself (agent/log_shipper.h).
+// segments the test ships itself (agent/logs/log_shipper.h).
 class LogsCli : public ::testing::Test {
  protected:
   void SetUp() override {

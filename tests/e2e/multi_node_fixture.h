@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/group_store.h"
+#include "agent/repo/group_store.h"
 #include "common/files.h"
 #include "common/s3_store.h"
 #include "common/strings.h"

@@ -6,7 +6,7 @@
 // answered, until it is released.
 #include <regex>
 
-#include "agent/ledger.h"
+#include "agent/ledger/ledger.h"
 #include "common/files.h"
 #include "tests/e2e/multi_node_fixture.h"
 #include "tests/reliability/crash_support.h"

@@ -10,8 +10,8 @@
 #include <random>
 #include <set>
 
-#include "agent/snapshot_catalog.h"
-#include "agent/store_layout.h"
+#include "agent/repo/snapshot_catalog.h"
+#include "agent/repo/store_layout.h"
 #include "tests/e2e/multi_node_fixture.h"
 #include "tests/reliability/crash_support.h"
 #include "tests/support/group_records.h"

@@ -4,8 +4,8 @@
 // file's format through promtool (Debian's prometheus).
 #include <gtest/gtest.h>
 
-#include "agent/events.h"
-#include "agent/metrics_file.h"
+#include "agent/ledger/events.h"
+#include "agent/run/metrics_file.h"
 #include "common/clock.h"
 #include "common/file_store.h"
 #include "common/files.h"

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "agent/ledger.h"
+#include "agent/ledger/ledger.h"
 #include "common/clock.h"
 #include "common/file_store.h"
 #include "tests/e2e/agent_e2e_fixture.h"

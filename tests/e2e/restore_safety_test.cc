@@ -5,7 +5,7 @@
 // binary against the Ceph gateway.
 #include <gtest/gtest.h>
 
-#include "agent/snapshot_writer.h"
+#include "agent/repo/snapshot_writer.h"
 #include "common/crypto.h"
 #include "tests/e2e/agent_e2e_fixture.h"
 #include "tests/support/capture_in_place.h"

@@ -7,8 +7,8 @@
 
 #include <filesystem>
 
-#include "agent/snapshot_writer.h"
-#include "agent/store_layout.h"
+#include "agent/repo/snapshot_writer.h"
+#include "agent/repo/store_layout.h"
 #include "tests/e2e/file_store_agent_fixture.h"
 #include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"

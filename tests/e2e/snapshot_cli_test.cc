@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "agent/group_store.h"
+#include "agent/repo/group_store.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/big_file.h"

@@ -15,7 +15,7 @@
 
 #include <chrono>
 
-#include "agent/lease.h"
+#include "agent/repo/lease.h"
 #include "tests/e2e/agent_e2e_fixture.h"
 #include "tests/support/random_bytes.h"
 

@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/events.h"
-#include "agent/lease.h"
-#include "agent/snapshot_writer.h"
+#include "agent/ledger/events.h"
+#include "agent/repo/lease.h"
+#include "agent/repo/snapshot_writer.h"
 #include "common/file_store.h"
 #include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"

@@ -17,7 +17,7 @@
 
 #include <set>
 
-#include "agent/store_layout.h"
+#include "agent/repo/store_layout.h"
 #include "tests/e2e/multi_node_fixture.h"
 
 namespace sg::testing {

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 #include "common/duration.h"
 #include "tests/fuzz/fuzz_check.h"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/interruption_monitor.h"
+#include "agent/run/interruption_monitor.h"
 #include "common/aws_credentials.h"
 #include "common/imds_client.h"
 #include "tests/fuzz/fuzz_check.h"

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "agent/manifest.h"
-#include "agent/store_layout.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/store_layout.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "agent/interruption_monitor.h"
+#include "agent/run/interruption_monitor.h"
 #include "common/clock.h"
 #include "common/http.h"
 #include "common/imds_client.h"

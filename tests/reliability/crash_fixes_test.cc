@@ -8,11 +8,11 @@
 
 #include <filesystem>
 
-#include "agent/cli.h"
-#include "agent/manifest.h"
-#include "agent/restore_placement.h"
-#include "agent/restorer.h"
-#include "agent/snapshot_writer.h"
+#include "agent/cli/cli.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restore_placement.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/capture_in_place.h"

@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "agent/fencing.h"
-#include "agent/manifest.h"
-#include "agent/restorer.h"
-#include "agent/store_layout.h"
+#include "agent/repo/fencing.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/store_layout.h"
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/s3_store.h"

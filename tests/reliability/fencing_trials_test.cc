@@ -31,8 +31,8 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "agent/manifest.h"
-#include "agent/restorer.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restorer.h"
 #include "common/files.h"
 #include "common/strings.h"
 #include "tests/reliability/crash_support.h"

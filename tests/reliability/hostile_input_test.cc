@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/manifest.h"
+#include "agent/repo/manifest.h"
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/zstd_codec.h"

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/interruption_monitor.h"
-#include "agent/manifest.h"
+#include "agent/run/interruption_monitor.h"
+#include "agent/repo/manifest.h"
 #include "common/aws_credentials.h"
 #include "common/clock.h"
 #include "common/s3_client.h"

@@ -1,5 +1,5 @@
 // A file system mounted below a restore's target (issue 32, item 1): the
-// shared placement code (agent/restore_placement.h) never copies across it,
+// shared placement code (agent/repo/restore_placement.h) never copies across it,
 // never unlinks on it, and refuses it naming the mount, for `restore`, for
 // `run`'s restore at start and for a group survivor's restore each round
 // (RestoreGroupPart). Real tmpfs mounts, made as root in a mount namespace of
@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <mutex>
 
-#include "agent/group_restore.h"
-#include "agent/restore_placement.h"
-#include "agent/restorer.h"
+#include "agent/repo/group_restore.h"
+#include "agent/repo/restore_placement.h"
+#include "agent/repo/restorer.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/mounts.h"

@@ -10,9 +10,9 @@
 
 #include <filesystem>
 
-#include "agent/restorer.h"
-#include "agent/retention.h"
-#include "agent/snapshot_writer.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/retention.h"
+#include "agent/repo/snapshot_writer.h"
 #include "common/file_store.h"
 #include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/checkpoint_watcher.h"
+#include "agent/detect/checkpoint_watcher.h"
 #include "common/inotify_watcher.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/temp_dir.h"

@@ -3,8 +3,8 @@
 // on PutObject), clock skew from the probe's Last-Modified, and no probe left.
 #include <gtest/gtest.h>
 
-#include "agent/config.h"
-#include "agent/doctor_command.h"
+#include "agent/config/config.h"
+#include "agent/cli/doctor_command.h"
 #include "common/files.h"
 #include "tests/support/s3_test_env.h"
 #include "tests/support/temp_dir.h"

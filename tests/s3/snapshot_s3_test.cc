@@ -9,9 +9,9 @@
 #include <map>
 #include <random>
 
-#include "agent/manifest.h"
-#include "agent/restorer.h"
-#include "agent/snapshot_writer.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/snapshot_writer.h"
 #include "common/crypto.h"
 #include "common/files.h"
 #include "tests/support/big_file.h"

@@ -1,4 +1,4 @@
-// Fakes for the agent loop's seams (agent/job_ports.h): a trainer, a
+// Fakes for the agent loop's seams (agent/trainer/job_ports.h): a trainer, a
 // checkpoint source, an uploader, the Auto Scaling API and the metadata
 // service, all driven by one FakeClock. A FakeJobWorld holds their state
 // and a script of steps at fake times; its Idle() is the loop's wait, so the
@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "agent/job_ports.h"
-#include "agent/supervisor.h"
+#include "agent/trainer/job_ports.h"
+#include "agent/trainer/supervisor.h"
 #include "common/imds_client.h"
 #include "common/strings.h"
 #include "tests/support/fake_clock.h"

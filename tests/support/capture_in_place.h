@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/capture.h"
+#include "agent/detect/capture.h"
 #include "tests/support/tree.h"
 
 namespace sg::testing {

@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/group_agent.h"
-#include "agent/group_store.h"
-#include "agent/store_layout.h"
+#include "agent/group/group_agent.h"
+#include "agent/repo/group_store.h"
+#include "agent/repo/store_layout.h"
 #include "common/files.h"
 
 namespace sg::testing {
@@ -160,7 +160,7 @@ FakeGroupWorld::FakeGroupWorld(int nodes, std::map<std::string, std::string> fla
   // Files' mtimes are the world's time, and the watcher compares them with
   // its clock. It starts a day in the past, so that they are never in the
   // real clock's future either (capture waits for the real clock to pass a
-  // file's mtime: agent/capture.cc).
+  // file's mtime: agent/detect/capture.cc).
   clock.SetNow(std::chrono::system_clock::now() - std::chrono::hours(24));
   flags_ = {{"job", "job"},
             {"store", "file://" + dir_.Join("unused-store")},

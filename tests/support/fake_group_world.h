@@ -1,5 +1,5 @@
 // A multi-node world in one process (docs/testing.md, "The fake group
-// world"): N real group agents (RunGroupAgent, agent/group_agent.h) on one
+// world"): N real group agents (RunGroupAgent, agent/group/group_agent.h) on one
 // in-memory store and one FakeClock, each node with its own fake metadata
 // service, fake Auto Scaling, checkpoint dir and fake trainer.
 //
@@ -28,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/config.h"
-#include "agent/daemon.h"
+#include "agent/config/config.h"
+#include "agent/run/daemon.h"
 #include "common/sd_notify.h"
 #include "tests/support/agent_fakes.h"
 #include "tests/support/fake_clock.h"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/snapshot_writer.h"
+#include "agent/repo/snapshot_writer.h"
 #include "common/file_store.h"
 #include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"

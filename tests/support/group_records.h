@@ -1,9 +1,9 @@
-// Group records as tests write them by hand (agent/group_protocol.h).
+// Group records as tests write them by hand (agent/repo/group_protocol.h).
 #pragma once
 
 #include <string>
 
-#include "agent/group_protocol.h"
+#include "agent/repo/group_protocol.h"
 
 namespace sg::testing {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/group_store.h"
-#include "agent/store_layout.h"
+#include "agent/repo/group_store.h"
+#include "agent/repo/store_layout.h"
 #include "tests/support/fake_group_world.h"
 
 namespace sg::testing {

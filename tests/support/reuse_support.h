@@ -10,9 +10,9 @@
 #include <mutex>
 #include <string>
 
-#include "agent/manifest.h"
-#include "agent/snapshot_catalog.h"
-#include "agent/store_layout.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/snapshot_catalog.h"
+#include "agent/repo/store_layout.h"
 #include "common/object_store.h"
 
 namespace sg::testing {

@@ -1,4 +1,4 @@
-// The agent's loop (agent/daemon.cc) with the policy it executes, driven
+// The agent's loop (agent/run/daemon.cc) with the policy it executes, driven
 // through its seams by fakes (tests/support/agent_fakes.h): a fake trainer,
 // checkpoint source, uploader, Auto Scaling API and metadata service on one
 // FakeClock, with a file:// store in a temporary dir. No process is started
@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "agent/config.h"
-#include "agent/daemon.h"
-#include "agent/exit_codes.h"
+#include "agent/config/config.h"
+#include "agent/run/daemon.h"
+#include "agent/config/exit_codes.h"
 #include "common/file_store.h"
 #include "common/sd_notify.h"
 #include "common/zstd_codec.h"

@@ -1,4 +1,4 @@
-#include "agent/capture.h"
+#include "agent/detect/capture.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent/presets.h"
+#include "agent/detect/presets.h"
 #include "common/files.h"
 #include "tests/support/temp_dir.h"
 

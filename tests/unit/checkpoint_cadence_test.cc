@@ -1,7 +1,7 @@
-// The checkpoint cadence (agent/checkpoint_cadence.h) on the fake clock:
+// The checkpoint cadence (agent/run/checkpoint_cadence.h) on the fake clock:
 // Young's interval from the measured cost and the interruption rate, within
 // the bounds, and shorter after a rebalance recommendation.
-#include "agent/checkpoint_cadence.h"
+#include "agent/run/checkpoint_cadence.h"
 
 #include <gtest/gtest.h>
 

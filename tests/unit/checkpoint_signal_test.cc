@@ -1,6 +1,6 @@
-// Where checkpoint_signal goes (agent/checkpoint_signal.h): to the trainer,
+// Where checkpoint_signal goes (agent/trainer/checkpoint_signal.h): to the trainer,
 // or to its workers when the trainer is a known launcher.
-#include "agent/checkpoint_signal.h"
+#include "agent/trainer/checkpoint_signal.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

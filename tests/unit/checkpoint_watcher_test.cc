@@ -1,4 +1,4 @@
-#include "agent/checkpoint_watcher.h"
+#include "agent/detect/checkpoint_watcher.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

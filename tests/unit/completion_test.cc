@@ -1,10 +1,10 @@
-// Completion that must be earned (agent/completion.h) and the engine's
-// retry budget warning (agent/retry_budget.h): pure functions.
-#include "agent/completion.h"
+// Completion that must be earned (agent/detect/completion.h) and the engine's
+// retry budget warning (agent/run/retry_budget.h): pure functions.
+#include "agent/detect/completion.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/retry_budget.h"
+#include "agent/run/retry_budget.h"
 
 namespace sg::testing {
 namespace {

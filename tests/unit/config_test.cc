@@ -1,14 +1,14 @@
-#include "agent/config.h"
+#include "agent/config/config.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <csignal>
 
-#include "agent/config_keys.h"
-#include "agent/placeholders.h"
-#include "agent/snapshot_commands.h"
-#include "agent/supervisor.h"
+#include "agent/config/config_keys.h"
+#include "agent/config/placeholders.h"
+#include "agent/cli/snapshot_commands.h"
+#include "agent/trainer/supervisor.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg {
@@ -347,7 +347,7 @@ TEST_F(ConfigTest, MetricsFileAndPricesAreKeysCheckedWhenRead) {
   EXPECT_TRUE(Mentions(r, "metrics_file", "must not be empty")) << AllProblems(r);
 }
 
-// The config table (agent/config_keys.h): each key set to its row's sample
+// The config table (agent/config/config_keys.h): each key set to its row's sample
 // changes what --print-config shows for it, so a row cannot be left unread
 // or unprinted. checkpoint_cadence.mode "auto" needs checkpoint_signal, so
 // the base sets one (and checkpoint_signal's sample is another).

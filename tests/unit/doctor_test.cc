@@ -6,7 +6,7 @@
 
 #include <deque>
 
-#include "agent/doctor_command.h"
+#include "agent/cli/doctor_command.h"
 #include "common/file_store.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/scripted_transport.h"

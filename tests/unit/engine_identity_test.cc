@@ -1,12 +1,12 @@
 // The engine's identity of a run (docs/config.md, "Placeholders"): {index}
 // from AWS_BATCH_JOB_ARRAY_INDEX or JOB_COMPLETION_INDEX, the attempt from
 // AWS_BATCH_JOB_ATTEMPT, in `job`, `command` and `resume_args`.
-#include "agent/engine_identity.h"
+#include "agent/config/engine_identity.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/config.h"
-#include "agent/supervisor.h"
+#include "agent/config/config.h"
+#include "agent/trainer/supervisor.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg {

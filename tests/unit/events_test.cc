@@ -1,9 +1,9 @@
 // The event history: one object per event, never overwritten.
-#include "agent/events.h"
+#include "agent/ledger/events.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/interruption_history.h"
+#include "agent/run/interruption_history.h"
 #include "common/file_store.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/temp_dir.h"

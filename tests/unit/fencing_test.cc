@@ -1,19 +1,19 @@
-// Fencing tokens that readers enforce (agent/fencing.h): a writer that lost
+// Fencing tokens that readers enforce (agent/repo/fencing.h): a writer that lost
 // the lease never adds to the job's history, however late its manifest lands.
 // The interleaving is driven step by step: the fenced writer's manifest PUT
 // is held at the moment right after its last successful renewal (inside its
 // verify_before_commit hook) while the successor takes over and commits.
-#include "agent/fencing.h"
+#include "agent/repo/fencing.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "agent/lease.h"
-#include "agent/manifest.h"
-#include "agent/restorer.h"
-#include "agent/retention.h"
-#include "agent/snapshot_writer.h"
+#include "agent/repo/lease.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/retention.h"
+#include "agent/repo/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/file_store_fixture.h"

@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent/frame_index.h"
-#include "agent/restorer.h"
-#include "agent/retention.h"
-#include "agent/snapshot_catalog.h"
-#include "agent/snapshot_file_reader.h"
-#include "agent/store_layout.h"
+#include "agent/repo/frame_index.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/retention.h"
+#include "agent/repo/snapshot_catalog.h"
+#include "agent/repo/snapshot_file_reader.h"
+#include "agent/repo/store_layout.h"
 #include "common/files.h"
 #include "common/xxh3.h"
 #include "tests/support/faulty_store.h"

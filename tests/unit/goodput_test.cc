@@ -1,11 +1,11 @@
-// Goodput by cause (agent/goodput.h) over hand-built ledgers: each test is a
+// Goodput by cause (agent/ledger/goodput.h) over hand-built ledgers: each test is a
 // timeline of events at chosen seconds, and the causes are checked to the
 // millisecond, with their sum equal to the span.
-#include "agent/goodput.h"
+#include "agent/ledger/goodput.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/ledger.h"
+#include "agent/ledger/ledger.h"
 
 namespace sg::testing {
 namespace {

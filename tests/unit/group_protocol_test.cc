@@ -1,14 +1,14 @@
-// The round protocol's records and decisions (agent/group_protocol.h) and
-// their keys in the store (agent/group_store.h), on a file:// store:
+// The round protocol's records and decisions (agent/repo/group_protocol.h) and
+// their keys in the store (agent/repo/group_store.h), on a file:// store:
 // docs/multi-node.md.
-#include "agent/group_protocol.h"
-#include "agent/restart_backoff.h"
+#include "agent/repo/group_protocol.h"
+#include "agent/trainer/restart_backoff.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/group_store.h"
-#include "agent/supervisor.h"
+#include "agent/repo/group_store.h"
+#include "agent/trainer/supervisor.h"
 #include "tests/support/file_store_fixture.h"
 
 namespace sg::testing {

@@ -1,5 +1,5 @@
 // The group's records as the agents and the commands read them, on a
-// file:// store (agent/group_store.h, docs/design.md §14): sequence numbers
+// file:// store (agent/repo/group_store.h, docs/design.md §14): sequence numbers
 // come from the keys listed, so a damaged record never blocks the next
 // commit or round; the failure record and how it is cleared; secrets of the
 // trainer's command never reach a record; a job that ran on one node is not
@@ -8,13 +8,13 @@
 
 #include <mutex>
 
-#include "agent/exit_codes.h"
-#include "agent/group_commands.h"
-#include "agent/group_status.h"
-#include "agent/group_protocol.h"
-#include "agent/group_store.h"
-#include "agent/job_start.h"
-#include "agent/store_layout.h"
+#include "agent/config/exit_codes.h"
+#include "agent/cli/group_commands.h"
+#include "agent/cli/group_status.h"
+#include "agent/repo/group_protocol.h"
+#include "agent/repo/group_store.h"
+#include "agent/run/job_start.h"
+#include "agent/repo/store_layout.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "tests/support/file_store_fixture.h"

@@ -1,7 +1,7 @@
-// RestoreGroupPart (agent/group_restore.h) on a file:// store: a node gets
+// RestoreGroupPart (agent/repo/group_restore.h) on a file:// store: a node gets
 // its own part of a group snapshot, and with the dcp preset also rank 0's
 // `.metadata`, which DCP's reader needs on every node.
-#include "agent/group_restore.h"
+#include "agent/repo/group_restore.h"
 
 #include <gtest/gtest.h>
 

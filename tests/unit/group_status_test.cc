@@ -1,13 +1,13 @@
-// `status` for a job of several nodes (agent/group_status.h) on a file://
+// `status` for a job of several nodes (agent/cli/group_status.h) on a file://
 // store: the round, each rank with its freshness, who is missing, who waits,
 // and the newest group snapshot (docs/multi-node.md, "Rounds").
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <utime.h>
 
-#include "agent/config.h"
-#include "agent/group_status.h"
-#include "agent/group_store.h"
+#include "agent/config/config.h"
+#include "agent/cli/group_status.h"
+#include "agent/repo/group_store.h"
 #include "tests/support/file_store_fixture.h"
 
 namespace sg::testing {

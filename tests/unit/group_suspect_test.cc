@@ -1,12 +1,12 @@
-// The count that makes a group snapshot suspect (agent/group_suspect.h).
-#include "agent/group_suspect.h"
+// The count that makes a group snapshot suspect (agent/repo/group_suspect.h).
+#include "agent/repo/group_suspect.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/group_commands.h"
-#include "agent/group_retention.h"
-#include "agent/group_status.h"
-#include "agent/group_store.h"
+#include "agent/cli/group_commands.h"
+#include "agent/repo/group_retention.h"
+#include "agent/cli/group_status.h"
+#include "agent/repo/group_store.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/group_records.h"
 #include "tests/support/memory_store.h"

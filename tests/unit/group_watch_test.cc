@@ -1,13 +1,13 @@
-// The group agent's watch (agent/group_watch.h), driven turn by turn with a
+// The group agent's watch (agent/group/group_watch.h), driven turn by turn with a
 // fake clock, a fake metadata service and a fake trainer: what it does at
 // once on a notice or a stop signal, and its backstops when the loop is held
 // by the store.
-#include "agent/group_watch.h"
+#include "agent/group/group_watch.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include "agent/exit_codes.h"
+#include "agent/config/exit_codes.h"
 #include "common/files.h"
 #include "tests/support/agent_fakes.h"
 #include "tests/support/fake_clock.h"
@@ -85,7 +85,7 @@ TEST_F(GroupWatchTest, ANoticeAsksTheTrainerAtOnceAndIsHandedToTheLoop) {
   auto notice = ReadFileToString(options_.notice_file);
   ASSERT_TRUE(notice.ok());
   EXPECT_NE(notice->find("\"round\":3"), std::string::npos) << *notice;
-  // One format with one node's (agent/notice_file.h): the notice's own JSON.
+  // One format with one node's (agent/run/notice_file.h): the notice's own JSON.
   EXPECT_EQ(notice->rfind("{\"kind\":\"notice\",\"action\":\"terminate\",", 0), 0u) << *notice;
   ASSERT_TRUE(watch->asked_at().has_value());
   EXPECT_EQ(*watch->asked_at(), clock_.Now());
@@ -159,7 +159,7 @@ TEST_F(GroupWatchTest, WithoutATrainerOrWithoutACheckpointSignalNothingIsSignall
 }
 
 // A trainer that is no launcher gets checkpoint_signal itself (its whole
-// process group), as with one node (agent/checkpoint_signal.h).
+// process group), as with one node (agent/trainer/checkpoint_signal.h).
 TEST_F(GroupWatchTest, APlainTrainerGetsTheCheckpointSignalItself) {
   options_.signal_target = SignalTarget::kTrainer;
   auto watch = Watch(true);

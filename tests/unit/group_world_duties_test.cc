@@ -8,9 +8,9 @@
 
 #include <algorithm>
 
-#include "agent/exit_codes.h"
-#include "agent/group_store.h"
-#include "agent/store_layout.h"
+#include "agent/config/exit_codes.h"
+#include "agent/repo/group_store.h"
+#include "agent/repo/store_layout.h"
 #include "common/files.h"
 #include "tests/support/group_world_checks.h"
 

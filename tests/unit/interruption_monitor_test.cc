@@ -1,7 +1,7 @@
 // InterruptionMonitor over a scripted metadata service and a fake clock: what
 // becomes an event, what is reported once, what is an error, and a whole
 // notice sequence driven by Run without sleeping.
-#include "agent/interruption_monitor.h"
+#include "agent/run/interruption_monitor.h"
 
 #include <gtest/gtest.h>
 

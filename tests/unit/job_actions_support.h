@@ -1,6 +1,6 @@
 // Helpers for the job policy's tests (job_policy_test.cc,
 // job_policy_resume_test.cc): finding, counting and reading the actions a
-// step of agent/job_policy.h returned.
+// step of agent/run/job_policy.h returned.
 #pragma once
 
 #include <string>
@@ -8,7 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include "agent/job_policy.h"
+#include "agent/run/job_policy.h"
 
 namespace sg::testing {
 

@@ -1,10 +1,10 @@
-// The job policy's resume-side decisions (agent/job_policy.h): an exit 0
+// The job policy's resume-side decisions (agent/run/job_policy.h): an exit 0
 // that complete_when does not accept, the fall back from a suspect
 // snapshot, and the checkpoint cadence. Observations in, actions out.
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include "agent/job_policy.h"
+#include "agent/run/job_policy.h"
 #include "tests/unit/job_actions_support.h"
 
 namespace sg::testing {

@@ -1,14 +1,14 @@
-// The job policy (agent/job_policy.h) on its own: observations in, actions
+// The job policy (agent/run/job_policy.h) on its own: observations in, actions
 // out. No clock, process, file or store: each scenario is a sequence of
 // observations at chosen times, and the actions are checked in order.
-#include "agent/job_policy.h"
+#include "agent/run/job_policy.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <map>
 
-#include "agent/exit_codes.h"
+#include "agent/config/exit_codes.h"
 #include "tests/unit/job_actions_support.h"
 
 namespace sg::testing {

@@ -1,4 +1,4 @@
-#include "agent/lease.h"
+#include "agent/repo/lease.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

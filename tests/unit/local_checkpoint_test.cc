@@ -1,15 +1,15 @@
 // A local checkpoint found at start is compared with the store's history by
-// step when both have one, by bytes otherwise (agent/local_checkpoint.h).
+// step when both have one, by bytes otherwise (agent/run/local_checkpoint.h).
 // Each preset's naming is covered: names without a step (last.pt, model.pt,
 // last.ckpt, a DCP dir called "latest") must never lose to the store just
 // because there is no number to compare.
-#include "agent/local_checkpoint.h"
+#include "agent/run/local_checkpoint.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/presets.h"
-#include "agent/restorer.h"
-#include "agent/snapshot_writer.h"
+#include "agent/detect/presets.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/file_store_fixture.h"

@@ -1,7 +1,7 @@
 // The log capture's parts (docs/design.md §13): lines cut and escaped, the
 // rotating segment files and their bound, a full log disk, and the order
 // of the shipped segments.
-#include "agent/log_capture.h"
+#include "agent/logs/log_capture.h"
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>
@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <sstream>
 
-#include "agent/config.h"
-#include "agent/log_shipper.h"
-#include "agent/log_store.h"
-#include "agent/logs_command.h"
-#include "agent/store_layout.h"
+#include "agent/config/config.h"
+#include "agent/logs/log_shipper.h"
+#include "agent/logs/log_store.h"
+#include "agent/cli/logs_command.h"
+#include "agent/repo/store_layout.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "common/log_lines.h"

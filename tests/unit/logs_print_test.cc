@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <streambuf>
 
-#include "agent/log_store.h"
-#include "agent/logs_command.h"
-#include "agent/store_layout.h"
+#include "agent/logs/log_store.h"
+#include "agent/cli/logs_command.h"
+#include "agent/repo/store_layout.h"
 #include "common/file_store.h"
 #include "common/log_lines.h"
 #include "common/zstd_codec.h"

@@ -4,9 +4,9 @@
 // the job's own snapshots, or that do not add up.
 #include <gtest/gtest.h>
 
-#include "agent/manifest.h"
-#include "agent/restorer.h"
-#include "agent/store_layout.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/store_layout.h"
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/xxh3.h"

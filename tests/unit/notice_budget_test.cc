@@ -1,6 +1,6 @@
-// The notice budget (agent/notice_budget.h): how long to wait for a fresh
+// The notice budget (agent/run/notice_budget.h): how long to wait for a fresh
 // checkpoint, given the deadline and the measured upload rate.
-#include "agent/notice_budget.h"
+#include "agent/run/notice_budget.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// The notice file's one format (agent/notice_file.h): a notice's file and a
+// The notice file's one format (agent/run/notice_file.h): a notice's file and a
 // request's have the same keys, in the same order, on one node and in a group.
-#include "agent/notice_file.h"
+#include "agent/run/notice_file.h"
 
 #include <gtest/gtest.h>
 

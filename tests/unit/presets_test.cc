@@ -1,4 +1,4 @@
-#include "agent/presets.h"
+#include "agent/detect/presets.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

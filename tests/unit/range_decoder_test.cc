@@ -1,8 +1,8 @@
-// RangeDecoder (agent/range_decoder.h): a read range's frames decoded,
+// RangeDecoder (agent/repo/range_decoder.h): a read range's frames decoded,
 // checked and written as the stored bytes come, in pieces of any size; a
 // range that starts over is written again and reported once; a damaged,
 // short or overlong range names the file.
-#include "agent/range_decoder.h"
+#include "agent/repo/range_decoder.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 // `spotguard report`'s pieces without the store: the report object and its
-// text (agent/report.h), the page (agent/report_html.h) and the metrics file
-// (agent/metrics_file.h), from hand-built events at chosen times.
-#include "agent/report.h"
+// text (agent/cli/report.h), the page (agent/cli/report_html.h) and the metrics file
+// (agent/run/metrics_file.h), from hand-built events at chosen times.
+#include "agent/cli/report.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/metrics_file.h"
-#include "agent/report_html.h"
+#include "agent/run/metrics_file.h"
+#include "agent/cli/report_html.h"
 #include "common/files.h"
 #include "tests/support/temp_dir.h"
 

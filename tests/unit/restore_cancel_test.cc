@@ -1,4 +1,4 @@
-// A restore is cancelled cleanly (agent/restorer.h, RestoreOptions::cancel):
+// A restore is cancelled cleanly (agent/repo/restorer.h, RestoreOptions::cancel):
 // a ranged read that waits for bytes that never come ends once the flag is
 // set (the transport asks the sink with no bytes meanwhile,
 // common/body_sink.h), the temporary dir is removed and the target is left
@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/restorer.h"
+#include "agent/repo/restorer.h"
 #include "tests/support/file_store_fixture.h"
 #include "tests/support/random_bytes.h"
 

@@ -1,7 +1,7 @@
-// The restore marker (agent/restore_marker.h): which files of a directory an
+// The restore marker (agent/repo/restore_marker.h): which files of a directory an
 // earlier restore put there, looked up by path; and what a restore says
-// about the backup dir it leaves (agent/restore_placement.h).
-#include "agent/restore_marker.h"
+// about the backup dir it leaves (agent/repo/restore_placement.h).
+#include "agent/repo/restore_marker.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "agent/restore_placement.h"
+#include "agent/repo/restore_placement.h"
 #include "common/files.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,4 +1,4 @@
-// The restore pipeline (agent/snapshot_file_reader.h): ranges of several
+// The restore pipeline (agent/repo/snapshot_file_reader.h): ranges of several
 // files on one pool of workers, frames written at their place in any order,
 // frame digests checked one by one, and a format 1 file hashed from what was
 // written. Manifests are built by hand here so that the layout (frame size,
@@ -12,9 +12,9 @@
 #include <map>
 #include <mutex>
 
-#include "agent/restorer.h"
-#include "agent/snapshot_file_reader.h"
-#include "agent/store_layout.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/snapshot_file_reader.h"
+#include "agent/repo/store_layout.h"
 #include "common/crypto.h"
 #include "common/file_store.h"
 #include "common/xxh3.h"

@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <functional>
 
-#include "agent/manifest.h"
-#include "agent/restore_placement.h"
-#include "agent/restorer.h"
-#include "agent/snapshot_writer.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restore_placement.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/file_store_fixture.h"

@@ -1,5 +1,5 @@
-// Which snapshot the trainer cannot resume from (agent/resume_guard.h).
-#include "agent/resume_guard.h"
+// Which snapshot the trainer cannot resume from (agent/run/resume_guard.h).
+#include "agent/run/resume_guard.h"
 
 #include <gtest/gtest.h>
 

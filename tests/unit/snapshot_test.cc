@@ -8,12 +8,12 @@
 #include <random>
 #include <thread>
 
-#include "agent/manifest.h"
-#include "agent/restorer.h"
-#include "agent/retention.h"
-#include "agent/snapshot_file_reader.h"
-#include "agent/snapshot_writer.h"
-#include "agent/store_layout.h"
+#include "agent/repo/manifest.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/retention.h"
+#include "agent/repo/snapshot_file_reader.h"
+#include "agent/repo/snapshot_writer.h"
+#include "agent/repo/store_layout.h"
 #include "common/file_store.h"
 #include "common/files.h"
 #include "tests/support/fake_clock.h"

@@ -1,7 +1,7 @@
-// The start's watch and its retries (agent/start_watch.h) on a fake clock: a
+// The start's watch and its retries (agent/run/start_watch.h) on a fake clock: a
 // notice or a stop signal is seen and cancels; transient store failures are
 // retried with growing waits for a bounded time, other failures are not.
-#include "agent/start_watch.h"
+#include "agent/run/start_watch.h"
 
 #include <gtest/gtest.h>
 

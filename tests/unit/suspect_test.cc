@@ -1,12 +1,12 @@
-// Snapshots the trainer cannot resume from (agent/suspect.h) in a file://
+// Snapshots the trainer cannot resume from (agent/run/suspect.h) in a file://
 // store: the mark as the history and retention see it, `unsuspect`, and the
 // local copy set aside beside the checkpoint dir.
-#include "agent/suspect.h"
+#include "agent/run/suspect.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/retention.h"
-#include "agent/store_layout.h"
+#include "agent/repo/retention.h"
+#include "agent/repo/store_layout.h"
 #include "tests/support/file_store_fixture.h"
 
 namespace sg::testing {

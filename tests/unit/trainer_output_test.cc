@@ -8,7 +8,7 @@
 #include <thread>
 #include <tuple>
 
-#include "agent/supervisor.h"
+#include "agent/trainer/supervisor.h"
 #include "common/log_lines.h"
 #include "tests/support/temp_dir.h"
 

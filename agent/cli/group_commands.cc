@@ -1,0 +1,206 @@
+// The commands for a job of several nodes (agent/cli/group_commands.h): `ls`,
+// `verify` and `restore` of group snapshots, and the hint single-node
+// commands give when a job holds group snapshots.
+#include "agent/cli/group_commands.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "agent/config/exit_codes.h"
+#include "agent/repo/group_restore.h"
+#include "agent/repo/group_store.h"
+#include "agent/repo/group_suspect.h"
+#include "agent/repo/lease.h"
+#include "agent/repo/progress.h"
+#include "agent/repo/restorer.h"
+#include "agent/repo/retention.h"
+#include "agent/repo/snapshot_catalog.h"
+#include "agent/repo/snapshot_file_reader.h"
+#include "agent/repo/store_layout.h"
+#include "common/duration.h"
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace sg {
+namespace {
+
+int FailGroupCommand(std::string_view command, const Status& st, int code = kExitFailure) {
+  std::cerr << "spotguard " << command << ": " << st.message() << "\n";
+  return code;
+}
+
+std::optional<GroupCommit> FindGroup(const std::vector<GroupCommit>& groups,
+                                     std::optional<uint64_t> seq) {
+  if (groups.empty()) return std::nullopt;
+  if (!seq) return groups.back();
+  for (const GroupCommit& g : groups) {
+    if (g.seq == *seq) return g;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> GroupSnapshotsHint(ObjectStore& store, const std::string& job,
+                                              std::string_view to) {
+  auto groups = GroupStore(store, job).Groups();
+  if (!groups.ok() || groups->empty()) return std::nullopt;
+  const int nodes = groups->back().nodes;
+  return Format("job {} has {} group snapshot{} (nodes: {}); add --nodes {} {}", job,
+                groups->size(), groups->size() == 1 ? "" : "s", nodes, nodes, to);
+}
+
+int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
+  auto groups = GroupStore(store, config.job).Groups();
+  if (!groups.ok()) return FailGroupCommand("ls", groups.status());
+  // SUSPECT: the trainers could not resume from it (agent/repo/group_suspect.h);
+  // last, so the columns before it keep their places.
+  auto suspect = GroupSuspects(store, config.job);
+  if (!suspect.ok()) return FailGroupCommand("ls", suspect.status());
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  if (!json) {
+    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %s\n", "SEQ", "CREATED", "NODES",
+                "SIZE", "STORED", "STEP", "ROUND", "SUSPECT");
+  }
+  // Newest first, as `ls` of a single node shows them.
+  for (auto it = groups->rbegin(); it != groups->rend(); ++it) {
+    const GroupCommit& g = *it;
+    if (json) {
+      nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+      for (const PartRecord& p : g.parts) {
+        parts.push_back({{"rank", p.rank},
+                         {"seq", p.seq},
+                         {"instance", p.instance},
+                         {"size", p.bytes},
+                         {"stored_size", p.stored}});
+      }
+      rows.push_back({{"seq", g.seq},
+                      {"created", g.created},
+                      {"nodes", g.nodes},
+                      {"size", g.Bytes()},
+                      {"stored_size", g.Stored()},
+                      {"step", g.step},
+                      {"round", g.round},
+                      {"suspect", suspect->contains(g.seq)},
+                      {"parts", std::move(parts)}});
+    } else {
+      std::printf("%-10s  %-24s  %5d  %10s  %10s  %-10lld  %5llu  %s\n", SeqName(g.seq).c_str(),
+                  g.created.c_str(), g.nodes, HumanBytes(g.Bytes()).c_str(),
+                  HumanBytes(g.Stored()).c_str(), static_cast<long long>(g.step),
+                  static_cast<unsigned long long>(g.round),
+                  suspect->contains(g.seq) ? "yes" : "-");
+    }
+  }
+  if (json) std::cout << rows.dump(2) << "\n";
+  return kExitOk;
+}
+
+int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq) {
+  auto listing = GroupStore(store, config.job).ListGroups();
+  if (!listing.ok()) return FailGroupCommand("verify", listing.status());
+  const std::vector<GroupCommit>* groups = &listing->groups;
+  // Damaged group snapshot records are named; the newest readable one is
+  // still checked.
+  std::vector<std::string> unreadable;
+  for (const UnreadableRecord& u : listing->unreadable) {
+    unreadable.push_back("cannot read " + u.key + ": " + u.why);
+  }
+  std::optional<GroupCommit> g = FindGroup(*groups, seq);
+  if (!g && !unreadable.empty()) {
+    return FailGroupCommand("verify", Status::Corruption(Join(unreadable, "; ")));
+  }
+  if (!g) {
+    return FailGroupCommand(
+        "verify",
+        Status::NotFound(seq ? "job " + config.job + " has no group snapshot " + SeqName(*seq)
+                             : "the store has no group snapshot of job " + config.job),
+        kExitNothingToRestore);
+  }
+  uint64_t files = 0, bytes = 0;
+  std::vector<std::string> bad;  // of the group snapshot checked
+  for (const PartRecord& p : g->parts) {
+    const std::string part_job = PartJob(config.job, p.rank);
+    auto manifest = SnapshotCatalog(store, part_job).ReadManifest(p.seq);
+    Status st = manifest.status();
+    if (st.ok()) {
+      ProgressLine progress("verify rank " + std::to_string(p.rank), manifest->TotalSize());
+      st = SnapshotFileReader(store, part_job)
+               .Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
+      files += manifest->files.size();
+      bytes += manifest->TotalSize();
+    }
+    if (!st.ok()) bad.push_back("rank " + std::to_string(p.rank) + ": " + st.message());
+  }
+  if (!bad.empty()) {
+    std::vector<std::string> all = bad;
+    all.insert(all.end(), unreadable.begin(), unreadable.end());
+    return FailGroupCommand("verify", Status::Corruption("group snapshot " + SeqName(g->seq) +
+                                                         " is damaged: " + Join(all, "; ")));
+  }
+  // The snapshot checked is whole; records elsewhere that cannot be read
+  // are named apart, and still fail the command.
+  std::cout << "group snapshot " << SeqName(g->seq) << ": " << g->nodes << " nodes, " << files
+            << " files, " << HumanBytes(bytes) << ", every checksum matches\n";
+  if (!unreadable.empty()) {
+    return FailGroupCommand("verify",
+                            Status::Corruption("other group records are damaged: " +
+                                               Join(unreadable, "; ")));
+  }
+  return kExitOk;
+}
+
+int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint64_t> seq,
+                    std::optional<int> rank, const std::string& target, bool force) {
+  if (!rank) {
+    return FailGroupCommand(
+        "restore",
+        Status::InvalidArgument("job " + config.job +
+                                " has nodes: " + std::to_string(config.nodes) +
+                                "; say which node's part to restore with --rank N"),
+        kExitUsage);
+  }
+  auto groups = GroupStore(store, config.job).Groups();
+  if (!groups.ok()) return FailGroupCommand("restore", groups.status());
+  std::optional<GroupCommit> g = FindGroup(*groups, seq);
+  if (!g) {
+    return FailGroupCommand(
+        "restore",
+        Status::NotFound(seq ? "job " + config.job + " has no group snapshot " + SeqName(*seq)
+                             : "the store has no group snapshot of job " + config.job),
+        seq ? kExitFailure : kExitNothingToRestore);
+  }
+  if (g->nodes != config.nodes) {
+    return FailGroupCommand(
+        "restore",
+        Status::InvalidArgument("group snapshot " + SeqName(g->seq) + " was made by " +
+                                std::to_string(g->nodes) + " nodes, and the config says " +
+                                "nodes: " + std::to_string(config.nodes)),
+        kExitUsage);
+  }
+  if (*rank < 0 || *rank >= g->nodes) {
+    return FailGroupCommand(
+        "restore",
+        Status::InvalidArgument("--rank " + std::to_string(*rank) + " is not a rank of " +
+                                std::to_string(g->nodes) + " nodes (0 to " +
+                                std::to_string(g->nodes - 1) + ")"),
+        kExitUsage);
+  }
+  RestoreOptions options;
+  options.replace_foreign = force;
+  auto result = RestoreGroupPart(store, config.job, config.preset, *g, *rank, target, options);
+  if (!result.ok()) {
+    return FailGroupCommand("restore", result.status(),
+                            IsRestoreRefusal(result.status()) ? kExitUsage : kExitFailure);
+  }
+  LogInfo("restored rank {}'s part of group snapshot {} (step {}) into {}", *rank,
+          SeqName(g->seq), g->step, result->dir);
+  std::cout << result->resume_path << "\n";
+  return kExitOk;
+}
+
+}  // namespace sg

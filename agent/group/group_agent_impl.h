@@ -1,0 +1,274 @@
+// The class behind RunGroupAgent (agent/group/group_agent.h; docs/design.md §14),
+// shared by its three files: group_agent.cc (setup, the loop, the member
+// record, the lease, reading the round), group_coordinator.cc (planning
+// rounds, refusing members, committing group snapshots, completion) and
+// group_member.cc (joining a round, the trainer, part uploads, ending a
+// round). Internal to those files.
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/trainer/checkpoint_signal.h"
+#include "agent/run/daemon.h"
+#include "agent/ledger/events.h"
+#include "agent/repo/group_protocol.h"
+#include "agent/repo/group_store.h"
+#include "agent/repo/group_suspect.h"
+#include "agent/group/group_watch.h"
+#include "agent/trainer/host_lock.h"
+#include "agent/run/interruption_monitor.h"
+#include "agent/logs/job_logs.h"
+#include "agent/run/job_ports_real.h"
+#include "agent/repo/lease.h"
+#include "agent/trainer/supervisor.h"
+#include "agent/trainer/trainer_record.h"
+#include "agent/repo/restorer.h"
+#include "common/background_call.h"
+#include "common/background_queue.h"
+#include "common/files.h"
+#include "common/sd_notify.h"
+
+namespace sg::group_detail {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+constexpr auto kTick = milliseconds(100);
+// The store is read for the round's news every quarter heartbeat, between
+// these bounds (docs/multi-node.md, "Cost in S3 requests").
+constexpr auto kMinLook = milliseconds(250);
+constexpr auto kMaxLook = milliseconds(2'000);
+// What a node waits for the group's commit after a notice elsewhere, when
+// stop_timeout is longer: a spot notice gives two minutes.
+constexpr auto kGroupEndBudget = milliseconds(100'000);
+// A noticed node's round is given up on this long before the deadline (the
+// trainer is stopped then); the watch's backstop counts from the same time.
+constexpr auto kGiveUpBefore = milliseconds(10'000);
+// The longest the exit waits, in all, for an upload, a restore and retention.
+constexpr auto kExitBound = milliseconds(15'000);
+// The longest a trainer is given to stop when its node leaves a round.
+constexpr auto kMaxLeaveGrace = milliseconds(10'000);
+
+class GroupAgent {
+ public:
+  explicit GroupAgent(const AgentContext& c)
+      : c_(c),
+        cfg_(c.config),
+        group_(c.store, cfg_.job),
+        events_(c.store, c.clock, cfg_.job, c.instance),
+        lease_(c.lease_store ? *c.lease_store : c.store, c.clock, cfg_.job, c.instance,
+               LeaseOptions{cfg_.lease.heartbeat, cfg_.lease.timeout}),
+        freshness_(duration_cast<milliseconds>(cfg_.group.timeout)),
+        notice_file_(NoticeFilePath(cfg_)),
+        launcher_(cfg_, c.env, notice_file_, TrainerRecordPath(cfg_.checkpoint_dir)),
+        uploader_([this](const Checkpoint& ck,
+                         const std::atomic<bool>* cancel) { return WritePart(ck, cancel); },
+                  c.clock, c.ports.inline_store_work),
+        autoscaling_(c.aws, c.clock),
+        signal_target_(CheckpointSignalTarget(cfg_.command)) {}
+
+  AgentResult Run();
+  // A log shipment was left running at the exit: it still uses the agent.
+  bool threads_left() const { return threads_left_; }
+
+ private:
+  // kStopping: the round is left and the trainer was asked to stop; the
+  // loop goes on until it has, or until its grace is over.
+  // kJoining: the node's part is being restored on a thread; the trainer
+  // starts once it is (kInRound).
+  enum class State { kWaiting, kJoining, kInRound, kEnding, kStopping, kDone };
+
+  Status Setup();
+  // Turns the state machine until the node is done.
+  void Loop();
+  // Stops the trainer and ends the work still running, within kExitBound.
+  AgentResult End();
+  void Beat(Clock::MonoTime now);
+  void KeepLease(Clock::MonoTime now);
+  void Look(Clock::MonoTime now);
+  void Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan);
+  // Whether `plan`'s round has ended, as its end records say; nullopt when
+  // nothing more is to be done on this turn (unreadable ends, a complete
+  // job, or this node joins the round).
+  std::optional<bool> RoundEnded(const RoundPlan& plan);
+  // The coordinator plans the next round after `plan` (none: the first).
+  void PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& plan);
+  // `parts`: the round's parts as just read (null when that failed);
+  // `newest`: the newest group snapshot as just read.
+  void Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* parts,
+                  std::optional<GroupCommit> newest);
+  // Retention, `keep` whole group snapshots (docs/multi-node.md), on a
+  // thread of its own: deleting many parts must not hold the loop (its
+  // heartbeats and lease) for longer than group.timeout.
+  void Retain();
+  // The coordinator refuses fresh members whose settings differ from its own.
+  void RefuseOdd(Clock::MonoTime now);
+  void Join(const RoundPlan& plan);
+  void Joining();
+  void RestoreFailed(const Status& st);
+  // Starts the round's trainer from `resume` ("" fresh): kInRound.
+  void StartTrainer(const std::string& resume);
+  void InRound(Clock::MonoTime now);
+  // `asked_at`: the watch asked the trainer for its checkpoint then (on this
+  // node's notice or stop signal); the loop does not ask again.
+  void BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed,
+                   std::optional<Clock::WallTime> asked_at = std::nullopt);
+  // Acts on what the watch saw: a stop signal, notices, rebalances.
+  void TakeNews(Clock::MonoTime now);
+  // A rebalance recommendation (on_rebalance: snapshot) asks the trainer for
+  // a checkpoint and uploads it at once; the round goes on.
+  void TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e);
+  // Another rank's warning, as the round's flush records say (`flushes`:
+  // rank -> its step then): this node's trainer is asked too, once per rank
+  // and round, and its next checkpoint goes up at once.
+  void TakeFlushes(Clock::MonoTime now, const std::map<int, std::optional<int64_t>>& flushes);
+  // systemd (docs/design.md §14): READY=1 once the first round's part is
+  // restored and its trainer started, STOPPING=1 once this node leaves for
+  // good; each said once.
+  void SayReady();
+  void SayStopping();
+  // checkpoint_signal to the trainer, where CheckpointSignalTarget says.
+  void AskTrainer(const std::string& why);
+  void Ending(Clock::MonoTime now);
+  // Leaves the round: asks the trainer to stop (kStopping) and cancels the
+  // upload under way, without blocking the loop.
+  void LeaveRound(const std::string& why);
+  void Stopping(Clock::MonoTime now);
+  void FinishLeaving();
+  // The complete local checkpoints, newest first, without those left from
+  // before the round (FromBeforeTheRound).
+  StatusOr<std::vector<Checkpoint>> RoundCheckpoints();
+  // Starts the upload of the part ChooseUpload picks, if any.
+  void UploadPart(Clock::MonoTime now);
+  void TakeUploadResult();
+  StatusOr<SnapshotResult> WritePart(const Checkpoint& checkpoint,
+                                      const std::atomic<bool>* cancel);
+  // The newest readable group snapshot; notes the seq of the next commit
+  // (next_group_seq_), which comes from the keys listed.
+  std::optional<GroupCommit> NewestGroup();
+  // A failure record in the store (group/failed.json): cleared when this
+  // agent's settings differ from those that failed (logged); otherwise the
+  // agent says how to go on and exits 1. True when it exits.
+  bool StopsOnFailure(const FailureRecord& failure);
+  // The coordinator fails the job (group/failed.json, the `failed` event), exit 1.
+  void FailJob(const std::string& why, const std::optional<RoundPlan>& plan);
+  // A round ended: counts it against the group snapshot it resumed from,
+  // and marks that one suspect at resume.max_failures (agent/repo/group_suspect.h).
+  void GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>& ends, bool crash);
+  // The job is complete: on_complete on this node, then exit 0.
+  void JobComplete();
+  void Exit(int code);
+  // A store write the loop goes on from whatever its outcome: a failure is
+  // logged, naming `what`.
+  void Noted(const Status& st, std::string_view what);
+  // The ledger's event `kind` (docs/operations.md, "The ledger"). Once this
+  // node is on its way out (a notice or a stop signal) it is kept, with its
+  // time, and written once the trainer is stopped (FlushEvents), as one
+  // node's agent defers them (docs/design.md §9): no PUT stands between the
+  // notice and the round's end.
+  void Event(std::string_view kind, nlohmann::ordered_json details = {});
+  void FlushEvents();
+
+  const AgentContext& c_;
+  const Config& cfg_;
+  GroupStore group_;
+  EventLog events_;
+  LeaseKeeper lease_;
+  MemberFreshness freshness_;
+  const std::string notice_file_;
+  ProcessTrainerLauncher launcher_;
+  // The trainers' launcher: the ports' when given, else launcher_.
+  TrainerLauncher& trainers_ = c_.ports.trainer ? *c_.ports.trainer : launcher_;
+  ThreadUploader uploader_;
+  LazyAutoScaling autoscaling_;
+  AutoScalingApi& asg_ = c_.ports.autoscaling ? *c_.ports.autoscaling : autoscaling_;
+  const SignalTarget signal_target_;
+  std::optional<HostLock> host_lock_;
+  UniqueFd signal_fd_;
+  std::unique_ptr<CheckpointSource> own_checkpoints_;
+  CheckpointSource* checkpoints_ = nullptr;
+  std::unique_ptr<InterruptionMonitor> monitor_;
+  SharedTrainer::Slot trainer_slot_;    // the trainer, as the watch reaches it
+  std::unique_ptr<GroupWatch> watch_;   // notices and signals, on its own thread
+  // When the ports drive time (ports.idle), the watch has no thread: the
+  // loop turns it every tick, and nothing runs beside the loop.
+  const bool watch_on_loop_ = static_cast<bool>(c_.ports.idle);
+  std::string staging_root_;
+
+  MemberRecord self_;
+  State state_ = State::kWaiting;
+  std::optional<RoundPlan> plan_;  // the round this agent takes part in
+  int rank_ = 0;
+  std::unique_ptr<Trainer> trainer_;
+  BackgroundCall<StatusOr<RestoreResult>> restore_{c_.ports.inline_store_work};  // kJoining: the restore of this node's part
+  std::optional<GroupCommit> restoring_;             // what it restores
+  bool restore_left_ = false;                        // still running at the exit
+  int attempt_ = 0;
+  std::optional<int64_t> part_step_;       // of this node's newest stored part in the round
+  std::optional<int64_t> restored_step_;   // of the part restored on joining the round
+  std::optional<int64_t> uploading_step_;  // of the part being uploaded
+  uint64_t uploading_round_ = 0;           // the round it was started in
+  int upload_rank_ = 0;                    // the rank it uploads for (WritePart's)
+  Clock::MonoTime stop_deadline_{};        // kStopping: SIGKILL then; {} otherwise
+  std::vector<int64_t> uploaded_;          // steps uploaded (or tried) in the round
+  std::vector<CheckpointMark> before_round_;  // complete when the round was joined
+  std::vector<PartRecord> round_parts_;    // every rank's parts of the round, as last read
+  std::optional<int64_t> group_step_;      // of the newest group snapshot, as last read
+  Clock::MonoTime next_periodic_{};        // the next periodic upload (upload_interval)
+  Clock::MonoTime next_checkpoint_signal_{};  // checkpoint_interval's next signal
+  bool asked_ = false;                     // a checkpoint was asked for and not answered
+  std::set<int> flushes_taken_;            // ranks whose flush this node acted on, this round
+  std::optional<int64_t> answer_step_;     // the part that answers it
+  bool final_ = false;                     // the round's request is answered (final.json)
+  std::string stepless_warned_;           // a checkpoint without a step, said once
+  bool trainer_done_ = false;            // exited 0; its last part is going up
+  bool done_marked_ = false;
+  // Ending a round on a notice
+  bool noticed_ = false;  // this node got the notice (or SIGTERM): it exits then
+  Clock::MonoTime ending_deadline_{};
+  std::optional<int64_t> asked_after_;  // a part newer than this answers the request
+  // The coordinator's view
+  std::optional<uint64_t> skip_from_;  // a group snapshot a member could not restore
+  std::set<std::string> refused_;      // members refused, by agent identity
+  uint64_t counted_round_ = 0;         // the last ended round counted in crash_rounds_
+  int crash_rounds_ = 0;               // rounds in a row ended by a crash
+  GroupResumeGuard resume_guard_{cfg_.resume.max_failures};
+  Clock::MonoTime next_plan_at_{};
+  uint64_t next_group_seq_ = 1;             // above every group snapshot key listed
+  uint64_t next_round_ = 1;                 // above every round whose plan key is listed
+  bool plan_read_ = false;                  // the newest plan was read at least once
+  std::optional<RoundPlan> newest_plan_;    // as last read while waiting
+  Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{};
+  std::optional<int> exit_code_;
+  struct DeferredEvent {
+    std::string kind;
+    nlohmann::ordered_json details;
+    Clock::WallTime at;
+  };
+  std::vector<DeferredEvent> deferred_events_;
+  bool defer_events_ = false;  // set by a notice or a stop signal
+  WatchdogPinger watchdog_{c_.notifier};  // once READY=1 was said
+  bool ready_ = false;
+  bool stopping_said_ = false;
+  bool lifecycle_due_ = false;             // a notice: the hook's CONTINUE after the stop
+  const bool pid1_ = ::getpid() == 1;      // reaps orphans (docs/design.md §11)
+  // The node's logs (docs/design.md §13); the attempt a segment is shipped
+  // under is the round.
+  JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};
+  uint64_t log_round_ = 0;  // the round of the newest one joined
+  // Retention, off the loop (the coordinator's); one run at a time.
+  BackgroundQueue store_work_{c_.ports.inline_store_work};
+  std::shared_ptr<std::atomic<bool>> retention_running_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<bool>> retention_wanted_ = std::make_shared<std::atomic<bool>>(false);
+  bool threads_left_ = false;
+  AgentResult result_;
+};
+
+}  // namespace sg::group_detail

@@ -1,0 +1,93 @@
+// What a node of a group owes as one node's agent does (docs/design.md §14,
+// "Like one node"): systemd's READY=1 and STOPPING=1 (WATCHDOG=1 is the
+// loop's), checkpoint_signal where agent/trainer/checkpoint_signal.h says, and a
+// rebalance recommendation's snapshot (on_rebalance).
+#include "agent/group/group_agent_impl.h"
+
+#include "agent/repo/group_store.h"
+#include "common/log.h"
+#include "common/signal_names.h"
+
+namespace sg::group_detail {
+
+void GroupAgent::SayReady() {
+  if (ready_) return;
+  ready_ = true;
+  (void)c_.notifier.Notify("READY=1");
+}
+
+void GroupAgent::SayStopping() {
+  if (stopping_said_) return;
+  stopping_said_ = true;
+  (void)c_.notifier.Notify("STOPPING=1");
+}
+
+void GroupAgent::AskTrainer(const std::string& why) {
+  if (!cfg_.checkpoint_signal || !trainer_ || !trainer_->running()) return;
+  if (SendCheckpointSignal(*trainer_, *cfg_.checkpoint_signal, signal_target_).ok()) {
+    LogInfo("asked the trainer{} for a checkpoint ({}) on {}",
+            signal_target_ == SignalTarget::kWorkers ? "'s workers" : "",
+            SignalName(*cfg_.checkpoint_signal), why);
+  }
+}
+
+void GroupAgent::TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e) {
+  // History, not state: recorded off the loop.
+  store_work_.Post([this, kind = std::string(InterruptionKindName(e.kind)), data = e.ToJson()] {
+    events_.Note(kind, data);
+  });
+  if (e.kind != InterruptionEvent::Kind::kRebalance || cfg_.on_rebalance != OnRebalance::kSnapshot ||
+      state_ != State::kInRound) {
+    return;
+  }
+  LogWarn("rebalance recommendation: asking the trainer for a checkpoint, and every other node's "
+          "agent to ask its own; the round goes on");
+  AskTrainer("the rebalance recommendation");
+  // Its part goes up as soon as it is complete; the other ranks' agents
+  // upload theirs of the same step to complete the group snapshot (kFollow).
+  next_periodic_ = now;
+  flushes_taken_.insert(rank_);
+  // The group flushes together: the other members read this record on
+  // their next look and ask their own trainers (TakeFlushes), for trainers
+  // that do not pass one rank's request on to the others. Written off the
+  // loop, with a GroupStore of its own (the loop's caches are not shared).
+  std::optional<int64_t> newest;
+  if (auto all = RoundCheckpoints(); all.ok() && !all->empty()) newest = all->front().step;
+  store_work_.Post([&store = c_.store, job = cfg_.job, round = plan_->round, rank = rank_, newest] {
+    if (Status st = GroupStore(store, job).MarkFlush(round, rank, newest); !st.ok()) {
+      LogWarn("recording the group flush of round {} failed: {}", round, st.message());
+    }
+  });
+}
+
+void GroupAgent::TakeFlushes(Clock::MonoTime now,
+                             const std::map<int, std::optional<int64_t>>& flushes) {
+  if (state_ != State::kInRound) return;
+  for (const auto& [rank, step] : flushes) {
+    if (!flushes_taken_.insert(rank).second) continue;
+    LogInfo("rank {} was warned (a rebalance recommendation, at step {}): the group flushes; "
+            "asking this node's trainer for a checkpoint",
+            rank, step ? std::to_string(*step) : "none");
+    AskTrainer("rank " + std::to_string(rank) + "'s rebalance recommendation");
+    next_periodic_ = now;
+  }
+}
+
+void GroupAgent::Noted(const Status& st, std::string_view what) {
+  if (!st.ok()) LogWarn("{} failed: {}", what, st.message());
+}
+
+void GroupAgent::Event(std::string_view kind, nlohmann::ordered_json details) {
+  if (defer_events_) {
+    deferred_events_.push_back({std::string(kind), std::move(details), c_.clock.Now()});
+    return;
+  }
+  events_.Note(kind, std::move(details));
+}
+
+void GroupAgent::FlushEvents() {
+  for (DeferredEvent& e : deferred_events_) events_.Note(e.kind, std::move(e.details), e.at);
+  deferred_events_.clear();
+}
+
+}  // namespace sg::group_detail

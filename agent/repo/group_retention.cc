@@ -1,0 +1,153 @@
+// Retention of a job of several nodes (agent/repo/group_retention.h): group
+// snapshots are uncommitted first, then the parts none kept names, then the
+// records of rounds before the oldest kept one.
+#include "agent/repo/group_retention.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "agent/repo/group_protocol.h"
+#include "agent/repo/group_store.h"
+#include "agent/repo/group_suspect.h"
+#include "agent/repo/retention.h"
+#include "agent/repo/snapshot_catalog.h"
+#include "agent/repo/store_layout.h"
+#include "common/log.h"
+
+namespace sg {
+namespace {
+
+// Deletes every object of snapshot `seq` of `job`, the manifest first, so
+// that what remains of it is never restored.
+StatusOr<uint64_t> DeletePartSnapshot(ObjectStore& store, const std::string& job, uint64_t seq,
+                                      const std::vector<std::string>& keys) {
+  uint64_t n = 0;
+  const std::string manifest = ManifestKey(job, seq);
+  if (std::find(keys.begin(), keys.end(), manifest) != keys.end()) {
+    SG_RETURN_IF_ERROR(store.Delete(manifest));
+    ++n;
+  }
+  for (const std::string& key : keys) {
+    if (key == manifest) continue;
+    SG_RETURN_IF_ERROR(store.Delete(key));
+    ++n;
+  }
+  return n;
+}
+
+// The index of the oldest group snapshot kept: `keep` the trainers can
+// resume from. A suspect one (agent/repo/group_suspect.h) is kept while it is
+// newer than those, and never counted among them.
+size_t FirstKeptGroup(const std::vector<GroupCommit>& groups, const std::set<uint64_t>& suspect,
+                      int keep) {
+  size_t first_kept = groups.size();
+  for (int good = 0; first_kept > 0 && good < keep;) {
+    --first_kept;
+    if (!suspect.contains(groups[first_kept].seq)) ++good;
+  }
+  return first_kept;
+}
+
+// Deletes rank `rank`'s committed parts that no kept group snapshot names
+// (`referenced`) and whose step is not newer than `newest_step`: group
+// snapshots only ever commit steps newer than the newest, so such a part can
+// join no later one. Returns how many went.
+StatusOr<uint64_t> PruneUnreferencedParts(ObjectStore& store, const std::string& part_job,
+                                          int rank,
+                                          const std::set<std::pair<int, uint64_t>>& referenced,
+                                          int64_t newest_step) {
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store, SnapshotsPrefix(part_job)));
+  std::map<uint64_t, std::vector<std::string>> dirs;
+  std::set<uint64_t> committed;
+  for (const ObjectInfo& o : objects) {
+    auto seq = SnapshotSeqOfKey(part_job, o.key);
+    if (!seq) continue;
+    dirs[*seq].push_back(o.key);
+    if (o.key == ManifestKey(part_job, *seq)) committed.insert(*seq);
+  }
+  SnapshotCatalog catalog(store, part_job);
+  uint64_t deleted = 0;
+  for (const auto& [seq, keys] : dirs) {
+    if (!committed.count(seq) || referenced.count({rank, seq})) continue;
+    auto manifest = catalog.ReadManifest(seq);
+    if (!manifest.ok() || !manifest->step || *manifest->step > newest_step) continue;
+    SG_ASSIGN_OR_RETURN(uint64_t n, DeletePartSnapshot(store, part_job, seq, keys));
+    if (n > 0) ++deleted;
+  }
+  return deleted;
+}
+
+// Deletes the records of rounds before `oldest_round`; returns how many
+// rounds' records went.
+StatusOr<uint64_t> PruneRoundRecords(ObjectStore& store, const std::string& job,
+                                     uint64_t oldest_round) {
+  const std::string prefix = JobPrefix(job) + "group/rounds/";
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> records, ListAll(store, prefix));
+  std::set<uint64_t> rounds;
+  for (const ObjectInfo& o : records) {
+    const std::string rest = o.key.substr(prefix.size());
+    auto round = ParseSeqName(std::string_view(rest).substr(0, 10));
+    if (!round || *round >= oldest_round) continue;
+    SG_RETURN_IF_ERROR(store.Delete(o.key));
+    rounds.insert(*round);
+  }
+  return rounds.size();
+}
+
+}  // namespace
+
+StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
+                                            const std::string& job, int keep,
+                                            std::chrono::seconds abandoned_after) {
+  if (keep < 1) return Status::InvalidArgument("keep must be at least 1");
+  GroupStore group(store, job);
+  SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, group.Groups());
+  GroupGcResult result;
+  SG_ASSIGN_OR_RETURN(std::set<uint64_t> suspect, GroupSuspects(store, job));
+  const size_t first_kept = FirstKeptGroup(groups, suspect, keep);
+  int ranks = 0;
+  for (const GroupCommit& g : groups) ranks = std::max(ranks, g.nodes);
+  // Uncommit the old group snapshots first: parts are only deleted once no
+  // group snapshot that may be restored names them.
+  for (size_t i = 0; i < first_kept; ++i) {
+    SG_RETURN_IF_ERROR(store.Delete(group.GroupKey(groups[i].seq)));
+    if (suspect.contains(groups[i].seq)) {
+      SG_RETURN_IF_ERROR(store.Delete(GroupSuspectKey(job, groups[i].seq)));
+    }
+    result.deleted.push_back(groups[i].seq);
+  }
+  // (A plain int64_t and a flag: GCC 12 at -O2 takes an optional's value
+  // read under its own has_value() check for uninitialized.)
+  const bool any_group = !groups.empty();
+  const int64_t newest_step = any_group ? groups.back().step : 0;
+  std::set<std::pair<int, uint64_t>> referenced;
+  for (size_t i = first_kept; i < groups.size(); ++i) {
+    for (const PartRecord& p : groups[i].parts) referenced.insert({p.rank, p.seq});
+  }
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::string part_job = PartJob(job, rank);
+    if (any_group) {
+      SG_ASSIGN_OR_RETURN(uint64_t n,
+                          PruneUnreferencedParts(store, part_job, rank, referenced, newest_step));
+      result.parts_deleted += n;
+    }
+    // Parts whose writer died before their commit, and unfinished uploads;
+    // committed parts are never taken here (keep is unbounded).
+    GcOptions abandoned{.keep = 1 << 30, .abandoned_after = abandoned_after};
+    SG_ASSIGN_OR_RETURN(GcResult r, CollectGarbage(store, clock, part_job, abandoned));
+    result.abandoned += static_cast<int>(r.abandoned.size()) + r.stale_writes;
+  }
+  if (first_kept < groups.size()) {
+    SG_ASSIGN_OR_RETURN(result.rounds_deleted,
+                        PruneRoundRecords(store, job, groups[first_kept].round));
+  }
+  if (!result.deleted.empty() || result.parts_deleted > 0) {
+    LogInfo("gc of job {}: removed {} old group snapshots, {} parts and the records of {} rounds",
+            job, result.deleted.size(), result.parts_deleted, result.rounds_deleted);
+  }
+  return result;
+}
+
+}  // namespace sg

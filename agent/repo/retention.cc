@@ -1,0 +1,205 @@
+#include "agent/repo/retention.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "agent/repo/manifest.h"
+#include "agent/repo/snapshot_catalog.h"
+#include "agent/repo/store_layout.h"
+#include "common/log.h"
+
+namespace sg {
+namespace {
+
+// One snapshot dir as a listing found it.
+struct Dir {
+  bool committed = false;
+  bool claimed = false;
+  bool fenced = false;
+  bool suspect = false;  // marked: the trainer could not resume from it (agent/run/suspect.h)
+  std::chrono::system_clock::time_point newest{};
+  std::vector<std::string> keys;
+};
+using Dirs = std::map<uint64_t, Dir, std::greater<>>;  // newest seq first
+
+StatusOr<Dirs> ListDirs(ObjectStore& store, const std::string& job,
+                        std::vector<ObjectInfo>* objects) {
+  SG_ASSIGN_OR_RETURN(*objects, ListAll(store, SnapshotsPrefix(job)));
+  Dirs dirs;
+  for (const ObjectInfo& o : *objects) {
+    auto seq = SnapshotSeqOfKey(job, o.key);
+    if (!seq) continue;  // not ours; leave it alone
+    Dir& d = dirs[*seq];
+    d.keys.push_back(o.key);
+    d.newest = std::max(d.newest, o.modified);
+    if (o.key == ManifestKey(job, *seq)) d.committed = true;
+    if (o.key == ClaimKey(job, *seq)) d.claimed = true;
+    if (o.key == SuspectKey(job, *seq)) d.suspect = true;
+  }
+  return dirs;
+}
+
+// The objects (full keys) that the manifests in `dirs` reference. A manifest
+// that is gone or damaged references nothing that a restore would read; any
+// other failure to read one stops gc before it deletes data. The catalog
+// reads each manifest once (a seq's manifest never changes: it is written
+// create-only under a claimed seq).
+StatusOr<std::set<std::string>> Referenced(SnapshotCatalog& catalog, const std::string& job,
+                                           const Dirs& dirs) {
+  std::set<std::string> keys;
+  std::vector<uint64_t> committed;
+  for (const auto& [seq, d] : dirs) {
+    if (d.committed) committed.push_back(seq);
+  }
+  catalog.Prefetch(committed);
+  for (const auto& [seq, d] : dirs) {
+    if (!d.committed) continue;
+    auto m = catalog.ReadManifest(seq);
+    if (!m.ok()) {
+      // Gone, or damaged: never restored, so it needs nothing.
+      if (m.status().Is(StatusCode::kNotFound) || m.status().Is(StatusCode::kCorruption)) continue;
+      return m.status().WithContext("read the manifest of snapshot " + SeqName(seq));
+    }
+    for (const std::string& key : m->ReferencedKeys()) keys.insert(JobPrefix(job) + key);
+  }
+  return keys;
+}
+
+// Step 1 of gc for snapshot dir `seq`: the claim, then the manifest. With
+// the manifest gone, what remains is never restored, and no writer that
+// lists afterwards indexes it.
+Status GcUncommitDir(ObjectStore& store, const std::string& job, uint64_t seq, const Dir& d,
+                     GcResult& result) {
+  if (d.claimed) {
+    SG_RETURN_IF_ERROR(store.Delete(ClaimKey(job, seq)));
+    ++result.objects_deleted;
+  }
+  if (d.committed) {
+    SG_RETURN_IF_ERROR(store.Delete(ManifestKey(job, seq)));
+    ++result.objects_deleted;
+  }
+  return Status::Ok();
+}
+
+// Reads ahead the manifests of the snapshots that retention keeps.
+void GcPrefetchKept(SnapshotCatalog& catalog, const Dirs& dirs, int keep) {
+  std::vector<uint64_t> to_keep;
+  for (const auto& [seq, d] : dirs) {
+    if (d.committed && !d.fenced && !d.suspect && static_cast<int>(to_keep.size()) < keep) {
+      to_keep.push_back(seq);
+    }
+  }
+  catalog.Prefetch(to_keep);
+}
+
+// 1. Uncommits the fenced snapshots, the committed ones beyond the newest
+// `keep` good ones, and abandoned uncommitted ones (claimed before `cutoff`).
+// Retention never deletes the last snapshot with a readable manifest: if
+// every kept one is damaged, the older ones stay.
+Status GcUncommitOld(ObjectStore& store, SnapshotCatalog& catalog, const std::string& job,
+                     const Dirs& dirs, const GcOptions& options, Clock::WallTime cutoff,
+                     GcResult& result) {
+  int kept = 0, kept_readable = 0;
+  for (const auto& [seq, d] : dirs) {
+    if (d.fenced) {
+      SG_RETURN_IF_ERROR(GcUncommitDir(store, job, seq, d, result));
+      result.abandoned.push_back(seq);
+      continue;
+    }
+    if (d.committed) {
+      // A suspect snapshot is never one of the kept good ones: it stays
+      // while newer than the oldest of them (for `unsuspect`), uncounted.
+      if (d.suspect && kept < options.keep) continue;
+      if (!d.suspect && kept < options.keep) {
+        ++kept;
+        if (catalog.ReadManifest(seq).ok()) ++kept_readable;
+        continue;
+      }
+      if (kept_readable == 0) {
+        LogWarn(
+            "gc of job {}: none of the newest {} snapshots has a readable manifest; "
+            "keeping snapshot {} and older",
+            job, options.keep, SeqName(seq));
+        continue;
+      }
+      SG_RETURN_IF_ERROR(GcUncommitDir(store, job, seq, d, result));
+      result.deleted.push_back(seq);
+    } else if (d.claimed && d.newest < cutoff) {
+      SG_RETURN_IF_ERROR(GcUncommitDir(store, job, seq, d, result));
+      result.abandoned.push_back(seq);
+    }
+  }
+  return Status::Ok();
+}
+
+// Steps 2 and 3 on the second listing `now`: while a writer whose claim is in
+// it is live (claimed since `cutoff`), no data object goes; otherwise every
+// object of a dir without claim or manifest goes, unless a manifest of this
+// listing references it.
+Status GcDeleteUnreferenced(ObjectStore& store, SnapshotCatalog& catalog, const std::string& job,
+                            const Dirs& now, Clock::WallTime cutoff, GcResult& result) {
+  std::vector<uint64_t> live;
+  for (const auto& [seq, d] : now) {
+    if (d.claimed && !d.committed && d.newest >= cutoff) live.push_back(seq);
+  }
+  if (!live.empty()) {
+    LogInfo("gc of job {}: snapshot {} is being written; old objects stay until the next gc", job,
+            SeqName(live.front()));
+    return Status::Ok();
+  }
+  SG_ASSIGN_OR_RETURN(const std::set<std::string> referenced, Referenced(catalog, job, now));
+  for (const auto& [seq, d] : now) {
+    if (d.committed || d.claimed) continue;
+    for (const std::string& key : d.keys) {
+      if (referenced.contains(key)) continue;
+      SG_RETURN_IF_ERROR(store.Delete(key));
+      ++result.objects_deleted;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// The order of the steps is what makes frame reuse safe against a writer
+// running at the same time (docs/design.md §4, "Retention with shared
+// objects"): uncommit first, list again, then delete data only when no
+// writer is live and no manifest of the second listing needs it.
+StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::string& job,
+                                  const GcOptions& options) {
+  if (options.keep < 1) return Status::InvalidArgument("keep must be at least 1");
+  std::vector<ObjectInfo> objects;
+  SG_ASSIGN_OR_RETURN(Dirs dirs, ListDirs(store, job, &objects));
+
+  // A fenced writer's late manifest commits nothing (agent/repo/fencing.h): its
+  // dir is removed like an abandoned one, and it never counts as kept. The
+  // catalog judges the listing above: the snapshots are listed once.
+  SnapshotCatalog catalog(store, job);
+  SG_RETURN_IF_ERROR(catalog.CommittedIn(objects).status());
+  for (uint64_t seq : catalog.Fenced()) {
+    if (auto it = dirs.find(seq); it != dirs.end()) it->second.fenced = true;
+  }
+
+  GcResult result;
+  // 1. Uncommit.
+  GcPrefetchKept(catalog, dirs, options.keep);
+  const auto cutoff = clock.Now() - options.abandoned_after;
+  SG_RETURN_IF_ERROR(GcUncommitOld(store, catalog, job, dirs, options, cutoff, result));
+
+  // 2. List again. A writer whose claim is in this listing may have indexed
+  // what step 1 uncommitted: while one is live, no data object goes. 3. The
+  // objects no manifest of this listing references.
+  SG_ASSIGN_OR_RETURN(Dirs now, ListDirs(store, job, &objects));
+  SG_RETURN_IF_ERROR(GcDeleteUnreferenced(store, catalog, job, now, cutoff, result));
+  SG_ASSIGN_OR_RETURN(result.stale_writes,
+                      store.CleanStaleWrites(JobPrefix(job), options.abandoned_after));
+  if (!result.deleted.empty() || !result.abandoned.empty() || result.stale_writes > 0) {
+    LogInfo("gc of job {}: removed {} old and {} abandoned snapshots ({} objects), {} stale writes",
+            job, result.deleted.size(), result.abandoned.size(), result.objects_deleted,
+            result.stale_writes);
+  }
+  return result;
+}
+
+}  // namespace sg

@@ -1,0 +1,38 @@
+// Retention and cleanup of a job's snapshots (`spotguard gc`, and after every
+// snapshot the agent commits).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/object_store.h"
+
+namespace sg {
+
+struct GcOptions {
+  // Committed snapshots kept, newest first; at least 1. A suspect one
+  // (agent/run/suspect.h) never counts: it is kept while newer than the oldest
+  // kept good one.
+  int keep = 3;
+  // Uncommitted snapshot dirs (a claim or objects, no manifest) and
+  // unfinished uploads are removed once this old: a live writer is younger.
+  std::chrono::seconds abandoned_after{3600};
+};
+
+struct GcResult {
+  std::vector<uint64_t> deleted;    // committed snapshots removed by retention
+  std::vector<uint64_t> abandoned;  // uncommitted and fenced snapshot dirs removed
+  int stale_writes = 0;             // multipart uploads aborted / staged files removed
+  uint64_t objects_deleted = 0;
+};
+
+// Keeps the newest `keep` committed snapshots and removes older ones
+// (manifest first, so a half-deleted snapshot is never taken for a committed
+// one), removes abandoned uncommitted dirs and stale writes under the job.
+StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::string& job,
+                                  const GcOptions& options);
+
+}  // namespace sg

@@ -1,0 +1,223 @@
+// The one-node executor's loop (docs/design.md §9): what it sees becomes an
+// observation for JobPolicy (agent/run/job_policy.h), and each action the policy
+// answers with is performed here. Every decision is the policy's.
+#include "agent/run/daemon_agent.h"
+
+#include <poll.h>
+
+#include <deque>
+#include <filesystem>
+
+namespace sg::daemon_detail {
+
+std::optional<Checkpoint> Agent::NewestLocal() {
+  auto all = checkpoints_->Complete();
+  if (!all.ok() || all->empty()) return std::nullopt;
+  return all->front();
+}
+
+uint64_t Agent::NewestBytes() {
+  std::optional<Checkpoint> newest = NewestLocal();
+  return newest ? CheckpointBytes(cfg_.checkpoint_dir, *newest) : 0;
+}
+
+void Agent::Idle() {
+  if (c_.ports.idle) {
+    c_.ports.idle(kTick);
+    return;
+  }
+  pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {checkpoints_->fd(), POLLIN, 0}};
+  ::poll(fds, 2, static_cast<int>(kTick.count()));
+  // PID 1 of a container inherits every orphan (docs/design.md §11).
+  if (pid1_) ReapOrphanedChildren();
+}
+
+void Agent::Loop() {
+  const auto now0 = c_.clock.Monotonic();
+  next_poll_ = now0;
+  while (!done_) {
+    Idle();
+    if (SignalPending()) Perform(policy_.OnStopSignal(Now()));
+    if (done_) break;
+    checkpoints_->Poll();
+    const auto now = c_.clock.Monotonic();
+    watchdog_.Tick(now);
+    // The renewal runs on a thread of its own: a request that hangs must
+    // not keep the loop from the metadata service (docs/design.md §9).
+    if (renewal_.busy()) {
+      if (std::optional<Status> st = renewal_.Poll()) {
+        if (st->reason() == "Fenced") {
+          Perform(policy_.OnFenced(Now(), std::string(st->message())));
+        } else if (!st->ok()) {
+          LogWarn("renewing the lease failed (will retry): {}", st->message());
+        }
+      }
+    } else if (std::unique_lock<std::mutex> lock(lease_mu_, std::try_to_lock);
+               lock.owns_lock() && lease_.held() && lease_.RenewalDue()) {
+      lock.unlock();
+      renewal_.Start([this] { return RenewLease(); });
+    }
+    if (done_) break;
+    if (uploader().busy()) {
+      if (auto r = uploader().Poll()) Perform(policy_.OnUploadFinished(Now(), OutcomeOf(*r)));
+    }
+    if (done_) break;
+    logs_.Tick(now, policy_.phase() == JobPhase::kTraining, generation_);
+    if (monitor_ && now >= next_poll_) {
+      next_poll_ = now + cfg_.imds.poll_interval;
+      for (const InterruptionEvent& e : monitor_->PollOnce()) {
+        Perform(policy_.OnInterruption(Now(), e, e.IsNotice() ? NewestBytes() : 0));
+        if (done_) break;
+      }
+    }
+    if (done_) break;
+    if (trainer_) {
+      if (auto ended = trainer_->Poll()) {
+        const std::optional<std::string> unearned = Unearned(*ended);
+        if (ended->success() && !unearned) {
+          finished_trainer_ = std::move(trainer_);
+        } else {
+          trainer_.reset();
+        }
+        CheckResume(*ended);
+        Perform(policy_.OnTrainerExited(Now(), *ended, unearned));
+      }
+    }
+    if (done_) break;
+    Perform(policy_.OnTick(Now()));
+    metrics_.Tick(c_.clock.Now(), JobPhaseName(policy_.phase()));
+  }
+}
+
+void Agent::Perform(JobActions actions) {
+  std::deque<JobAction> queue(std::make_move_iterator(actions.begin()),
+                              std::make_move_iterator(actions.end()));
+  while (!queue.empty()) {
+    const JobAction action = std::move(queue.front());
+    queue.pop_front();
+    for (JobAction& next : Do(action)) queue.push_back(std::move(next));
+  }
+}
+
+JobActions Agent::Do(const JobAction& action) {
+  namespace a = job_action;
+  if (const auto* log = std::get_if<a::Log>(&action)) {
+    WriteToLog(*log);
+  } else if (const auto* notify = std::get_if<a::Notify>(&action)) {
+    (void)c_.notifier.Notify(notify->state);
+  } else if (const auto* start = std::get_if<a::StartTrainer>(&action)) {
+    return StartTrainer(*start);
+  } else if (std::holds_alternative<a::SignalTrainer>(action)) {
+    if (cfg_.checkpoint_signal && trainer_ && trainer_->running()) {
+      (void)SendCheckpointSignal(*trainer_, *cfg_.checkpoint_signal, signal_target_);
+    }
+  } else if (std::holds_alternative<a::FindCheckpoints>(action)) {
+    return FindCheckpoints();
+  } else if (const auto* upload = std::get_if<a::StartUpload>(&action)) {
+    uploader().Start(upload->checkpoint);
+  } else if (std::holds_alternative<a::CancelUpload>(action)) {
+    if (uploader().busy()) uploader().Cancel();
+  } else if (const auto* notice = std::get_if<a::WriteNoticeFile>(&action)) {
+    if (Status st = WriteNoticeFile(notice_file_, NoticeFileJson(notice->event)); !st.ok()) {
+      LogWarn("writing the notice file failed: {}", st.message());
+    }
+  } else if (const auto* stop = std::get_if<a::StopTrainer>(&action)) {
+    if (trainer_ && trainer_->running() && !trainer_->Poll()) {
+      auto stopped = trainer_->Stop(cfg_.stop_signal, stop->grace);
+      if (stopped.ok()) LogInfo("the trainer stopped: {}", stopped->ToString());
+    }
+    return policy_.OnTrainerStopped(Now());
+  } else if (const auto* event = std::get_if<a::RecordEvent>(&action)) {
+    attempt_.Record(event->kind, event->data, event->at);
+  } else if (std::holds_alternative<a::RunRetention>(action)) {
+    store_work_.Post([this] {
+      auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
+      if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
+      // The logs of old attempts go with them (logs_keep, docs/design.md §13).
+      auto logs = PruneLogs(c_.store, cfg_.job, cfg_.logs_keep);
+      if (!logs.ok()) LogWarn("log retention failed: {}", logs.status().message());
+    });
+  } else if (std::holds_alternative<a::CompleteLifecycleHook>(action)) {
+    CompleteLifecycleHook(EndContext());
+  } else if (const auto* marker = std::get_if<a::WriteCompleteMarker>(&action)) {
+    sg::WriteCompleteMarker(c_.store, c_.clock, events_, cfg_.job, c_.instance, marker->seq,
+                            marker->step);
+  } else if (std::holds_alternative<a::PerformOnComplete>(action)) {
+    PerformOnComplete(EndContext());
+  } else if (std::holds_alternative<a::ReleaseLease>(action)) {
+    store_work_.Post([this] {
+      std::lock_guard<std::mutex> lock(lease_mu_);
+      if (!lease_.held()) return;
+      if (Status st = lease_.Release(); !st.ok()) {
+        LogWarn("releasing the lease failed: {}", st.message());
+      }
+    });
+  } else if (const auto* exit = std::get_if<a::Exit>(&action)) {
+    Finish(exit->code);
+  }
+  return {};
+}
+
+JobActions Agent::StartTrainer(const job_action::StartTrainer& a) {
+  if (a.resume_from_newest_local && !resume_fixed_) {
+    if (std::optional<Checkpoint> newest = NewestLocal()) {
+      resume_ = cfg_.checkpoint_dir + "/" + newest->resume;
+      // Not newer than the store's newest: a resume from that snapshot.
+      const auto& mark = policy_.committed();
+      resume_seq_ = mark && !IsNewerThan(*newest, *mark) ? policy_.last_seq() : std::nullopt;
+    }
+  }
+  resume_fixed_ = false;
+  guard_.Started(resume_seq_, policy_.committed());
+  auto trainer = launcher().Start(TrainerLaunch{resume_, a.attempt, std::nullopt});
+  if (!trainer.ok()) return policy_.OnTrainerStartFailed(Now(), trainer.status().message());
+  trainer_ = std::move(*trainer);
+  return {};
+}
+
+JobActions Agent::FindCheckpoints() {
+  // Once the job is ending, what the trainer wrote is taken as soon as it is
+  // closed and quiet, not after the whole settle time (docs/checkpoints.md).
+  checkpoints_->SetUrgent(policy_.phase() == JobPhase::kFinalSnapshot ||
+                          policy_.phase() == JobPhase::kStopping);
+  auto all = checkpoints_->Complete();
+  if (!all.ok()) {
+    LogWarn("looking for checkpoints failed: {}", all.status().message());
+    return policy_.OnCheckpoints(Now(), {}, std::nullopt);
+  }
+  return policy_.OnCheckpoints(Now(), *all, checkpoints_->NextSettle(), checkpoints_->Writing());
+}
+
+std::optional<std::string> Agent::Unearned(const ExitStatus& ended) {
+  if (!ended.success() || !cfg_.complete_when) return std::nullopt;
+  const std::optional<std::string>& file = cfg_.complete_when->file_exists;
+  std::error_code ec;
+  const bool present = file && std::filesystem::exists(cfg_.checkpoint_dir + "/" + *file, ec);
+  return UnmetCompletion(*cfg_.complete_when, NewestStepWritten(cfg_.checkpoint_dir), present);
+}
+
+void Agent::CheckResume(const ExitStatus& ended) {
+  std::optional<SuspectVerdict> verdict = guard_.Exited(ended, NewestLocal());
+  if (!verdict) return;
+  const SuspectRecord record{verdict->seq, FormatUtc(c_.clock.Now(), true), c_.instance, resume_,
+                             verdict->exits, tail_.Lines()};
+  auto start = FallBackFromSuspect(c_.store, c_.clock, cfg_, events_, record);
+  if (!start.ok()) {
+    LogError("falling back from suspect snapshot {} failed: {}", SeqName(verdict->seq),
+             start.status().message());
+    return;
+  }
+  resume_ = start->state.resume;
+  resume_seq_ = start->state.upload_first || resume_.empty() ? std::nullopt : start->state.last_seq;
+  resume_fixed_ = true;
+  // The restore swapped the checkpoint dir: watch the new one.
+  if (own_checkpoints_) {
+    if (auto watched = WatchedCheckpoints::Start(cfg_, c_.clock); watched.ok()) {
+      own_checkpoints_ = std::move(*watched);
+      checkpoints_ = own_checkpoints_.get();
+    }
+  }
+  Perform(policy_.OnFallback(Now(), verdict->seq, start->state));
+}
+
+}  // namespace sg::daemon_detail

@@ -1,0 +1,142 @@
+// The one-node executor's setup before its loop (docs/design.md §9): signals,
+// the fence, the start on a thread of its own, a stop before the trainer
+// started, and the upload every snapshot goes through.
+#include "agent/run/daemon_agent.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+namespace sg::daemon_detail {
+
+Status Agent::BlockSignals() {
+  if (c_.ports.stop_requested) return Status::Ok();
+  SG_ASSIGN_OR_RETURN(signal_fd_, BlockStopSignals());
+  return Status::Ok();
+}
+
+bool Agent::SignalPending() {
+  if (c_.ports.stop_requested) return c_.ports.stop_requested();
+  ArrivedSignals arrived = ReadArrivedSignals(signal_fd_.get());
+  for (int signo : arrived.forward) Forward(signo);
+  return arrived.stop;
+}
+
+void Agent::Forward(int signo) {
+  if (!trainer_ || !trainer_->running()) {
+    LogWarn("received {}; no trainer runs to forward it to", SignalName(signo));
+    return;
+  }
+  if (Status st = trainer_->Signal(signo); st.ok()) {
+    LogInfo("received {}; forwarded it to the trainer", SignalName(signo));
+  } else {
+    LogWarn("received {}; forwarding it to the trainer failed: {}", SignalName(signo),
+            st.message());
+  }
+}
+
+Status Agent::DrawFence() {
+  {
+    // Fixed from now on: uploads read it without waiting on a renewal.
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    generation_ = lease_.generation();
+  }
+  return sg::DrawFence(c_.store, cfg_.job, generation_, c_.instance,
+                       FormatUtc(c_.clock.Now(), true))
+      .status();
+}
+
+Status Agent::Prepare() {
+  SG_ASSIGN_OR_RETURN(LoopParts parts, PrepareLoopParts(c_));
+  staging_root_ = std::move(parts.staging_root);
+  own_checkpoints_ = std::move(parts.own_checkpoints);
+  checkpoints_ = parts.checkpoints;
+  return Status::Ok();  // the monitor was made at start (Run)
+}
+
+void Agent::WaitAtStart() {
+  if (c_.ports.idle) {
+    c_.ports.idle(kTick);
+    return;
+  }
+  pollfd fd{signal_fd_.get(), POLLIN, 0};
+  ::poll(&fd, 1, static_cast<int>(kTick.count()));
+  if (pid1_) ReapOrphanedChildren();
+}
+
+JobStart Agent::RunStart(StartWatch& watch) {
+  StartSteps steps{cfg_,        c_.store,    c_.clock,   events_,
+                   lease_,      lease_mu_,   c_.notifier, c_.instance,
+                   [this] { return DrawFence(); },
+                   /*stopped=*/{},
+                   /*cancel=*/nullptr};  // both set by RunWatchedStart
+  // Tests on a fake clock run the start on this thread, between whose steps
+  // it looks for a stop itself.
+  const auto give_up_after =
+      std::max<std::chrono::milliseconds>(cfg_.stop_timeout - seconds(10), seconds(1));
+  std::optional<JobStart> start = RunWatchedStart(steps, watch, c_.ports.inline_store_work,
+                                                  [this] { WaitAtStart(); }, give_up_after);
+  if (start) return std::move(*start);
+  LogError("the start did not end within {} s of the stop; leaving it",
+           duration_cast<seconds>(give_up_after).count());
+  result_.abandoned = threads_left_ = true;
+  JobStart stopped;
+  stopped.outcome = JobStart::Outcome::kStopped;
+  return stopped;
+}
+
+void Agent::ReleaseLeaseNow() {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  if (!lease_.held()) return;
+  if (Status st = lease_.Release(); !st.ok()) {
+    LogWarn("releasing the lease failed: {}", st.message());
+  }
+}
+
+AgentResult Agent::StoppedAtStart(const StartWatch& watch) {
+  (void)c_.notifier.Notify("STOPPING=1");
+  const std::optional<InterruptionEvent>& notice = watch.notice();
+  LogInfo(
+      "stopped on {} before the trainer started: {} was left as it was and the store holds "
+      "every snapshot; exiting {}",
+      notice ? "the interruption notice" : "a stop signal", cfg_.checkpoint_dir, kExitInterrupted);
+  // A start left running may still be taking the lease: not touched then.
+  if (!result_.abandoned && lease_.held()) {
+    nlohmann::ordered_json data = {{"reason", notice ? "notice" : "signal"}, {"during", "start"}};
+    if (notice) data["notice"] = notice->ToJson();
+    events_.Note("stop", data);
+    // The ledger's end of this attempt (docs/operations.md, "The ledger").
+    events_.Note("exit", {{"code", kExitInterrupted}, {"reason", data["reason"]}});
+  }
+  if (notice) CompleteLifecycleHook(EndContext());
+  FlushLogs();
+  if (!result_.abandoned) ReleaseLeaseNow();
+  result_.exit_code = kExitInterrupted;  // not done, nothing lost: run it again
+  return result_;
+}
+
+Status Agent::RenewLease() {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  return lease_.Renew();
+}
+
+StatusOr<SnapshotResult> Agent::Upload(const Checkpoint& checkpoint,
+                                       const std::atomic<bool>* cancel) {
+  SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture,
+                      CapturedCheckpoint::Capture(cfg_.checkpoint_dir, checkpoint, staging_root_));
+  SnapshotRequest request;
+  request.job = cfg_.job;
+  request.preset = std::string(PresetName(cfg_.preset));
+  request.instance = c_.instance;
+  request.index = cfg_.index;
+  request.attempt = cfg_.engine_attempt;
+  request.generation = generation_;
+  request.cancel = cancel;
+  // The writer has verified the capture by then. Fencing: the commit
+  // follows a successful renewal, well inside the lease timeout, so no
+  // successor can have taken the job meanwhile.
+  request.verify_before_commit = [&]() -> Status { return RenewLease(); };
+  SnapshotWriter writer(c_.store, c_.clock, SnapshotOptionsOf(cfg_));
+  return writer.Write(capture, request);
+}
+
+}  // namespace sg::daemon_detail
