@@ -170,16 +170,19 @@ constexpr KeyRow kRows[] = {
         "logs_keep", "10", [](auto& c) -> auto& { return c.logs_keep; }, 1, 10000, "5"),
 };
 
+// Function pointers are not compared here: GCC's sanitized builds do not
+// take a function's address as a constant. A row without its reader or
+// writer fails ConfigTest.EveryKeyOfTheTableIsReadAndPrinted instead.
 constexpr bool EveryRowIsWhole() {
   for (const KeyRow& row : kRows) {
-    if (row.read == nullptr || row.write == nullptr || row.sample == nullptr) return false;
+    if (row.sample == nullptr) return false;
     for (const KeyRow& other : kRows) {
       if (&other != &row && std::string_view(other.key) == row.key) return false;
     }
   }
   return true;
 }
-static_assert(EveryRowIsWhole(), "every key once, each with a reader, a writer and a sample");
+static_assert(EveryRowIsWhole(), "every key once, each with a sample");
 
 }  // namespace
 
