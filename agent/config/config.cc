@@ -40,22 +40,25 @@ void CheckBackoffOrder(const WholeConfig& w, Problems& p) {
   }
 }
 
-void CheckLeaseTimeout(const WholeConfig& w, Problems& p) {
-  if (w.Good({"lease.heartbeat", "lease.timeout"}) && w.c.lease.timeout < 2 * w.c.lease.heartbeat) {
-    p.Add("lease.timeout",
-          "must be at least twice lease.heartbeat (" + FormatDuration(w.c.lease.heartbeat) +
-              "), so one late renewal does not lose the lease",
-          w.From("lease.timeout"));
+// `<section>.timeout` at least twice `<section>.heartbeat`, so that one late
+// beat (`what`) does not count as gone.
+void CheckTwiceTheHeartbeat(const WholeConfig& w, Problems& p, const std::string& section,
+                            Duration heartbeat, Duration timeout, const char* what) {
+  const std::string hb = section + ".heartbeat", to = section + ".timeout";
+  if (w.Good({hb.c_str(), to.c_str()}) && timeout < 2 * heartbeat) {
+    p.Add(to, "must be at least twice " + hb + " (" + FormatDuration(heartbeat) + "), so " + what,
+          w.From(to.c_str()));
   }
 }
 
+void CheckLeaseTimeout(const WholeConfig& w, Problems& p) {
+  CheckTwiceTheHeartbeat(w, p, "lease", w.c.lease.heartbeat, w.c.lease.timeout,
+                         "one late renewal does not lose the lease");
+}
+
 void CheckGroupTimeout(const WholeConfig& w, Problems& p) {
-  if (w.Good({"group.heartbeat", "group.timeout"}) && w.c.group.timeout < 2 * w.c.group.heartbeat) {
-    p.Add("group.timeout",
-          "must be at least twice group.heartbeat (" + FormatDuration(w.c.group.heartbeat) +
-              "), so one late heartbeat does not end a round",
-          w.From("group.timeout"));
-  }
+  CheckTwiceTheHeartbeat(w, p, "group", w.c.group.heartbeat, w.c.group.timeout,
+                         "one late heartbeat does not end a round");
 }
 
 void CheckCadence(const WholeConfig& w, Problems& p) {

@@ -225,6 +225,7 @@ TEST_F(ConfigTest, CommandAfterDoubleDashReplacesTheConfiguredOne) {
 TEST_F(ConfigTest, ValueRulesAreChecked) {
   auto r = Load(R"({"job": "has space", "compression": {"level": 30, "shuffle": 3},
                     "lease": {"heartbeat": "60s", "timeout": "90s"},
+                    "group": {"heartbeat": "10s", "timeout": "15s"},
                     "restart": {"backoff": "10m", "max_backoff": "1m"},
                     "imds": {"endpoint": "169.254.169.254"}, "checkpoint_signal": "SIGKILL",
                     "upload_interval": "0s", "command": ["train", "{resum}"]})");
@@ -232,7 +233,8 @@ TEST_F(ConfigTest, ValueRulesAreChecked) {
   EXPECT_TRUE(Mentions(r, "job", "letters, digits")) << AllProblems(r);
   EXPECT_TRUE(Mentions(r, "compression.level", "at most 19"));
   EXPECT_TRUE(Mentions(r, "compression.shuffle", "got 3"));
-  EXPECT_TRUE(Mentions(r, "lease.timeout", "twice lease.heartbeat"));
+  EXPECT_TRUE(Mentions(r, "lease.timeout", "twice lease.heartbeat (1m), so one late renewal"));
+  EXPECT_TRUE(Mentions(r, "group.timeout", "twice group.heartbeat (10s), so one late heartbeat"));
   EXPECT_TRUE(Mentions(r, "restart.max_backoff", "at least restart.backoff"));
   EXPECT_TRUE(Mentions(r, "imds.endpoint", "http://"));
   EXPECT_TRUE(Mentions(r, "checkpoint_signal", "SIGKILL"));
