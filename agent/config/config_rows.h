@@ -69,6 +69,18 @@ void ReadDurationField(const KeyRow& row, const Sourced& v, Config& c, Problems&
   Get{}(c) = *d;
 }
 
+// A non-null value as a string that is not ""; nullopt, with the problem
+// added, when it is another type or "" (row.empty says what to write instead).
+inline std::optional<std::string> ReadNonEmptyString(const KeyRow& row, const Sourced& v,
+                                                     Problems& p) {
+  auto s = ReadString(row.key, v, p);
+  if (s && s->empty()) {
+    p.Add(row.key, std::string("must not be empty (") + row.empty + ")", v.source);
+    return std::nullopt;
+  }
+  return s;
+}
+
 // An optional string that null leaves unset and that must not be "".
 template <typename Get>
 void ReadStringField(const KeyRow& row, const Sourced& v, Config& c, Problems& p) {
@@ -76,12 +88,8 @@ void ReadStringField(const KeyRow& row, const Sourced& v, Config& c, Problems& p
     Get{}(c) = std::nullopt;
     return;
   }
-  auto s = ReadString(row.key, v, p);
+  auto s = ReadNonEmptyString(row, v, p);
   if (!s) return;
-  if (s->empty()) {
-    p.Add(row.key, std::string("must not be empty (") + row.empty + ")", v.source);
-    return;
-  }
   if (row.string_check != nullptr) row.string_check(row, *s, v, p);
   Get{}(c) = *s;
 }
@@ -93,12 +101,8 @@ void ReadPathField(const KeyRow& row, const Sourced& v, Config& c, Problems& p) 
     Get{}(c).clear();
     return;
   }
-  auto s = ReadString(row.key, v, p);
+  auto s = ReadNonEmptyString(row, v, p);
   if (!s) return;
-  if (s->empty()) {
-    p.Add(row.key, std::string("must not be empty (") + row.empty + ")", v.source);
-    return;
-  }
   Get{}(c) = AbsolutePath(*s, row.trim_slash);
 }
 
