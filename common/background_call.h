@@ -22,11 +22,26 @@ class BackgroundCall {
   // `run_inline`: Start runs the call at once on the caller's thread (for
   // tests that drive every interleaving themselves).
   explicit BackgroundCall(bool run_inline = false) : inline_(run_inline) {}
+  // Where the call runs: given a task, runs it now or later, on any thread
+  // (tests pass one that runs it when their world says); empty: a thread of
+  // its own. WaitFor must then not be used with a runner that needs the
+  // caller's thread to go on.
+  using Runner = std::function<void(std::function<void()>)>;
+  explicit BackgroundCall(Runner runner) : inline_(false), runner_(std::move(runner)) {}
   // Starts `fn` on a new thread. A call still running is left to itself.
   void Start(std::function<T()> fn) {
     state_ = std::make_shared<State>();
     if (inline_) {
       state_->result.emplace(fn());
+      return;
+    }
+    if (runner_) {
+      runner_([state = state_, fn = std::move(fn)]() mutable {
+        T result = fn();
+        std::lock_guard<std::mutex> lock(state->mu);
+        state->result.emplace(std::move(result));
+        state->done.notify_all();
+      });
       return;
     }
     std::thread([state = state_, fn = std::move(fn)]() mutable {
@@ -65,6 +80,7 @@ class BackgroundCall {
     std::optional<T> result;
   };
   const bool inline_;
+  const Runner runner_;
   std::shared_ptr<State> state_;
 };
 

@@ -1,9 +1,16 @@
 // The class behind RunGroupAgent (agent/group/group_agent.h; docs/design.md §14),
-// shared by its three files: group_agent.cc (setup, the loop, the member
-// record, the lease, reading the round), group_coordinator.cc (planning
-// rounds, refusing members, committing group snapshots, completion) and
-// group_member.cc (joining a round, the trainer, part uploads, ending a
-// round). Internal to those files.
+// shared by its files: group_agent.cc (setup, the member record, the lease),
+// group_agent_run.cc (the loop and the exit), group_news.cc (notices and
+// stop signals), group_view.cc (reading the round), group_coordinator.cc
+// (planning rounds, refusing members, committing group snapshots,
+// completion), group_member.cc (joining a round, the trainer, part uploads,
+// ending a round) and group_duties.cc. Internal to those files.
+//
+// One thread runs the loop. Every store call it makes is posted to `calls_`
+// (common/loop_calls.h), which runs them in order off the loop and hands
+// each result back to the loop as an observation; the metadata service and
+// the stop signals are read on the loop itself, as one node's agent reads
+// them.
 #pragma once
 
 #include <unistd.h>
@@ -21,7 +28,6 @@
 #include "agent/repo/group_protocol.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
-#include "agent/group/group_watch.h"
 #include "agent/trainer/host_lock.h"
 #include "agent/run/interruption_monitor.h"
 #include "agent/logs/job_logs.h"
@@ -32,6 +38,7 @@
 #include "agent/repo/restorer.h"
 #include "common/background_call.h"
 #include "common/background_queue.h"
+#include "common/loop_calls.h"
 #include "common/files.h"
 #include "common/sd_notify.h"
 
@@ -49,12 +56,58 @@ constexpr auto kMaxLook = milliseconds(2'000);
 // stop_timeout is longer: a spot notice gives two minutes.
 constexpr auto kGroupEndBudget = milliseconds(100'000);
 // A noticed node's round is given up on this long before the deadline (the
-// trainer is stopped then); the watch's backstop counts from the same time.
+// trainer is stopped then).
 constexpr auto kGiveUpBefore = milliseconds(10'000);
 // The longest the exit waits, in all, for an upload, a restore and retention.
 constexpr auto kExitBound = milliseconds(15'000);
 // The longest a trainer is given to stop when its node leaves a round.
 constexpr auto kMaxLeaveGrace = milliseconds(10'000);
+// The process ends this long before a notice's deadline at the latest.
+constexpr auto kExitBefore = milliseconds(1'000);
+
+// Where the loop's store calls run: the ports' runner, else on the caller's
+// thread with inline_store_work, else a thread of their own.
+inline LoopCalls::Runner CallRunner(const AgentPorts& ports) {
+  if (ports.loop_calls) return ports.loop_calls;
+  if (ports.inline_store_work) return [](std::function<void()> task) { task(); };
+  return nullptr;
+}
+
+// What a look read from the store (GroupAgent::ReadView), off the loop, for
+// the state and round it was posted in; each read is nullopt when the look
+// did not need it.
+struct GroupView {
+  bool waiting = false;     // read for kWaiting, else for the round `round`
+  uint64_t round = 0;
+  bool coordinating = false;
+  StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> members =
+      Status::Unavailable("not read");
+  std::optional<StatusOr<std::optional<std::string>>> refusal;
+  std::optional<StatusOr<std::optional<FailureRecord>>> failed;
+  std::optional<StatusOr<PlanListing>> plans;
+  std::optional<StatusOr<std::vector<RoundEnd>>> ends;  // of the newest plan, or of `round`
+  std::optional<StatusOr<GroupListing>> groups;
+  std::optional<StatusOr<std::set<uint64_t>>> suspects;
+  std::optional<StatusOr<std::vector<PartRecord>>> parts;
+  std::optional<StatusOr<std::map<int, std::optional<int64_t>>>> flushes, asked, done;
+  std::optional<StatusOr<std::optional<uint64_t>>> final;
+};
+
+// What the loop read from the metadata service and the stop signals since
+// its last turn.
+struct News {
+  std::vector<InterruptionEvent> notices;
+  std::vector<InterruptionEvent> others;  // rebalance recommendations and the like
+  bool stop_signal = false;
+};
+
+// The lease as the calls left it.
+struct LeaseState {
+  bool held = false;
+  uint64_t generation = 0;
+  bool acquired = false;  // taken by this call
+  Status status;
+};
 
 class GroupAgent {
  public:
@@ -70,7 +123,7 @@ class GroupAgent {
         launcher_(cfg_, c.env, notice_file_, TrainerRecordPath(cfg_.checkpoint_dir)),
         uploader_([this](const Checkpoint& ck,
                          const std::atomic<bool>* cancel) { return WritePart(ck, cancel); },
-                  c.clock, c.ports.inline_store_work),
+                  c.clock, CallRunner(c.ports)),
         autoscaling_(c.aws, c.clock),
         signal_target_(CheckpointSignalTarget(cfg_.command)) {}
 
@@ -88,40 +141,70 @@ class GroupAgent {
   Status Setup();
   // Turns the state machine until the node is done.
   void Loop();
+  // Waits up to a tick for a signal or a checkpoint file (ports.idle in tests).
+  void Idle();
+  // Reads the stop signals and the metadata service; what it found goes to TakeNews.
+  void Watch(Clock::MonoTime now);
+  // On a notice or a stop signal, at once: writes the notice file (the
+  // notice's, or a request's saying `why` when `notice` is null) and sends
+  // checkpoint_signal to the trainer; sets the deadline the exit keeps.
+  void Act(const std::string& why, Clock::MonoTime deadline, const InterruptionEvent* notice);
   // Stops the trainer and ends the work still running, within kExitBound.
   AgentResult End();
+  // Delivers the store calls' results until none is pending or `until`;
+  // true when none is.
+  bool DeliverUntil(LoopCalls& calls, Clock::MonoTime until);
   void Beat(Clock::MonoTime now);
   void KeepLease(Clock::MonoTime now);
+  // Posts a look (ReadView) when one is due and none is under way.
   void Look(Clock::MonoTime now);
-  void Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan);
+  // Off the loop: what the loop needs to read for `view`'s state and round.
+  GroupView ReadView(GroupView view);
+  // On the loop: acts on a look's result, unless the state or round it was
+  // read for has passed.
+  void TakeView(Clock::MonoTime now, GroupView& view);
+  void TakeLease(const LeaseState& lease);
+  // Posts a store write whose failure is logged, naming `what`.
+  void Write(std::function<Status()> call, std::string what);
+  // Posts the end record of the round this node is in.
+  void EndRound(RoundEnd end);
+  void Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan, const GroupView& view);
   // Whether `plan`'s round has ended, as its end records say; nullopt when
   // nothing more is to be done on this turn (unreadable ends, a complete
   // job, or this node joins the round).
-  std::optional<bool> RoundEnded(const RoundPlan& plan);
+  std::optional<bool> RoundEnded(const RoundPlan& plan, const GroupView& view);
   // The coordinator plans the next round after `plan` (none: the first).
-  void PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& plan);
+  void PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& plan, const GroupView& view);
   // `parts`: the round's parts as just read (null when that failed);
   // `newest`: the newest group snapshot as just read.
   void Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* parts,
-                  std::optional<GroupCommit> newest);
+                  std::optional<GroupCommit> newest, const GroupView& view);
+  // Posts the commit of the group snapshot of `complete` (every rank's part
+  // of one step), above `newest`; the lease is renewed first.
+  void CommitGroup(const std::vector<PartRecord>& complete, const std::optional<GroupCommit>& newest);
+  // Posts final.json: `answer` answers the round's request.
+  void NameAnswer(const GroupCommit& answer);
+  // When every rank is done and its last part committed: the complete
+  // marker, the round's end, then JobComplete.
+  void CompleteIfDone(const std::optional<GroupCommit>& newest, const GroupView& view);
   // Retention, `keep` whole group snapshots (docs/multi-node.md), on a
   // thread of its own: deleting many parts must not hold the loop (its
   // heartbeats and lease) for longer than group.timeout.
   void Retain();
   // The coordinator refuses fresh members whose settings differ from its own.
   void RefuseOdd(Clock::MonoTime now);
-  void Join(const RoundPlan& plan);
+  void Join(const RoundPlan& plan, const GroupView& view);
   void Joining();
   void RestoreFailed(const Status& st);
   // Starts the round's trainer from `resume` ("" fresh): kInRound.
   void StartTrainer(const std::string& resume);
   void InRound(Clock::MonoTime now);
-  // `asked_at`: the watch asked the trainer for its checkpoint then (on this
-  // node's notice or stop signal); the loop does not ask again.
+  // `asked_at`: Act asked the trainer for its checkpoint then (on this
+  // node's notice or stop signal); it is not asked again.
   void BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed,
                    std::optional<Clock::WallTime> asked_at = std::nullopt);
-  // Acts on what the watch saw: a stop signal, notices, rebalances.
-  void TakeNews(Clock::MonoTime now);
+  // Acts on what Watch read: a stop signal, notices, rebalances.
+  void TakeNews(Clock::MonoTime now, const News& news);
   // A rebalance recommendation (on_rebalance: snapshot) asks the trainer for
   // a checkpoint and uploads it at once; the round goes on.
   void TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e);
@@ -150,24 +233,25 @@ class GroupAgent {
   void TakeUploadResult();
   StatusOr<SnapshotResult> WritePart(const Checkpoint& checkpoint,
                                       const std::atomic<bool>* cancel);
-  // The newest readable group snapshot; notes the seq of the next commit
-  // (next_group_seq_), which comes from the keys listed.
-  std::optional<GroupCommit> NewestGroup();
+  // The newest readable group snapshot of a listing; notes the seq of the
+  // next commit (next_group_seq_), which comes from the keys listed.
+  std::optional<GroupCommit> NewestGroup(const StatusOr<GroupListing>& listing);
   // A failure record in the store (group/failed.json): cleared when this
-  // agent's settings differ from those that failed (logged); otherwise the
-  // agent says how to go on and exits 1. True when it exits.
+  // agent's settings differ from those that failed (logged; the next look
+  // goes on); otherwise the agent says how to go on and exits 1. True when
+  // the look that read it goes no further.
   bool StopsOnFailure(const FailureRecord& failure);
   // The coordinator fails the job (group/failed.json, the `failed` event), exit 1.
   void FailJob(const std::string& why, const std::optional<RoundPlan>& plan);
   // A round ended: counts it against the group snapshot it resumed from,
   // and marks that one suspect at resume.max_failures (agent/repo/group_suspect.h).
-  void GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>& ends, bool crash);
-  // The job is complete: on_complete on this node, then exit 0.
+  void GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>& ends, bool crash,
+                   const GroupView& view);
+  // The job is complete: exit 0, on_complete on this node at the exit.
   void JobComplete();
   void Exit(int code);
-  // A store write the loop goes on from whatever its outcome: a failure is
-  // logged, naming `what`.
-  void Noted(const Status& st, std::string_view what);
+  // A failure is logged, naming `what`.
+  static void Noted(const Status& st, std::string_view what);
   // The ledger's event `kind` (docs/operations.md, "The ledger"). Once this
   // node is on its way out (a notice or a stop signal) it is kept, with its
   // time, and written once the trainer is stopped (FlushEvents), as one
@@ -195,19 +279,29 @@ class GroupAgent {
   std::unique_ptr<CheckpointSource> own_checkpoints_;
   CheckpointSource* checkpoints_ = nullptr;
   std::unique_ptr<InterruptionMonitor> monitor_;
-  SharedTrainer::Slot trainer_slot_;    // the trainer, as the watch reaches it
-  std::unique_ptr<GroupWatch> watch_;   // notices and signals, on its own thread
-  // When the ports drive time (ports.idle), the watch has no thread: the
-  // loop turns it every tick, and nothing runs beside the loop.
-  const bool watch_on_loop_ = static_cast<bool>(c_.ports.idle);
   std::string staging_root_;
+  // The store calls of the loop, off it (see the top of this file).
+  LoopCalls calls_{CallRunner(c_.ports)};
+  bool look_busy_ = false, beat_busy_ = false, lease_busy_ = false, done_busy_ = false;
+  bool commit_busy_ = false, completing_ = false, announcing_ = false;
+  bool suspect_posted_ = false;  // GuardResume posted a mark this look
+  bool coordinating_ = false;    // the lease, as the calls last said
+  uint64_t generation_ = 0;      // its generation then
+  bool signalled_ = false;       // Idle read a stop signal
+  Clock::MonoTime next_poll_{};  // of the metadata service
+  // Set by the first notice or stop signal (Act): when the trainer was
+  // asked for its checkpoint, and the deadline the exit keeps.
+  std::optional<Clock::WallTime> asked_at_;
+  std::optional<Clock::MonoTime> deadline_;
+  bool complete_ = false;  // the job is complete: on_complete at the exit
 
   MemberRecord self_;
   State state_ = State::kWaiting;
   std::optional<RoundPlan> plan_;  // the round this agent takes part in
   int rank_ = 0;
   std::unique_ptr<Trainer> trainer_;
-  BackgroundCall<StatusOr<RestoreResult>> restore_{c_.ports.inline_store_work};  // kJoining: the restore of this node's part
+  // kJoining: the restore of this node's part, off the loop.
+  BackgroundCall<StatusOr<RestoreResult>> restore_{CallRunner(c_.ports)};
   std::optional<GroupCommit> restoring_;             // what it restores
   bool restore_left_ = false;                        // still running at the exit
   int attempt_ = 0;
@@ -263,8 +357,9 @@ class GroupAgent {
   // under is the round.
   JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};
   uint64_t log_round_ = 0;  // the round of the newest one joined
-  // Retention, off the loop (the coordinator's); one run at a time.
-  BackgroundQueue store_work_{c_.ports.inline_store_work};
+  // Retention, off the loop (the coordinator's); one run at a time, on a
+  // queue of its own so that the loop's calls do not wait behind it.
+  LoopCalls store_work_{CallRunner(c_.ports)};
   std::shared_ptr<std::atomic<bool>> retention_running_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<std::atomic<bool>> retention_wanted_ = std::make_shared<std::atomic<bool>>(false);
   bool threads_left_ = false;

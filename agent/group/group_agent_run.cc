@@ -13,6 +13,7 @@
 #include "agent/run/job_end.h"
 #include "agent/run/job_start.h"
 #include "agent/repo/store_layout.h"
+#include "agent/trainer/agent_signals.h"
 #include "common/log.h"
 #include "common/orphan_reaper.h"
 
@@ -42,30 +43,38 @@ AgentResult GroupAgent::Run() {
   Event("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
   // READY=1 comes once this node's part is restored (SayReady).
   (void)c_.notifier.Notify("STATUS=waiting for " + std::to_string(cfg_.nodes) + " members");
-  if (!watch_on_loop_) watch_->Start();
   Loop();
   return End();
 }
 
+void GroupAgent::Idle() {
+  if (c_.ports.idle) {
+    c_.ports.idle(kTick);
+    return;
+  }
+  pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {checkpoints_->fd(), POLLIN, 0}};
+  if (::poll(fds, 2, static_cast<int>(kTick.count())) > 0 && (fds[0].revents & POLLIN)) {
+    signalled_ = StopSignalArrived(signal_fd_.get()) || signalled_;
+  }
+  // PID 1 of a container inherits every orphan (docs/design.md §11).
+  if (pid1_) ReapOrphanedChildren();
+}
+
 void GroupAgent::Loop() {
   while (state_ != State::kDone) {
-    if (c_.ports.idle) {
-      c_.ports.idle(kTick);
-    } else {
-      pollfd fd{checkpoints_->fd(), POLLIN, 0};
-      ::poll(&fd, 1, static_cast<int>(kTick.count()));
-      // PID 1 of a container inherits every orphan (docs/design.md §11).
-      if (pid1_) ReapOrphanedChildren();
-    }
-    if (watch_on_loop_) watch_->Turn(c_.ports.stop_requested && c_.ports.stop_requested());
+    Idle();
+    // The store calls' results, in the order the calls were posted.
+    calls_.Deliver();
+    store_work_.Deliver();  // retention's (nothing to act on)
+    if (state_ == State::kDone) break;
     const auto now = c_.clock.Monotonic();
     if (ready_) watchdog_.Tick(now);
     checkpoints_->Poll();
-    TakeNews(now);
+    Watch(now);
+    if (state_ == State::kDone) break;
     logs_.Tick(now, state_ == State::kInRound, log_round_);
     Beat(now);
     KeepLease(now);
-    if (state_ == State::kDone) break;
     Look(now);
     if (state_ == State::kJoining) Joining();
     if (state_ == State::kInRound) InRound(now);
@@ -74,8 +83,16 @@ void GroupAgent::Loop() {
   }
 }
 
+bool GroupAgent::DeliverUntil(LoopCalls& calls, Clock::MonoTime until) {
+  calls.Deliver();
+  while (calls.pending() > 0 && c_.clock.Monotonic() < until) {
+    Idle();
+    calls.Deliver();
+  }
+  return calls.pending() == 0;
+}
+
 AgentResult GroupAgent::End() {
-  watch_->LoopStopsTrainer();
   if (trainer_) {
     auto grace = duration_cast<milliseconds>(cfg_.stop_grace);
     if (stop_deadline_ != Clock::MonoTime{}) {
@@ -83,47 +100,74 @@ AgentResult GroupAgent::End() {
       grace = std::clamp(duration_cast<milliseconds>(stop_deadline_ - c_.clock.Monotonic()),
                          milliseconds(0), grace);
     }
+    if (deadline_) {
+      // Never past the notice's deadline.
+      grace = std::clamp(duration_cast<milliseconds>(*deadline_ - kExitBefore - c_.clock.Monotonic()),
+                         milliseconds(0), grace);
+    }
     if (auto stopped = trainer_->Stop(cfg_.stop_signal, grace); stopped.ok()) {
       LogInfo("the trainer stopped: {}", stopped->ToString());
     }
     trainer_.reset();
   }
-  // One bound on the exit for the work still running (the upload, the
-  // restore, retention), as one node's agent has (EndStoreWork): kExitBound
-  // in all, and never past a second before the deadline of a notice.
+  // One bound on the exit for the work still running (the store calls, the
+  // upload, the restore, retention), as one node's agent has
+  // (EndStoreWork): kExitBound in all, and never past a second before the
+  // deadline of a notice.
   auto until = c_.clock.Monotonic() + kExitBound;
-  if (auto deadline = watch_->deadline()) until = std::min(until, *deadline - milliseconds(1'000));
+  if (deadline_) until = std::min(until, *deadline_ - kExitBefore);
   auto left = [&] {
     return std::max(milliseconds(0), duration_cast<milliseconds>(until - c_.clock.Monotonic()));
   };
-  if (uploader_.busy() && !uploader_.Wait(left())) {
-    LogWarn("the upload of this node's part still runs at the exit");
+  // Waited for turn by turn (Idle), as their runner may be the loop's world.
+  bool upload_left = false;
+  if (uploader_.busy()) {
+    while (!uploader_.Poll() && c_.clock.Monotonic() < until) Idle();
+    if (uploader_.busy()) {
+      LogWarn("the upload of this node's part still runs at the exit");
+      upload_left = true;
+    }
   }
-  if (restore_.busy() && !restore_.WaitFor(left())) {
-    LogWarn("the restore of this node's part still runs at the exit");
-    restore_left_ = true;
+  if (restore_.busy()) {
+    while (!restore_.Poll() && c_.clock.Monotonic() < until) Idle();
+    if (restore_.busy()) {
+      LogWarn("the restore of this node's part still runs at the exit");
+      restore_left_ = true;
+    }
   }
+  FlushEvents();
+  Write([this, agent = self_.agent] { return group_.RemoveMember(agent); },
+        "leaving the membership");
+  calls_.Post([this] {
+    if (!lease_.held()) return;
+    if (Status st = lease_.Release(); !st.ok()) LogWarn("releasing the lease failed: {}", st.message());
+  });
+  bool calls_left = !DeliverUntil(calls_, until);
+  if (calls_left) LogWarn("store calls still run at the exit (the store does not answer)");
   // On a notice, once the trainer is stopped and the last part is in, as
-  // one node's agent does (docs/agent.md, "How it ends").
-  if (lifecycle_due_) CompleteLifecycleHook({cfg_, c_.env, asg_, events_, c_.instance});
+  // one node's agent does (docs/agent.md, "How it ends"); on_complete once
+  // the complete marker is written. Their events go to a store that may not
+  // answer: on a thread, within the exit's bound.
+  BackgroundCall<bool> duties(c_.ports.inline_store_work);
+  duties.Start([this] {
+    if (lifecycle_due_) CompleteLifecycleHook({cfg_, c_.env, asg_, events_, c_.instance});
+    if (complete_) PerformOnComplete({cfg_, c_.env, asg_, events_, c_.instance});
+    return true;
+  });
+  if (!duties.WaitFor(left())) {
+    LogWarn("the Auto Scaling calls at the exit still run");
+    calls_left = true;
+  }
   FinishStoppedTrainers();
   if (pid1_) ReapOrphanedChildren();
-  FlushEvents();
-  // Until the process ends the watch keeps its deadline: the store calls
-  // below can hang too.
-  Noted(group_.RemoveMember(self_.agent), "leaving the membership");
-  if (lease_.held()) {
-    if (Status st = lease_.Release(); !st.ok()) LogWarn("releasing the lease failed: {}", st.message());
-  }
   // An upload given up on, or a log shipment, still runs on its thread and
   // uses the agent and the store: the process ends without destroying them.
-  threads_left_ = uploader_.left_any() || restore_left_;
-  if (!store_work_.DrainFor(left())) {
+  threads_left_ = upload_left || uploader_.left_any() || restore_left_ || calls_left;
+  if (!DeliverUntil(store_work_, until)) {
     LogWarn("retention still runs at the exit; it is left to the next coordinator");
     threads_left_ = true;
   }
-  if (!logs_.Flush(log_round_, threads_left_, watch_->deadline())) threads_left_ = true;
-  watch_->Stop();
+  if (!logs_.Flush(log_round_, threads_left_, deadline_)) threads_left_ = true;
   result_.abandoned = threads_left_;
   result_.exit_code = exit_code_.value_or(kExitFailure);
   return result_;

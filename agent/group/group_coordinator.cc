@@ -3,13 +3,6 @@
 // snapshots, naming the answer to a request, completion.
 #include "agent/group/group_agent_impl.h"
 
-#include <ifaddrs.h>
-#include <netdb.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <random>
 #include <set>
@@ -41,8 +34,7 @@
 
 namespace sg::group_detail {
 
-std::optional<GroupCommit> GroupAgent::NewestGroup() {
-  auto listing = group_.ListGroups();
+std::optional<GroupCommit> GroupAgent::NewestGroup(const StatusOr<GroupListing>& listing) {
   if (!listing.ok()) {
     LogWarn("listing the group snapshots failed: {}", listing.status().message());
     return std::nullopt;
@@ -57,15 +49,20 @@ bool GroupAgent::StopsOnFailure(const FailureRecord& failure) {
     LogWarn("job {} failed earlier ({}), and its command or config changed since: clearing the "
             "failure",
             cfg_.job, failure.why);
-    if (Status st = group_.ClearFailure(); !st.ok()) {
-      LogWarn("clearing the failure failed (will retry): {}", st.message());
-      return false;
-    }
-    Event("failure-cleared", {{"why", failure.why}, {"by", "changed settings"}});
-    // The round that failed is not counted again against the new settings.
-    counted_round_ = failure.round;
-    crash_rounds_ = 0;
-    return false;
+    // The next look, posted after this call, reads the record gone.
+    calls_.Post<Status>([this] { return group_.ClearFailure(); },
+                        [this, failure](Status& st) {
+                          if (!st.ok()) {
+                            LogWarn("clearing the failure failed (will retry): {}", st.message());
+                            return;
+                          }
+                          Event("failure-cleared",
+                                {{"why", failure.why}, {"by", "changed settings"}});
+                          // The round that failed is not counted again against the new settings.
+                          counted_round_ = failure.round;
+                          crash_rounds_ = 0;
+                        });
+    return true;
   }
   LogError("job {} failed: {}{}. To go on, fix the trainer and run `spotguard reset-failure` "
            "with this job's config, or change its command or config; until then every node "
@@ -75,19 +72,23 @@ bool GroupAgent::StopsOnFailure(const FailureRecord& failure) {
   return true;
 }
 
-void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan) {
+void GroupAgent::Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan,
+                         const GroupView& view) {
   bool ended = false;
   if (plan) {
-    const std::optional<bool> read = RoundEnded(*plan);
+    const std::optional<bool> read = RoundEnded(*plan, view);
     if (!read) return;
     ended = *read;
   }
-  if (!lease_.held() || (plan && !ended) || now < next_plan_at_) return;
-  PlanRound(now, plan);
+  // A suspect mark was just posted: the next look reads it before a round
+  // is planned.
+  if (std::exchange(suspect_posted_, false)) return;
+  if (!coordinating_ || !view.coordinating || (plan && !ended) || now < next_plan_at_) return;
+  PlanRound(now, plan, view);
 }
 
-std::optional<bool> GroupAgent::RoundEnded(const RoundPlan& plan) {
-  auto ends = group_.Ends(plan.round);
+std::optional<bool> GroupAgent::RoundEnded(const RoundPlan& plan, const GroupView& view) {
+  const auto& ends = *view.ends;
   if (!ends.ok()) return std::nullopt;
   const bool ended = !ends->empty();
   for (const RoundEnd& e : *ends) {
@@ -103,16 +104,17 @@ std::optional<bool> GroupAgent::RoundEnded(const RoundPlan& plan) {
     const bool crash = std::any_of(ends->begin(), ends->end(),
                                    [](const RoundEnd& e) { return e.reason == "crash"; });
     crash_rounds_ = crash ? crash_rounds_ + 1 : 0;
-    GuardResume(plan, *ends, crash);
+    GuardResume(plan, *ends, crash, view);
   }
   if (!ended && plan.RankOf(self_.agent)) {
-    Join(plan);
+    Join(plan, view);
     return std::nullopt;
   }
   return ended;
 }
 
-void GroupAgent::PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& plan) {
+void GroupAgent::PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& plan,
+                           const GroupView& view) {
   if (crash_rounds_ > cfg_.restart.max) {
     FailJob(Format("a trainer crashed in {} rounds in a row (restart.max {})", crash_rounds_,
                    cfg_.restart.max),
@@ -121,16 +123,16 @@ void GroupAgent::PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& 
   }
   // The group snapshot to resume from: the newest one every member could
   // restore and the trainers did not fail to resume from.
-  auto groups = group_.Groups();
-  if (!groups.ok()) return;
-  auto suspects = GroupSuspects(c_.store, cfg_.job);
+  if (!view.groups || !view.groups->ok() || !view.suspects) return;
+  const std::vector<GroupCommit>& groups = (*view.groups)->groups;
+  const auto& suspects = *view.suspects;
   if (!suspects.ok()) {
     LogWarn("listing the suspect group snapshots failed (will retry): {}",
             suspects.status().message());
     return;
   }
-  const std::optional<GroupCommit> from = ResumePoint(*groups, skip_from_, *suspects);
-  if (!from && ResumePoint(*groups, skip_from_)) {
+  const std::optional<GroupCommit> from = ResumePoint(groups, skip_from_, *suspects);
+  if (!from && ResumePoint(groups, skip_from_)) {
     // Starting fresh would throw every step away: the job fails instead.
     FailJob("every group snapshot is suspect (spotguard unsuspect SEQ clears one)", plan);
     return;
@@ -147,7 +149,7 @@ void GroupAgent::PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& 
   // at the top is passed over, never planned again.
   const uint64_t round = std::max(next_round_, plan ? plan->round + 1 : 1);
   auto next = PlanNextRound(self_, fresh, cfg_.nodes, plan, round,
-                            lease_.generation(), cfg_.group.port,
+                            generation_, cfg_.group.port,
                             from ? std::optional<uint64_t>(from->seq) : std::nullopt,
                             from ? std::optional<int64_t>(from->step) : std::nullopt);
   if (!next) return;  // not enough members yet
@@ -161,13 +163,18 @@ void GroupAgent::PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& 
     return;
   }
   next_plan_at_ = {};
-  Status st = group_.WritePlan(*next);
-  if (st.ok()) {
-    LogInfo("round {} planned: {} nodes, resuming {}", next->round, next->nodes,
-            next->resume_seq ? "group snapshot " + SeqName(*next->resume_seq) : "fresh");
-  } else if (!st.Is(StatusCode::kPreconditionFailed)) {
-    LogWarn("writing the plan of round {} failed: {}", next->round, st.message());
-  }
+  // The next look, posted after this call, reads the plan.
+  calls_.Post<Status>([this, p = *next] { return group_.WritePlan(p); },
+                      [p = *next](Status& st) {
+                        if (st.ok()) {
+                          LogInfo("round {} planned: {} nodes, resuming {}", p.round, p.nodes,
+                                  p.resume_seq ? "group snapshot " + SeqName(*p.resume_seq)
+                                               : "fresh");
+                        } else if (!st.Is(StatusCode::kPreconditionFailed)) {
+                          LogWarn("writing the plan of round {} failed: {}", p.round,
+                                  st.message());
+                        }
+                      });
 }
 
 void GroupAgent::RefuseOdd(Clock::MonoTime now) {
@@ -176,7 +183,8 @@ void GroupAgent::RefuseOdd(Clock::MonoTime now) {
     if (auto diff = ConfigDifference(m, self_)) {
       if (refused_.insert(m.agent).second) {
         LogWarn("refusing member {} ({}): {}", m.agent, m.instance, *diff);
-        Noted(group_.Refuse(m.agent, *diff), "refusing " + m.instance);
+        Write([this, agent = m.agent, why = *diff] { return group_.Refuse(agent, why); },
+              "refusing " + m.instance);
       }
     }
   }
@@ -202,7 +210,7 @@ void GroupAgent::Retain() {
 }
 
 void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* parts,
-                            std::optional<GroupCommit> newest) {
+                            std::optional<GroupCommit> newest, const GroupView& view) {
   RefuseOdd(now);
   // A member of the round that went quiet ends it.
   if (state_ == State::kInRound) {
@@ -210,8 +218,7 @@ void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* 
       if (m.agent == self_.agent || freshness_.Fresh(m.agent, now)) continue;
       LogWarn("member {} ({}) of round {} is gone; ending the round", m.agent, m.instance,
               plan_->round);
-      Noted(group_.EndRound(plan_->round, RoundEnd{"stale", c_.instance, m.instance + " is gone"}),
-            "ending the round");
+      EndRound(RoundEnd{"stale", c_.instance, m.instance + " is gone"});
       return;
     }
   }
@@ -219,70 +226,112 @@ void GroupAgent::Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* 
   if (parts == nullptr) return;
   std::optional<int64_t> committed_step;
   if (newest) committed_step = newest->step;
-  if (auto complete = CompleteGroup(*parts, cfg_.nodes, committed_step)) {
+  if (auto complete = CompleteGroup(*parts, cfg_.nodes, committed_step); complete && !commit_busy_) {
+    CommitGroup(*complete, newest);
+    // The answer and completion are judged on the next look, which lists it.
+    return;
+  }
+  // A request for a checkpoint is answered by a group snapshot of this round
+  // that a trainer saved after the request and that is not older than any
+  // rank's step when it was asked (AnswersRequest).
+  if (state_ == State::kEnding && newest && newest->round == plan_->round && view.asked &&
+      view.asked->ok() && AnswersRequest(**view.asked, cfg_.nodes, newest->step) && !final_) {
+    NameAnswer(*newest);
+  }
+  CompleteIfDone(newest, view);
+}
+
+void GroupAgent::CommitGroup(const std::vector<PartRecord>& complete,
+                             const std::optional<GroupCommit>& newest) {
+  {
     GroupCommit g;
     // Above every key listed, readable or not (a damaged record at the top
     // must not make every later commit fail its precondition).
     g.seq = std::max(next_group_seq_, newest ? newest->seq + 1 : 1);
     g.round = plan_->round;
     g.nodes = cfg_.nodes;
-    g.step = complete->front().step;
-    g.generation = lease_.generation();
+    g.step = complete.front().step;
+    g.generation = generation_;
     g.created = FormatUtc(c_.clock.Now(), true);
-    g.parts = *complete;
-    // The lease is renewed first: a coordinator that lost it commits nothing.
-    if (Status st = lease_.Renew(); !st.ok()) {
-      LogWarn("not committing the group snapshot: {}", st.message());
-      return;
-    }
-    if (Status st = group_.CommitGroup(g); st.ok()) {
-      LogInfo("committed group snapshot {}: step {}, {} nodes, {} bytes ({} stored)",
-              SeqName(g.seq), g.step, g.nodes, g.Bytes(), g.Stored());
-      Event("snapshot", {{"seq", g.seq}, {"step", g.step}, {"nodes", g.nodes}});
-      newest = g;
-      Retain();
-    } else {
-      LogWarn("committing group snapshot {} failed: {}", SeqName(g.seq), st.message());
-      // Taken meanwhile: the next look lists the keys again.
-      if (st.Is(StatusCode::kPreconditionFailed)) next_group_seq_ = g.seq + 1;
-    }
+    g.parts = complete;
+    commit_busy_ = true;
+    calls_.Post<Status>(
+        [this, g] {
+          // The lease is renewed first: a coordinator that lost it commits nothing.
+          if (Status st = lease_.Renew(); !st.ok()) {
+            return Status(st.code(), "not committing the group snapshot: " + std::string(st.message()));
+          }
+          return group_.CommitGroup(g);
+        },
+        [this, g](Status& st) {
+          commit_busy_ = false;
+          if (st.ok()) {
+            LogInfo("committed group snapshot {}: step {}, {} nodes, {} bytes ({} stored)",
+                    SeqName(g.seq), g.step, g.nodes, g.Bytes(), g.Stored());
+            Event("snapshot", {{"seq", g.seq}, {"step", g.step}, {"nodes", g.nodes}});
+            Retain();
+            return;
+          }
+          LogWarn("committing group snapshot {} failed: {}", SeqName(g.seq), st.message());
+          // Taken meanwhile: the next look lists the keys again.
+          if (st.Is(StatusCode::kPreconditionFailed)) next_group_seq_ = g.seq + 1;
+        });
   }
-  // A request for a checkpoint is answered by a group snapshot of this round
-  // that a trainer saved after the request and that is not older than any
-  // rank's step when it was asked (AnswersRequest).
-  if (state_ == State::kEnding && newest && newest->round == plan_->round) {
-    auto asked = group_.Asked(plan_->round);
-    if (asked.ok() && AnswersRequest(*asked, cfg_.nodes, newest->step)) {
-      if (group_.WriteFinal(plan_->round, newest->seq, newest->step).ok()) {
-        LogInfo("group snapshot {} (step {}) answers round {}'s request", SeqName(newest->seq),
-                newest->step, plan_->round);
-      }
-    }
-  }
+}
+
+void GroupAgent::NameAnswer(const GroupCommit& answer) {
+  calls_.Post<Status>(
+      [this, round = plan_->round, seq = answer.seq, step = answer.step] {
+        return group_.WriteFinal(round, seq, step);
+      },
+      [round = plan_->round, seq = answer.seq, step = answer.step](Status& st) {
+        if (!st.ok()) {
+          Noted(st, "naming the answer to round " + std::to_string(round) + "'s request");
+          return;
+        }
+        LogInfo("group snapshot {} (step {}) answers round {}'s request", SeqName(seq), step,
+                round);
+      });
+}
+
+void GroupAgent::CompleteIfDone(const std::optional<GroupCommit>& newest, const GroupView& view) {
   // Completion: every rank's trainer exited 0 and its last part is in a group snapshot.
-  auto done = group_.Done(plan_->round);
-  if (!done.ok() || static_cast<int>(done->size()) < cfg_.nodes) return;
-  for (const auto& [rank, step] : *done) {
+  if (!view.done || !view.done->ok() || static_cast<int>((*view.done)->size()) < cfg_.nodes) {
+    return;
+  }
+  for (const auto& [rank, step] : **view.done) {
     if (step && (!newest || newest->step < *step)) return;  // not yet committed
   }
-  WriteCompleteMarker(c_.store, c_.clock, events_, cfg_.job, c_.instance,
-                      newest ? std::optional<uint64_t>(newest->seq) : std::nullopt,
-                      newest ? std::optional<int64_t>(newest->step) : std::nullopt);
-  Noted(group_.EndRound(plan_->round, RoundEnd{"complete", c_.instance, ""}), "ending the round");
-  JobComplete();
+  if (completing_) return;
+  completing_ = true;
+  const std::optional<uint64_t> seq = newest ? std::optional<uint64_t>(newest->seq) : std::nullopt;
+  const std::optional<int64_t> step = newest ? std::optional<int64_t>(newest->step) : std::nullopt;
+  const uint64_t round = plan_->round;
+  calls_.Post<Status>(
+      [this, seq, step, round] {
+        WriteCompleteMarker(c_.store, c_.clock, events_, cfg_.job, c_.instance, seq, step);
+        return group_.EndRound(round, RoundEnd{"complete", c_.instance, ""});
+      },
+      [this](Status& st) {
+        completing_ = false;
+        Noted(st, "ending the round");
+        JobComplete();
+      });
 }
 
 void GroupAgent::FailJob(const std::string& why, const std::optional<RoundPlan>& plan) {
   LogError("job {} failed: {}", cfg_.job, why);
-  Noted(group_.MarkFailed(FailureRecord{why, FormatUtc(c_.clock.Now(), true),
-                                        plan ? plan->round : 0, SettingsDigest(cfg_)}),
+  Write([this, record = FailureRecord{why, FormatUtc(c_.clock.Now(), true),
+                                       plan ? plan->round : 0, SettingsDigest(cfg_)}] {
+    return group_.MarkFailed(record);
+  },
         "recording the failure");
   Event("failed", {{"why", why}});
   Exit(kExitFailure);
 }
 
 void GroupAgent::GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>& ends,
-                             bool crash) {
+                             bool crash, const GroupView& view) {
   std::string why;
   for (const RoundEnd& e : ends) {
     why += (why.empty() ? "" : "; ") + e.reason + " on " + e.by +
@@ -290,8 +339,8 @@ void GroupAgent::GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>&
   }
   // Rounds only grow: a group snapshot committed in this round is the newest.
   bool committed = false;
-  if (crash && plan.resume_seq) {
-    const std::optional<GroupCommit> newest = NewestGroup();
+  if (crash && plan.resume_seq && view.groups) {
+    const std::optional<GroupCommit> newest = NewestGroup(*view.groups);
     committed = newest && newest->round == plan.round;
   }
   const std::optional<uint64_t> suspect = resume_guard_.RoundEnded(
@@ -303,12 +352,13 @@ void GroupAgent::GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>&
            "newer one: it is suspect, and the next round resumes from the newest group snapshot "
            "that is not (spotguard unsuspect {} clears the mark)",
            resume_guard_.ends().size(), SeqName(*suspect), *suspect);
-  if (!lease_.held()) return;
+  if (!coordinating_) return;
   nlohmann::ordered_json record = {{"seq", *suspect},
                                    {"time", FormatUtc(c_.clock.Now(), true)},
                                    {"instance", c_.instance},
                                    {"rounds", resume_guard_.ends()}};
-  Noted(MarkGroupSuspect(c_.store, cfg_.job, *suspect, record),
+  suspect_posted_ = true;
+  Write([this, seq = *suspect, record] { return MarkGroupSuspect(c_.store, cfg_.job, seq, record); },
         "marking group snapshot " + SeqName(*suspect) + " suspect");
   Event("suspect", record);
 }

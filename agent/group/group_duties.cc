@@ -32,10 +32,8 @@ void GroupAgent::AskTrainer(const std::string& why) {
 }
 
 void GroupAgent::TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e) {
-  // History, not state: recorded off the loop.
-  store_work_.Post([this, kind = std::string(InterruptionKindName(e.kind)), data = e.ToJson()] {
-    events_.Note(kind, data);
-  });
+  // History, not state.
+  Event(InterruptionKindName(e.kind), e.ToJson());
   if (e.kind != InterruptionEvent::Kind::kRebalance || cfg_.on_rebalance != OnRebalance::kSnapshot ||
       state_ != State::kInRound) {
     return;
@@ -49,15 +47,13 @@ void GroupAgent::TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e) 
   flushes_taken_.insert(rank_);
   // The group flushes together: the other members read this record on
   // their next look and ask their own trainers (TakeFlushes), for trainers
-  // that do not pass one rank's request on to the others. Written off the
-  // loop, with a GroupStore of its own (the loop's caches are not shared).
+  // that do not pass one rank's request on to the others.
   std::optional<int64_t> newest;
   if (auto all = RoundCheckpoints(); all.ok() && !all->empty()) newest = all->front().step;
-  store_work_.Post([&store = c_.store, job = cfg_.job, round = plan_->round, rank = rank_, newest] {
-    if (Status st = GroupStore(store, job).MarkFlush(round, rank, newest); !st.ok()) {
-      LogWarn("recording the group flush of round {} failed: {}", round, st.message());
-    }
-  });
+  Write([this, round = plan_->round, rank = rank_, newest] {
+    return group_.MarkFlush(round, rank, newest);
+  },
+        "recording the group flush of round " + std::to_string(plan_->round));
 }
 
 void GroupAgent::TakeFlushes(Clock::MonoTime now,
@@ -78,16 +74,27 @@ void GroupAgent::Noted(const Status& st, std::string_view what) {
 }
 
 void GroupAgent::Event(std::string_view kind, nlohmann::ordered_json details) {
+  const Clock::WallTime at = c_.clock.Now();
   if (defer_events_) {
-    deferred_events_.push_back({std::string(kind), std::move(details), c_.clock.Now()});
+    deferred_events_.push_back({std::string(kind), std::move(details), at});
     return;
   }
-  events_.Note(kind, std::move(details));
+  // EventLog::Note logs a failure itself.
+  calls_.Post([this, kind = std::string(kind), details = std::move(details), at] {
+    events_.Note(kind, details, at);
+  });
 }
 
 void GroupAgent::FlushEvents() {
-  for (DeferredEvent& e : deferred_events_) events_.Note(e.kind, std::move(e.details), e.at);
+  for (DeferredEvent& e : deferred_events_) {
+    calls_.Post([this, e = std::move(e)] { events_.Note(e.kind, e.details, e.at); });
+  }
   deferred_events_.clear();
+}
+
+void GroupAgent::EndRound(RoundEnd end) {
+  Write([this, round = plan_->round, end = std::move(end)] { return group_.EndRound(round, end); },
+        "ending the round");
 }
 
 }  // namespace sg::group_detail

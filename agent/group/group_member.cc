@@ -1,12 +1,9 @@
 // A member's side of the round protocol (docs/design.md §14): joining a
-// round (restore and the trainer), part uploads, ending a round.
+// round (restore and the trainer) and part uploads; ending a round is
+// group_ending.cc's.
 #include "agent/group/group_agent_impl.h"
 
-#include <ifaddrs.h>
-#include <netdb.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,14 +35,14 @@
 
 namespace sg::group_detail {
 
-void GroupAgent::Join(const RoundPlan& plan) {
+void GroupAgent::Join(const RoundPlan& plan, const GroupView& view) {
   rank_ = *plan.RankOf(self_.agent);
-  events_.SetNode(rank_);  // the ledger's lane (docs/operations.md)
+  // The ledger's lane (docs/operations.md), set where the events are written.
+  calls_.Post([this, rank = rank_] { events_.SetNode(rank); });
   Event("group-joined", {{"round", plan.round}});  // the wait for the group ends
   plan_ = plan;
   part_step_.reset();
   restored_step_.reset();
-  watch_->SetRound(plan.round);
   log_round_ = plan.round;
   uploading_step_.reset();
   uploaded_.clear();
@@ -69,10 +66,9 @@ void GroupAgent::Join(const RoundPlan& plan) {
     StartTrainer("");
     return;
   }
-  auto groups = group_.Groups();
   std::optional<GroupCommit> group;
-  if (groups.ok()) {
-    for (const GroupCommit& g : *groups) {
+  if (view.groups && view.groups->ok()) {
+    for (const GroupCommit& g : (*view.groups)->groups) {
       if (g.seq == *plan.resume_seq) group = g;
     }
   }
@@ -112,8 +108,7 @@ void GroupAgent::Joining() {
 
 void GroupAgent::RestoreFailed(const Status& st) {
   LogError("restoring rank {}'s part failed: {}", rank_, st.message());
-  Noted(group_.EndRound(plan_->round, RoundEnd{"restore", c_.instance, st.message()}),
-        "ending the round");
+  EndRound(RoundEnd{"restore", c_.instance, std::string(st.message())});
   LeaveRound("the restore failed");
 }
 
@@ -128,12 +123,11 @@ void GroupAgent::StartTrainer(const std::string& resume) {
   if (trainer.ok()) Event("trainer-start", {{"round", plan.round}});
   if (!trainer.ok()) {
     LogError("starting the trainer failed: {}", trainer.status().message());
-    Noted(group_.EndRound(plan.round, RoundEnd{"crash", c_.instance, trainer.status().message()}),
-          "ending the round");
+    EndRound(RoundEnd{"crash", c_.instance, std::string(trainer.status().message())});
     LeaveRound("the trainer did not start");
     return;
   }
-  trainer_ = std::make_unique<SharedTrainer>(std::move(*trainer), trainer_slot_);
+  trainer_ = std::move(*trainer);
   state_ = State::kInRound;
   if (cfg_.checkpoint_interval) {
     next_checkpoint_signal_ = c_.clock.Monotonic() + *cfg_.checkpoint_interval;
@@ -228,15 +222,23 @@ void GroupAgent::TakeUploadResult() {
     return;
   }
   const SnapshotResult& s = *r->result;
-  PartRecord part{rank_, *uploading_step_, s.seq, c_.instance, s.bytes, s.stored_bytes};
-  if (Status st = group_.AnnouncePart(plan_->round, part); !st.ok()) {
-    LogWarn("announcing rank {}'s part failed: {}", rank_, st.message());
-    return;
-  }
-  if (!part_step_ || part.step > *part_step_) part_step_ = part.step;
-  if (answer_step_ == part.step) asked_ = false;  // answered
-  LogInfo("rank {}'s part of step {} is stored ({} bytes, {} stored) in {:.1f} s", rank_,
-          part.step, s.bytes, s.stored_bytes, r->seconds);
+  const PartRecord part{rank_, *uploading_step_, s.seq, c_.instance, s.bytes, s.stored_bytes};
+  const uint64_t round = plan_->round;
+  announcing_ = true;
+  calls_.Post<Status>(
+      [this, round, part] { return group_.AnnouncePart(round, part); },
+      [this, round, part, seconds = r->seconds](Status& st) {
+        announcing_ = false;
+        if (!st.ok()) {
+          LogWarn("announcing rank {}'s part failed: {}", part.rank, st.message());
+          return;
+        }
+        LogInfo("rank {}'s part of step {} is stored ({} bytes, {} stored) in {:.1f} s",
+                part.rank, part.step, part.bytes, part.stored, seconds);
+        if (!plan_ || plan_->round != round) return;  // the round ended meanwhile
+        if (!part_step_ || part.step > *part_step_) part_step_ = part.step;
+        if (answer_step_ == part.step) asked_ = false;  // answered
+      });
 }
 
 void GroupAgent::InRound(Clock::MonoTime now) {
@@ -247,8 +249,7 @@ void GroupAgent::InRound(Clock::MonoTime now) {
         trainer_done_ = true;
       } else {
         LogWarn("rank {}'s trainer {}; ending round {}", rank_, ended->ToString(), plan_->round);
-        Noted(group_.EndRound(plan_->round, RoundEnd{"crash", c_.instance, ended->ToString()}),
-              "ending the round");
+        EndRound(RoundEnd{"crash", c_.instance, ended->ToString()});
         LeaveRound("the trainer failed");
         return;
       }
@@ -260,7 +261,7 @@ void GroupAgent::InRound(Clock::MonoTime now) {
   }
   TakeUploadResult();
   UploadPart(now);
-  if (trainer_done_ && !done_marked_ && !uploader_.busy()) {
+  if (trainer_done_ && !done_marked_ && !done_busy_ && !announcing_ && !uploader_.busy()) {
     // Its last checkpoint is stored (or it had none newer): this rank is
     // done. A file still settling may be that last checkpoint (a trainer
     // that saves and exits at once): it is waited for, as one node's agent
@@ -268,127 +269,19 @@ void GroupAgent::InRound(Clock::MonoTime now) {
     auto all = RoundCheckpoints();
     const bool newer_left = all.ok() && !all->empty() && all->front().step &&
                             (!part_step_ || *all->front().step > *part_step_);
-    if (!newer_left && !checkpoints_->Writing() &&
-        group_.MarkDone(plan_->round, rank_, part_step_).ok()) {
-      done_marked_ = true;
+    if (!newer_left && !checkpoints_->Writing()) {
+      done_busy_ = true;
+      calls_.Post<Status>(
+          [this, round = plan_->round, rank = rank_, step = part_step_] {
+            return group_.MarkDone(round, rank, step);
+          },
+          [this, round = plan_->round](Status& st) {
+            done_busy_ = false;
+            Noted(st, "recording that this rank is done");
+            if (st.ok() && plan_ && plan_->round == round) done_marked_ = true;
+          });
     }
   }
-}
-
-void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed,
-                             std::optional<Clock::WallTime> asked_at) {
-  state_ = State::kEnding;
-  if (noticed && !noticed_) {
-    // Leaving: the coordinator must not plan the next round with this node.
-    Noted(group_.RemoveMember(self_.agent), "leaving the membership");
-  }
-  noticed_ = noticed_ || noticed;
-  ending_deadline_ = deadline;
-  // A part newer than every checkpoint there was when the trainer was asked
-  // answers the request. The watch may have asked a while ago, while the
-  // loop waited for the store: what was saved since then is the answer.
-  auto all = RoundCheckpoints();
-  asked_after_.reset();
-  if (all.ok()) {
-    for (const Checkpoint& c : *all) {
-      if (asked_at && c.newest_mtime >= *asked_at) continue;
-      if (c.step && (!asked_after_ || *c.step > *asked_after_)) asked_after_ = c.step;
-      if (!asked_at) break;  // newest first
-    }
-  }
-  const std::optional<int64_t> known = asked_at ? restored_step_ : part_step_;
-  if (known && (!asked_after_ || *known > *asked_after_)) asked_after_ = known;
-  asked_ = true;
-  answer_step_.reset();
-  final_ = false;
-  if (Status st = group_.MarkAsked(plan_->round, rank_, asked_after_); !st.ok()) {
-    LogWarn("recording the request failed: {}", st.message());
-  }
-  checkpoints_->SetUrgent(true);
-  if (asked_at) return;  // the watch wrote the notice file and signalled the trainer
-  const std::string why = noticed ? "the notice" : "the group's request";
-  if (Status st = WriteNoticeFile(notice_file_, RequestFileJson(c_.clock.Now(), why, plan_->round));
-      !st.ok()) {
-    LogWarn("writing the notice file failed: {}", st.message());
-  }
-  AskTrainer(noticed ? "the notice" : "the group's request");
-  (void)now;
-}
-
-void GroupAgent::Ending(Clock::MonoTime now) {
-  if (trainer_ && !trainer_done_) {
-    if (auto ended = trainer_->Poll()) trainer_done_ = ended->success();
-  }
-  TakeUploadResult();
-  UploadPart(now);
-  // Over once the coordinator has named the group snapshot that answers the
-  // request (final_ is read every look), or at the deadline.
-  const bool committed = final_;
-  if (!committed && now < ending_deadline_) return;
-  if (!committed) LogWarn("round {}: no group snapshot of the answer in time", plan_->round);
-  (void)::unlink(notice_file_.c_str());
-  checkpoints_->SetUrgent(false);
-  if (noticed_) {
-    Exit(committed ? kExitInterrupted : kExitNotCommitted);
-    watch_->LoopStopsTrainer();
-    if (trainer_) {
-      if (auto stopped = trainer_->Stop(
-              cfg_.stop_signal,
-              duration_cast<milliseconds>(std::min<Duration>(cfg_.stop_grace, kMaxLeaveGrace)));
-          stopped.ok()) {
-        LogInfo("the trainer stopped: {}", stopped->ToString());
-      }
-      trainer_.reset();
-    }
-    Event("stop", {{"round", plan_->round}, {"committed", committed}});
-    return;
-  }
-  LeaveRound("waiting for the next round");
-}
-
-void GroupAgent::LeaveRound(const std::string& why) {
-  LogInfo("{}", why);
-  // An upload still under way is the ended round's: TakeUploadResult drops
-  // its result in the next round.
-  if (uploader_.busy()) uploader_.Cancel();
-  checkpoints_->SetUrgent(false);
-  if (trainer_ && trainer_->running() && trainer_->Signal(cfg_.stop_signal).ok()) {
-    // The loop goes on (heartbeats, the lease) while the trainer stops.
-    stop_deadline_ = c_.clock.Monotonic() +
-                     duration_cast<milliseconds>(std::min<Duration>(cfg_.stop_grace, kMaxLeaveGrace));
-    state_ = State::kStopping;
-    return;
-  }
-  FinishLeaving();
-}
-
-void GroupAgent::Stopping(Clock::MonoTime now) {
-  // Done once the trainer and every process of its group are gone: workers
-  // that outlive their launcher could still hold the port or write into the
-  // checkpoint dir when the next round starts.
-  std::optional<ExitStatus> ended = trainer_->Poll();
-  if (ended && !trainer_->GroupLingers()) {
-    LogInfo("the trainer stopped: {}", ended->ToString());
-    FinishLeaving();
-    return;
-  }
-  if (now < stop_deadline_) return;
-  LogWarn("the trainer did not stop within its grace after {}", SignalName(cfg_.stop_signal));
-  // SIGKILL to what is left of its process group.
-  if (auto killed = trainer_->Stop(SIGKILL, milliseconds(0)); killed.ok()) {
-    LogInfo("the trainer stopped: {}", killed->ToString());
-  }
-  FinishLeaving();
-}
-
-void GroupAgent::FinishLeaving() {
-  stop_deadline_ = {};
-  trainer_.reset();  // what it left in its group is finished off the loop (supervisor.h)
-  state_ = State::kWaiting;
-  plan_.reset();
-  // A node on its way out whose round ended otherwise (a crash, a member
-  // gone) before the answer was committed: nothing more to wait for.
-  if (noticed_) Exit(final_ ? kExitInterrupted : kExitNotCommitted);
 }
 
 }  // namespace sg::group_detail

@@ -89,6 +89,12 @@ class ThreadUploader final : public SnapshotUploader {
         clock_(clock),
         cancel_(std::make_shared<std::atomic<bool>>()),
         call_(run_inline) {}
+  // `runner`: where the upload runs (BackgroundCall's Runner; empty: a thread).
+  ThreadUploader(UploadFn upload, Clock& clock, BackgroundCall<Result>::Runner runner)
+      : upload_(std::move(upload)),
+        clock_(clock),
+        cancel_(std::make_shared<std::atomic<bool>>()),
+        call_(std::move(runner)) {}
   // An upload was left running (Start over a busy one, or Wait gave up).
   bool left_any() const { return left_any_; }
 

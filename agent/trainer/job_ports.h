@@ -91,8 +91,8 @@ class SnapshotUploader {
 
 // The real parts the loop uses when none are given. The group executor
 // (agent/group/group_agent.h) takes them too, all but `uploader` (its parts go up
-// through a writer of its own, inline with `inline_store_work`); with `idle`
-// given, its watch is turned on the loop instead of a thread.
+// through a writer of its own, inline with `inline_store_work`), and
+// `loop_calls`.
 struct AgentPorts {
   TrainerLauncher* trainer = nullptr;
   CheckpointSource* checkpoints = nullptr;  // else the inotify watcher, once restored
@@ -108,6 +108,10 @@ struct AgentPorts {
   // loop's thread, not off it: for tests, so that no thread's speed decides
   // what happens when on a fake clock.
   bool inline_store_work = false;
+  // The group executor: runs the store calls it makes off its loop
+  // (common/loop_calls.h); empty: a thread of their own. The fake group
+  // world runs them on its own turns (tests/support/fake_group_world.h).
+  std::function<void(std::function<void()>)> loop_calls;
 };
 
 }  // namespace sg

@@ -241,6 +241,9 @@ WorldNode& FakeGroupWorld::Start(int slot, const std::map<std::string, std::stri
     context.ports.idle = [this, &n](milliseconds) { baton_.Yield(n.id); };
     context.ports.stop_requested = [&n] { return std::exchange(n.stop_requested, false); };
     context.ports.inline_store_work = true;
+    context.ports.loop_calls = [&n](std::function<void()> call) {
+      n.calls.push_back(std::move(call));
+    };
     n.result = RunGroupAgent(context);
     n.done = true;
     baton_.Done();
@@ -287,7 +290,9 @@ milliseconds FakeGroupWorld::Elapsed() {
 
 void FakeGroupWorld::Tick() {
   for (auto& run : runs_) {
-    if (!run->done && !run->dead) baton_.Pass(run->id);
+    if (run->done || run->dead) continue;
+    baton_.Pass(run->id);
+    RunCalls(*run);
   }
   clock.Advance(kTick);
   StepTrainers();
@@ -295,6 +300,18 @@ void FakeGroupWorld::Tick() {
     auto step = std::move(script_.begin()->second);
     script_.erase(script_.begin());
     step();
+  }
+}
+
+void FakeGroupWorld::RunCalls(WorldNode& n) {
+  while (!n.calls.empty() && !n.dead && !n.store->frozen() && clock.Monotonic() >= n.calls_ready) {
+    std::function<void()> call = std::move(n.calls.front());
+    n.calls.pop_front();
+    call();
+    if (n.store->delay().count() > 0) {
+      n.calls_ready = clock.Monotonic() + n.store->delay();
+      return;
+    }
   }
 }
 

@@ -6,19 +6,23 @@
 // Every agent runs on a thread of its own, but only one thread runs at a
 // time: the world hands a turn to each live node in order, the node runs
 // until its loop waits (ports.idle) and hands the turn back; then the world
-// moves the clock by one tick and steps the trainers. The interleaving is
-// therefore the same on every run, whatever the machine's load, and a
-// minute of the group's time takes milliseconds. Store work, uploads and
-// restores run on the agents' loops (ports.inline_store_work), so no other
-// thread exists.
+// runs the store calls the node's loop posted (ports.loop_calls) on its own
+// thread, which the loop takes the results of on its next turn. Once every
+// node had its turn, the world moves the clock by one tick and steps the
+// trainers. The interleaving is therefore the same on every run, whatever
+// the machine's load, and a minute of the group's time takes milliseconds.
+// Uploads and restores run on the agents' loops (ports.inline_store_work),
+// so no other thread exists.
 //
-// A node's store can be frozen (its calls wait, the rest of the world goes
-// on), delayed, failed by key, or killed (every call fails and the node is
-// never given a turn again, as after kill -9 of its instance).
+// A node's store can be frozen (the calls its loop posted wait, and the
+// loop and the rest of the world go on), delayed, failed by key, or killed
+// (every call fails and the node is never given a turn again, as after
+// kill -9 of its instance).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -94,11 +98,14 @@ class NodeStore final : public ObjectStore {
       : base_(base), clock_(clock), yield_(std::move(yield)) {}
   // The agent's loop thread: the one whose calls wait.
   void SetLoopThread(std::thread::id id) { loop_ = id; }
-  // Calls wait (the node's loop is held) until Thaw.
+  // Calls wait until Thaw: the loop's posted calls are not run, and a call
+  // on the loop itself (an upload's, a restore's) holds it.
   void Freeze() { frozen_ = true; }
   void Thaw() { frozen_ = false; }
-  // Every call on the loop takes this much of the world's time.
+  bool frozen() const { return frozen_; }
+  // Every call takes this much of the world's time.
   void Delay(std::chrono::milliseconds d) { delay_ = d; }
+  std::chrono::milliseconds delay() const { return delay_; }
   // Calls on keys containing `fragment` fail (Unavailable) while set.
   void FailKeysWith(std::string fragment) { fail_fragment_ = std::move(fragment); }
   // Every call fails from now on.
@@ -159,6 +166,10 @@ struct WorldNode {
   WorldTrainer* trainer = nullptr;   // the running one, if any
   bool stop_requested = false;       // a SIGTERM for the agent
   bool dead = false;                 // killed: never scheduled again
+  // The store calls its loop posted (ports.loop_calls), run by the world,
+  // and when the next may run (NodeStore::Delay).
+  std::deque<std::function<void()>> calls;
+  Clock::MonoTime calls_ready{};
   std::atomic<bool> done{false};
   AgentResult result;
   std::thread thread;
@@ -217,6 +228,8 @@ class FakeGroupWorld {
 
  private:
   void StepTrainers();
+  // Runs the calls `n`'s loop posted, as far as its store lets them.
+  void RunCalls(WorldNode& n);
 
   TempDir dir_;
   const int nodes_;

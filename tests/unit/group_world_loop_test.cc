@@ -1,0 +1,80 @@
+// The group loop keeps no store call on it (docs/design.md §14): a store
+// that does not answer holds the calls queued behind it, never the notice,
+// the stop signal or the exit. On the fake multi-node world
+// (tests/support/fake_group_world.h), with no process, socket or sleep.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "agent/config/exit_codes.h"
+#include "agent/run/daemon.h"
+#include "tests/support/group_world_checks.h"
+
+namespace sg::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool GotSignal(const WorldNode& n, int signo) {
+  return std::find(n.signals.begin(), n.signals.end(), signo) != n.signals.end();
+}
+
+TEST(GroupWorldLoop, ANoticeOnANodeWhoseStoreHangsIsActedOnAtOnceAndItExitsBeforeTheDeadline) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 400;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntil([&] { return w.NewestGroupStep() >= 5; }, 60s));
+  WorldNode& n = w.node(1);
+  n.store->Freeze();  // and it never answers again
+  w.RunUntil([] { return false; }, 2s);
+  const auto noticed = w.Elapsed();
+  n.imds->PostNotice(30s);
+  // The turn that reads the notice (every 200 ms) asks the trainer and
+  // writes the notice file: no store call stands before either.
+  ASSERT_TRUE(w.RunUntil([&] { return GotSignal(n, SIGUSR1); }, 500ms));
+  EXPECT_TRUE(std::filesystem::exists(NoticeFilePath(n.config)));
+  // Nothing can be committed: the round is given up on 10 s before the
+  // deadline, and the exit's bound ends at a second before it.
+  ASSERT_TRUE(w.RunUntilExited(30s, {1}));
+  EXPECT_EQ(n.result.exit_code, kExitNotCommitted);
+  EXPECT_LE(w.Elapsed() - noticed, 29s) << "a second before the deadline at the latest";
+  EXPECT_GE(w.Elapsed() - noticed, 20s) << "it waited for an answer until 10 s before";
+  EXPECT_TRUE(GotSignal(n, SIGTERM)) << "its trainer was stopped";
+  EXPECT_TRUE(n.store->frozen());
+  EXPECT_FALSE(n.calls.empty()) << "the calls it posted are still held by the store";
+}
+
+TEST(GroupWorldLoop, AStopSignalOnANodeWhoseStoreHangsStillStopsItsTrainer) {
+  FakeGroupWorld w(2, {{"stop_timeout", "20s"}});
+  w.trainer.steps = 400;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntil([&] { return w.NewestGroupStep() >= 5; }, 60s));
+  WorldNode& n = w.node(0);
+  n.store->Freeze();
+  n.stop_requested = true;
+  ASSERT_TRUE(w.RunUntil([&] { return GotSignal(n, SIGUSR1); }, 200ms));
+  const auto stopped = w.Elapsed();
+  ASSERT_TRUE(w.RunUntilExited(30s, {0}));
+  EXPECT_EQ(n.result.exit_code, kExitNotCommitted);
+  // stop_timeout less the 10 s the round is given up on before it.
+  EXPECT_LE(w.Elapsed() - stopped, 20s);
+  EXPECT_TRUE(GotSignal(n, SIGTERM));
+}
+
+TEST(GroupWorldLoop, ASlowStoreDelaysTheRoundNotTheTrainerAndTheJobCompletes) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 60;
+  w.StartAll();
+  // Every call of node 1 takes 300 ms: a look is then several ticks long,
+  // and the loop goes on meanwhile.
+  w.node(1).store->Delay(300ms);
+  ASSERT_TRUE(w.RunUntilExited(400s));
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).result.exit_code, kExitOk) << s;
+  EXPECT_EQ(Finals(w, 2), ExpectedFinals(2, 60));
+  ExpectWholeGroupSnapshots(w, 2);
+}
+
+}  // namespace
+}  // namespace sg::testing
