@@ -106,6 +106,7 @@ Status GroupAgent::Setup() {
                     OwnAddress(cfg_, c_.imds));
   LogInfo("member {} of job {} ({} nodes), reachable at {}", self_.agent, cfg_.job, cfg_.nodes,
           self_.address);
+  policy_.emplace(GroupPolicyOptions::FromConfig(cfg_, c_.instance), self_);
   return Status::Ok();
 }
 
@@ -132,16 +133,13 @@ void GroupAgent::Beat(Clock::MonoTime now) {
 
 void GroupAgent::KeepLease(Clock::MonoTime now) {
   // Whether to try is known once the members and the newest plan were read.
-  if (lease_busy_ || now < next_lease_ || (!coordinating_ && !plan_read_)) return;
+  if (lease_busy_ || now < next_lease_ || (!coordinating_ && !policy_->plan_read())) return;
   next_lease_ = now + std::min<Duration>(cfg_.lease.heartbeat, cfg_.group.heartbeat);
   if (!coordinating_) {
     // Only a member that is not on its way out coordinates.
     if (noticed_ || state_ == State::kDone) return;
     // A newcomer leaves it to the last round's members while one is alive.
-    if (state_ == State::kWaiting &&
-        !MayCoordinate(self_, newest_plan_, freshness_.FreshMembers(now))) {
-      return;
-    }
+    if (state_ == State::kWaiting && !policy_->MayCoordinate(now)) return;
   }
   lease_busy_ = true;
   calls_.Post<LeaseState>(

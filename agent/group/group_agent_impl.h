@@ -25,6 +25,7 @@
 #include "agent/trainer/checkpoint_signal.h"
 #include "agent/run/daemon.h"
 #include "agent/ledger/events.h"
+#include "agent/group/group_policy.h"
 #include "agent/repo/group_protocol.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
@@ -73,26 +74,6 @@ inline LoopCalls::Runner CallRunner(const AgentPorts& ports) {
   return nullptr;
 }
 
-// What a look read from the store (GroupAgent::ReadView), off the loop, for
-// the state and round it was posted in; each read is nullopt when the look
-// did not need it.
-struct GroupView {
-  bool waiting = false;     // read for kWaiting, else for the round `round`
-  uint64_t round = 0;
-  bool coordinating = false;
-  StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> members =
-      Status::Unavailable("not read");
-  std::optional<StatusOr<std::optional<std::string>>> refusal;
-  std::optional<StatusOr<std::optional<FailureRecord>>> failed;
-  std::optional<StatusOr<PlanListing>> plans;
-  std::optional<StatusOr<std::vector<RoundEnd>>> ends;  // of the newest plan, or of `round`
-  std::optional<StatusOr<GroupListing>> groups;
-  std::optional<StatusOr<std::set<uint64_t>>> suspects;
-  std::optional<StatusOr<std::vector<PartRecord>>> parts;
-  std::optional<StatusOr<std::map<int, std::optional<int64_t>>>> flushes, asked, done;
-  std::optional<StatusOr<std::optional<uint64_t>>> final;
-};
-
 // What the loop read from the metadata service and the stop signals since
 // its last turn.
 struct News {
@@ -118,7 +99,6 @@ class GroupAgent {
         events_(c.store, c.clock, cfg_.job, c.instance),
         lease_(c.lease_store ? *c.lease_store : c.store, c.clock, cfg_.job, c.instance,
                LeaseOptions{cfg_.lease.heartbeat, cfg_.lease.timeout}),
-        freshness_(duration_cast<milliseconds>(cfg_.group.timeout)),
         notice_file_(NoticeFilePath(cfg_)),
         launcher_(cfg_, c.env, notice_file_, TrainerRecordPath(cfg_.checkpoint_dir)),
         uploader_([this](const Checkpoint& ck,
@@ -163,37 +143,25 @@ class GroupAgent {
   // On the loop: acts on a look's result, unless the state or round it was
   // read for has passed.
   void TakeView(Clock::MonoTime now, GroupView& view);
+
   void TakeLease(const LeaseState& lease);
+  // What the node is doing, for the policy.
+  GroupFacts Facts() const;
+  // Performs the policy's actions in order (agent/group/group_perform.cc);
+  // Post posts the store writes among them.
+  void Perform(GroupActions actions);
+  void Do(const GroupAction& action);
+  void Post(const GroupAction& action);
   // Posts a store write whose failure is logged, naming `what`.
   void Write(std::function<Status()> call, std::string what);
   // Posts the end record of the round this node is in.
   void EndRound(RoundEnd end);
-  void Waiting(Clock::MonoTime now, const std::optional<RoundPlan>& plan, const GroupView& view);
-  // Whether `plan`'s round has ended, as its end records say; nullopt when
-  // nothing more is to be done on this turn (unreadable ends, a complete
-  // job, or this node joins the round).
-  std::optional<bool> RoundEnded(const RoundPlan& plan, const GroupView& view);
-  // The coordinator plans the next round after `plan` (none: the first).
-  void PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>& plan, const GroupView& view);
-  // `parts`: the round's parts as just read (null when that failed);
-  // `newest`: the newest group snapshot as just read.
-  void Coordinate(Clock::MonoTime now, const std::vector<PartRecord>* parts,
-                  std::optional<GroupCommit> newest, const GroupView& view);
-  // Posts the commit of the group snapshot of `complete` (every rank's part
-  // of one step), above `newest`; the lease is renewed first.
-  void CommitGroup(const std::vector<PartRecord>& complete, const std::optional<GroupCommit>& newest);
-  // Posts final.json: `answer` answers the round's request.
-  void NameAnswer(const GroupCommit& answer);
-  // When every rank is done and its last part committed: the complete
-  // marker, the round's end, then JobComplete.
-  void CompleteIfDone(const std::optional<GroupCommit>& newest, const GroupView& view);
   // Retention, `keep` whole group snapshots (docs/multi-node.md), on a
   // thread of its own: deleting many parts must not hold the loop (its
   // heartbeats and lease) for longer than group.timeout.
   void Retain();
-  // The coordinator refuses fresh members whose settings differ from its own.
-  void RefuseOdd(Clock::MonoTime now);
-  void Join(const RoundPlan& plan, const GroupView& view);
+  // Joins `plan`'s round: restores `group`'s part (none: starts fresh).
+  void Join(const RoundPlan& plan, const std::optional<GroupCommit>& group);
   void Joining();
   void RestoreFailed(const Status& st);
   // Starts the round's trainer from `resume` ("" fresh): kInRound.
@@ -233,20 +201,6 @@ class GroupAgent {
   void TakeUploadResult();
   StatusOr<SnapshotResult> WritePart(const Checkpoint& checkpoint,
                                       const std::atomic<bool>* cancel);
-  // The newest readable group snapshot of a listing; notes the seq of the
-  // next commit (next_group_seq_), which comes from the keys listed.
-  std::optional<GroupCommit> NewestGroup(const StatusOr<GroupListing>& listing);
-  // A failure record in the store (group/failed.json): cleared when this
-  // agent's settings differ from those that failed (logged; the next look
-  // goes on); otherwise the agent says how to go on and exits 1. True when
-  // the look that read it goes no further.
-  bool StopsOnFailure(const FailureRecord& failure);
-  // The coordinator fails the job (group/failed.json, the `failed` event), exit 1.
-  void FailJob(const std::string& why, const std::optional<RoundPlan>& plan);
-  // A round ended: counts it against the group snapshot it resumed from,
-  // and marks that one suspect at resume.max_failures (agent/repo/group_suspect.h).
-  void GuardResume(const RoundPlan& plan, const std::vector<RoundEnd>& ends, bool crash,
-                   const GroupView& view);
   // The job is complete: exit 0, on_complete on this node at the exit.
   void JobComplete();
   void Exit(int code);
@@ -265,7 +219,6 @@ class GroupAgent {
   GroupStore group_;
   EventLog events_;
   LeaseKeeper lease_;
-  MemberFreshness freshness_;
   const std::string notice_file_;
   ProcessTrainerLauncher launcher_;
   // The trainers' launcher: the ports' when given, else launcher_.
@@ -283,8 +236,7 @@ class GroupAgent {
   // The store calls of the loop, off it (see the top of this file).
   LoopCalls calls_{CallRunner(c_.ports)};
   bool look_busy_ = false, beat_busy_ = false, lease_busy_ = false, done_busy_ = false;
-  bool commit_busy_ = false, completing_ = false, announcing_ = false;
-  bool suspect_posted_ = false;  // GuardResume posted a mark this look
+  bool announcing_ = false;  // a part's record is being written
   bool coordinating_ = false;    // the lease, as the calls last said
   uint64_t generation_ = 0;      // its generation then
   bool signalled_ = false;       // Idle read a stop signal
@@ -328,17 +280,8 @@ class GroupAgent {
   bool noticed_ = false;  // this node got the notice (or SIGTERM): it exits then
   Clock::MonoTime ending_deadline_{};
   std::optional<int64_t> asked_after_;  // a part newer than this answers the request
-  // The coordinator's view
-  std::optional<uint64_t> skip_from_;  // a group snapshot a member could not restore
-  std::set<std::string> refused_;      // members refused, by agent identity
-  uint64_t counted_round_ = 0;         // the last ended round counted in crash_rounds_
-  int crash_rounds_ = 0;               // rounds in a row ended by a crash
-  GroupResumeGuard resume_guard_{cfg_.resume.max_failures};
-  Clock::MonoTime next_plan_at_{};
-  uint64_t next_group_seq_ = 1;             // above every group snapshot key listed
-  uint64_t next_round_ = 1;                 // above every round whose plan key is listed
-  bool plan_read_ = false;                  // the newest plan was read at least once
-  std::optional<RoundPlan> newest_plan_;    // as last read while waiting
+  // The round protocol's decisions; made once this member's record is (Setup).
+  std::optional<GroupPolicy> policy_;
   Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{};
   std::optional<int> exit_code_;
   struct DeferredEvent {

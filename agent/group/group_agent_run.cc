@@ -181,7 +181,11 @@ AgentResult RunGroupAgent(const AgentContext& context) {
   auto agent = std::make_unique<group_detail::GroupAgent>(context);
   AgentResult result = agent->Run();
   // A log shipment given up on still uses the agent: the process ends with it.
-  if (agent->threads_left()) (void)agent.release();  // NOLINT(bugprone-unused-return-value)
+  // Calls given to the ports' runner are the caller's: it never runs those
+  // left when the agent returns (AgentPorts::loop_calls), so the agent can go.
+  if (agent->threads_left() && !context.ports.loop_calls) {
+    (void)agent.release();  // NOLINT(bugprone-unused-return-value)
+  }
   return result;
 }
 

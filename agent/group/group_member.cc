@@ -35,7 +35,7 @@
 
 namespace sg::group_detail {
 
-void GroupAgent::Join(const RoundPlan& plan, const GroupView& view) {
+void GroupAgent::Join(const RoundPlan& plan, const std::optional<GroupCommit>& group) {
   rank_ = *plan.RankOf(self_.agent);
   // The ledger's lane (docs/operations.md), set where the events are written.
   calls_.Post([this, rank = rank_] { events_.SetNode(rank); });
@@ -65,12 +65,6 @@ void GroupAgent::Join(const RoundPlan& plan, const GroupView& view) {
   if (!plan.resume_seq) {
     StartTrainer("");
     return;
-  }
-  std::optional<GroupCommit> group;
-  if (view.groups && view.groups->ok()) {
-    for (const GroupCommit& g : (*view.groups)->groups) {
-      if (g.seq == *plan.resume_seq) group = g;
-    }
   }
   if (!group) {
     RestoreFailed(Status::NotFound("group snapshot " + SeqName(*plan.resume_seq) +

@@ -3,7 +3,6 @@
 // result when it comes back (TakeView).
 #include <algorithm>
 
-#include "agent/config/exit_codes.h"
 #include "agent/group/group_agent_impl.h"
 #include "agent/repo/group_protocol.h"
 #include "agent/repo/group_suspect.h"
@@ -65,65 +64,7 @@ GroupView GroupAgent::ReadView(GroupView view) {
 }
 
 void GroupAgent::TakeView(Clock::MonoTime now, GroupView& view) {
-  // A look read for a state or round that has passed is not acted on.
-  const bool in_round = state_ == State::kInRound || state_ == State::kEnding;
-  if (view.waiting ? state_ != State::kWaiting
-                   : !in_round || !plan_ || plan_->round != view.round) {
-    return;
-  }
-  if (!view.members.ok()) {
-    LogWarn("listing the members failed: {}", view.members.status().message());
-    return;
-  }
-  freshness_.Observe(now, *view.members);
-  const bool coordinating = view.coordinating && coordinating_;
-  if (view.waiting) {
-    // The coordinator's settings are the group's: a member that differs is refused.
-    if (view.refusal->ok() && **view.refusal) {
-      LogError("refused by the group's coordinator: {}", ***view.refusal);
-      Exit(kExitUsage);
-      return;
-    }
-    if (view.failed->ok() && **view.failed && StopsOnFailure(***view.failed)) return;
-    if (coordinating) RefuseOdd(now);
-    if (!view.plans->ok()) {
-      LogWarn("reading the newest plan failed: {}", view.plans->status().message());
-      return;
-    }
-    newest_plan_ = (*view.plans)->newest;
-    next_round_ = (*view.plans)->NextRound();
-    plan_read_ = true;
-    Waiting(now, newest_plan_, view);
-    return;
-  }
-  const auto& ends = *view.ends;
-  const RoundOutcome outcome = ends.ok() ? OutcomeOfEnds(*ends) : RoundOutcome::kRunning;
-  if (outcome == RoundOutcome::kComplete) {
-    JobComplete();
-    return;
-  }
-  if (outcome == RoundOutcome::kCheckpointFirst && state_ == State::kInRound) {
-    LogInfo("round {} ends: {} on {}; asking the trainer for a checkpoint", plan_->round,
-            ends->front().reason, ends->front().by);
-    BeginEnding(now, now + std::min<Duration>(kGroupEndBudget, cfg_.stop_timeout), false);
-  } else if (outcome == RoundOutcome::kStopNow) {
-    const RoundEnd& first = ends->front();
-    LeaveRound("round " + std::to_string(plan_->round) + " ended: " + first.reason + " on " +
-               first.by + (first.detail.empty() ? "" : " (" + first.detail + ")"));
-    return;
-  }
-  const auto& parts = *view.parts;
-  if (parts.ok()) round_parts_ = *parts;
-  if (state_ == State::kInRound && view.flushes && view.flushes->ok()) {
-    TakeFlushes(now, **view.flushes);
-  }
-  const std::optional<GroupCommit> newest = NewestGroup(*view.groups);
-  if (newest) group_step_ = newest->step;
-  // The coordinator decides on what this look read (no second listing).
-  if (coordinating) Coordinate(now, parts.ok() ? &*parts : nullptr, newest, view);
-  if (state_ == State::kEnding && !final_ && view.final && view.final->ok() && **view.final) {
-    final_ = true;
-  }
+  Perform(policy_->OnView(now, view, Facts()));
 }
 
 }  // namespace sg::group_detail

@@ -109,8 +109,10 @@ struct AgentPorts {
   // what happens when on a fake clock.
   bool inline_store_work = false;
   // The group executor: runs the store calls it makes off its loop
-  // (common/loop_calls.h); empty: a thread of their own. The fake group
-  // world runs them on its own turns (tests/support/fake_group_world.h).
+  // (common/loop_calls.h), its part uploads and restores; empty: threads of
+  // their own. The fake group world runs them on its own turns
+  // (tests/support/fake_group_world.h). Those still held when the agent
+  // returns must never run: they use the agent, which is gone then.
   std::function<void(std::function<void()>)> loop_calls;
 };
 

@@ -245,6 +245,8 @@ WorldNode& FakeGroupWorld::Start(int slot, const std::map<std::string, std::stri
       n.calls.push_back(std::move(call));
     };
     n.result = RunGroupAgent(context);
+    // What its loop posted and the world did not run is never run: it
+    // uses the agent, which is gone (AgentPorts::loop_calls).
     n.done = true;
     baton_.Done();
   });
@@ -292,7 +294,7 @@ void FakeGroupWorld::Tick() {
   for (auto& run : runs_) {
     if (run->done || run->dead) continue;
     baton_.Pass(run->id);
-    RunCalls(*run);
+    if (!run->done) RunCalls(*run);
   }
   clock.Advance(kTick);
   StepTrainers();
