@@ -13,7 +13,11 @@ namespace sg {
 namespace a = group_action;
 using std::chrono::milliseconds;
 
-void GroupPolicy::InRound(Clock::MonoTime now, const GroupView& view, const GroupFacts& facts) {
+void GroupPolicy::InRound(Clock::MonoTime now, const GroupView& view, const GroupFacts& given) {
+  // The phase as this look's actions leave it: asked for a checkpoint, the
+  // node is ending the round, and a member that left with a notice is no
+  // member gone stale.
+  GroupFacts facts = given;
   const auto& ends = *view.ends;
   const RoundOutcome outcome = ends.ok() ? OutcomeOfEnds(*ends) : RoundOutcome::kRunning;
   if (outcome == RoundOutcome::kComplete) {
@@ -27,6 +31,8 @@ void GroupPolicy::InRound(Clock::MonoTime now, const GroupView& view, const Grou
                                      round, ends->front().reason, ends->front().by));
     // At most 100 s on a node that was not warned itself: a spot notice gives two minutes.
     out_.push_back(a::AskForCheckpoint{now + std::min(milliseconds(100'000), o_.stop_timeout)});
+    facts.phase = GroupFacts::Phase::kEnding;
+    facts.answered = false;
   } else if (outcome == RoundOutcome::kStopNow) {
     const RoundEnd& first = ends->front();
     out_.push_back(a::Leave{"round " + std::to_string(round) + " ended: " + first.reason + " on " +

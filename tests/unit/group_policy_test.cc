@@ -215,6 +215,18 @@ TEST(GroupPolicy, AMemberWhoseRecordStopsChangingEndsTheRoundStale) {
   EXPECT_EQ(ends[0].round, 1u);
 }
 
+TEST(GroupPolicy, AMemberThatLeftWithANoticeIsNotTakenForAMemberGoneStale) {
+  GroupPolicy p(Options(), Member("a"));
+  const auto facts = Coordinating(GroupFacts::Phase::kInRound, Plan(1));
+  EXPECT_TRUE(p.OnView(kT0, InRoundView(Listed({Member("a"), Member("b")}), 1, {}, {}), facts)
+                  .size() <= 1);
+  // b wrote its notice, then left the membership: its record is gone.
+  const GroupActions out = p.OnView(
+      kT0, InRoundView(Listed({Member("a")}), 1, {RoundEnd{"notice", "i-b", ""}}, {}), facts);
+  EXPECT_EQ(All<ga::AskForCheckpoint>(out).size(), 1u);
+  EXPECT_TRUE(All<ga::EndRound>(out).empty()) << "the round ends `notice`, not `stale`";
+}
+
 TEST(GroupPolicy, TheAnswerIsNamedAndCompletionComesOnceEveryRankIsDoneAndCommitted) {
   GroupPolicy p(Options(), Member("a"));
   const Members m = Listed({Member("a"), Member("b")});
