@@ -5,8 +5,9 @@
 // and commits a group snapshot once every rank's part of one step is stored.
 // Every agent restores its rank's part, starts its trainer with the plan's
 // placement, uploads its node's checkpoints as parts, and ends the round on
-// a notice, a stale member or a crash. The records and decisions are
-// agent/repo/group_protocol.h's; their keys agent/repo/group_store.h's.
+// a notice, a stale member or a crash. The decisions are
+// agent/group/group_policy.h's and agent/repo/group_protocol.h's; the records'
+// keys agent/repo/group_store.h's.
 #pragma once
 
 #include "agent/run/daemon.h"

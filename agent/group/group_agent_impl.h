@@ -1,10 +1,11 @@
 // The class behind RunGroupAgent (agent/group/group_agent.h; docs/design.md §14),
-// shared by its files: group_agent.cc (setup, the member record, the lease),
-// group_agent_run.cc (the loop and the exit), group_news.cc (notices and
-// stop signals), group_view.cc (reading the round), group_coordinator.cc
-// (planning rounds, refusing members, committing group snapshots,
-// completion), group_member.cc (joining a round, the trainer, part uploads,
-// ending a round) and group_duties.cc. Internal to those files.
+// the group executor, shared by its files: group_agent.cc (setup, the
+// member record, the lease), group_agent_run.cc (the loop and the exit),
+// group_news.cc (notices and stop signals), group_view.cc (reading the
+// round), group_perform.cc (performing the group policy's actions:
+// agent/group/group_policy.h decides), group_member.cc (joining a round, the
+// trainer, part uploads), group_ending.cc (ending and leaving a round) and
+// group_duties.cc. Internal to those files.
 //
 // One thread runs the loop. Every store call it makes is posted to `calls_`
 // (common/loop_calls.h), which runs them in order off the loop and hands
@@ -108,7 +109,8 @@ class GroupAgent {
         signal_target_(CheckpointSignalTarget(cfg_.command)) {}
 
   AgentResult Run();
-  // A log shipment was left running at the exit: it still uses the agent.
+  // Work was left running at the exit (a store call, an upload, a restore,
+  // retention, a log shipment): it still uses the agent.
   bool threads_left() const { return threads_left_; }
 
  private:
@@ -156,9 +158,9 @@ class GroupAgent {
   void Write(std::function<Status()> call, std::string what);
   // Posts the end record of the round this node is in.
   void EndRound(RoundEnd end);
-  // Retention, `keep` whole group snapshots (docs/multi-node.md), on a
-  // thread of its own: deleting many parts must not hold the loop (its
-  // heartbeats and lease) for longer than group.timeout.
+  // Retention, `keep` whole group snapshots (docs/multi-node.md), off the
+  // loop and apart from its calls: deleting many parts must not hold the
+  // heartbeats and the lease for longer than group.timeout.
   void Retain();
   // Joins `plan`'s round: restores `group`'s part (none: starts fresh).
   void Join(const RoundPlan& plan, const std::optional<GroupCommit>& group);
