@@ -54,9 +54,6 @@ constexpr auto kTick = milliseconds(100);
 // these bounds (docs/multi-node.md, "Cost in S3 requests").
 constexpr auto kMinLook = milliseconds(250);
 constexpr auto kMaxLook = milliseconds(2'000);
-// What a node waits for the group's commit after a notice elsewhere, when
-// stop_timeout is longer: a spot notice gives two minutes.
-constexpr auto kGroupEndBudget = milliseconds(100'000);
 // A noticed node's round is given up on this long before the deadline (the
 // trainer is stopped then).
 constexpr auto kGiveUpBefore = milliseconds(10'000);
@@ -140,8 +137,9 @@ class GroupAgent {
   void KeepLease(Clock::MonoTime now);
   // Posts a look (ReadView) when one is due and none is under way.
   void Look(Clock::MonoTime now);
-  // Off the loop: what the loop needs to read for `view`'s state and round.
-  GroupView ReadView(GroupView view);
+  // Off the loop: what the loop needs to read for `view`'s state and round
+  // (`ending`: the round is ending on this node).
+  GroupView ReadView(GroupView view, bool ending);
   // On the loop: acts on a look's result, unless the state or round it was
   // read for has passed.
   void TakeView(Clock::MonoTime now, GroupView& view);
@@ -158,6 +156,8 @@ class GroupAgent {
   void Write(std::function<Status()> call, std::string what);
   // Posts the end record of the round this node is in.
   void EndRound(RoundEnd end);
+  // Posts the removal of this member's record.
+  void LeaveMembership();
   // Retention, `keep` whole group snapshots (docs/multi-node.md), off the
   // loop and apart from its calls: deleting many parts must not hold the
   // heartbeats and the lease for longer than group.timeout.

@@ -136,8 +136,7 @@ AgentResult GroupAgent::End() {
     }
   }
   FlushEvents();
-  Write([this, agent = self_.agent] { return group_.RemoveMember(agent); },
-        "leaving the membership");
+  LeaveMembership();
   calls_.Post([this] {
     if (!lease_.held()) return;
     if (Status st = lease_.Release(); !st.ok()) LogWarn("releasing the lease failed: {}", st.message());

@@ -92,6 +92,11 @@ void GroupAgent::FlushEvents() {
   deferred_events_.clear();
 }
 
+void GroupAgent::LeaveMembership() {
+  Write([this, agent = self_.agent] { return group_.RemoveMember(agent); },
+        "leaving the membership");
+}
+
 void GroupAgent::EndRound(RoundEnd end) {
   Write([this, round = plan_->round, end = std::move(end)] { return group_.EndRound(round, end); },
         "ending the round");

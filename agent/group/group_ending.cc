@@ -18,8 +18,7 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
   state_ = State::kEnding;
   if (noticed && !noticed_) {
     // Leaving: the coordinator must not plan the next round with this node.
-    Write([this, agent = self_.agent] { return group_.RemoveMember(agent); },
-          "leaving the membership");
+    LeaveMembership();
   }
   noticed_ = noticed_ || noticed;
   ending_deadline_ = deadline;

@@ -76,8 +76,7 @@ void GroupAgent::TakeNews(Clock::MonoTime now, const News& news) {
     // node's can be saved.
     LogWarn("leaving round {} before its trainer started", plan_->round);
     noticed_ = true;
-    Write([this, agent = self_.agent] { return group_.RemoveMember(agent); },
-          "leaving the membership");
+    LeaveMembership();
     EndRound(RoundEnd{"left", c_.instance, news.stop_signal ? "SIGTERM" : "notice"});
     for (const InterruptionEvent& e : news.notices) Event("notice", e.ToJson());
     Exit(kExitInterrupted);
@@ -110,8 +109,7 @@ void GroupAgent::TakeNews(Clock::MonoTime now, const News& news) {
     } else if (state_ != State::kDone) {
       LogWarn("interruption notice while not in a round: leaving the group");
       noticed_ = true;
-      Write([this, agent = self_.agent] { return group_.RemoveMember(agent); },
-            "leaving the membership");
+      LeaveMembership();
       Exit(kExitInterrupted);
       return;
     }

@@ -28,6 +28,11 @@
 
 namespace sg {
 
+// What a node waits for the group's answer after a notice elsewhere (or its
+// own notice that names no time), when stop_timeout is longer: a spot
+// notice gives two minutes.
+inline constexpr std::chrono::milliseconds kGroupEndBudget{100'000};
+
 // What one look read from the store, off the loop, for the phase and round
 // it was posted in; each read is nullopt when the look did not need it.
 struct GroupView {
@@ -168,9 +173,6 @@ class GroupPolicy {
   bool MayCoordinate(Clock::MonoTime now) const;
   // The newest plan was read at least once (the lease is not tried before).
   bool plan_read() const { return plan_read_; }
-  bool Fresh(const std::string& agent, Clock::MonoTime now) const {
-    return freshness_.Fresh(agent, now);
-  }
 
  private:
   void Waiting(Clock::MonoTime now, const GroupView& view, const GroupFacts& facts);

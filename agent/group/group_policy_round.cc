@@ -11,7 +11,6 @@
 namespace sg {
 
 namespace a = group_action;
-using std::chrono::milliseconds;
 
 void GroupPolicy::InRound(Clock::MonoTime now, const GroupView& view, const GroupFacts& given) {
   // The phase as this look's actions leave it: asked for a checkpoint, the
@@ -29,8 +28,7 @@ void GroupPolicy::InRound(Clock::MonoTime now, const GroupView& view, const Grou
   if (outcome == RoundOutcome::kCheckpointFirst && facts.phase == GroupFacts::Phase::kInRound) {
     Say(a::Log::Level::kInfo, Format("round {} ends: {} on {}; asking the trainer for a checkpoint",
                                      round, ends->front().reason, ends->front().by));
-    // At most 100 s on a node that was not warned itself: a spot notice gives two minutes.
-    out_.push_back(a::AskForCheckpoint{now + std::min(milliseconds(100'000), o_.stop_timeout)});
+    out_.push_back(a::AskForCheckpoint{now + std::min(kGroupEndBudget, o_.stop_timeout)});
     facts.phase = GroupFacts::Phase::kEnding;
     facts.answered = false;
   } else if (outcome == RoundOutcome::kStopNow) {

@@ -22,22 +22,14 @@ void GroupAgent::Look(Clock::MonoTime now) {
   view.coordinating = coordinating_;
   look_busy_ = true;
   calls_.Post<GroupView>(
-      [this, view, ending = state_ == State::kEnding] {
-        GroupView read = ReadView(view);
-        if (!read.waiting && read.members.ok()) {
-          if (!ending) read.flushes = group_.Flushes(read.round);
-          if (ending) read.final = group_.Final(read.round);
-          if (ending && read.coordinating) read.asked = group_.Asked(read.round);
-        }
-        return read;
-      },
+      [this, view, ending = state_ == State::kEnding] { return ReadView(view, ending); },
       [this](GroupView& read) {
         look_busy_ = false;
         TakeView(c_.clock.Monotonic(), read);
       });
 }
 
-GroupView GroupAgent::ReadView(GroupView view) {
+GroupView GroupAgent::ReadView(GroupView view, bool ending) {
   view.members = group_.Members();
   if (!view.members.ok()) return view;
   if (!view.waiting) {
@@ -45,6 +37,9 @@ GroupView GroupAgent::ReadView(GroupView view) {
     view.parts = group_.Parts(view.round);
     view.groups = group_.ListGroups();
     if (view.coordinating) view.done = group_.Done(view.round);
+    if (!ending) view.flushes = group_.Flushes(view.round);
+    if (ending) view.final = group_.Final(view.round);
+    if (ending && view.coordinating) view.asked = group_.Asked(view.round);
     return view;
   }
   view.refusal = group_.Refusal(self_.agent);
