@@ -123,9 +123,11 @@ StatusOr<bool> CheckpointWatcher::Poll() {
     // the mtimes and open files, as at the start.
     recent_.clear();
     MarkOpenForWriting("");
+    ++changes_;
     LogInfo("checkpoint dir {} is back; watching it again", dir_);
   }
   SG_ASSIGN_OR_RETURN(std::vector<WatchEvent> events, inotify_->ReadEvents());
+  if (!events.empty()) ++changes_;
   const Clock::WallTime wall = clock_.Now();
   const Clock::MonoTime mono = clock_.Monotonic();
   for (const WatchEvent& ev : events) {
@@ -195,12 +197,22 @@ StatusOr<std::vector<Checkpoint>> CheckpointWatcher::CompleteCheckpoints(
     const CheckpointDetector& detector) {
   SG_RETURN_IF_ERROR(Poll().status());
   // Gone (deleted under us): no checkpoint, rather than an error every tick.
-  if (inotify_->root_gone()) return std::vector<Checkpoint>();
+  if (inotify_->root_gone()) {
+    last_look_.reset();
+    return std::vector<Checkpoint>();
+  }
+  const Clock::MonoTime mono = clock_.Monotonic();
+  if (last_look_ && last_look_->changes == changes_ && last_look_->detector == &detector &&
+      mono >= last_look_->at && mono - last_look_->at < kRelistAfter) {
+    return last_look_->complete;
+  }
+  last_look_.reset();
+  const uint64_t changes_before = changes_;
+  ++listings_;
   SG_ASSIGN_OR_RETURN(std::vector<ListedFile> files, ListCheckpointDir(dir_));
   // Events for files created while the listing was taken.
   SG_RETURN_IF_ERROR(Poll().status());
   const Clock::WallTime wall = clock_.Now();
-  const Clock::MonoTime mono = clock_.Monotonic();
   std::set<std::string> unsettled = RecentlyModified(files, wall, Settle());
   listing_next_settle_.reset();
   for (const ListedFile& f : files) {
@@ -212,7 +224,13 @@ StatusOr<std::vector<Checkpoint>> CheckpointWatcher::CompleteCheckpoints(
   }
   std::set<std::string> from_events = Unsettled();
   unsettled.insert(from_events.begin(), from_events.end());
-  return detector.Detect(files, unsettled);
+  std::vector<Checkpoint> complete = detector.Detect(files, unsettled);
+  // Given again until something may have changed it: only an answer with
+  // nothing settling, since settling ends with time, not with an event.
+  if (unsettled.empty() && !listing_next_settle_) {
+    last_look_ = LastLook{changes_before, &detector, mono, complete};
+  }
+  return complete;
 }
 
 StatusOr<std::optional<Checkpoint>> CheckpointWatcher::WaitForNewer(

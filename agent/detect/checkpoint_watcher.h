@@ -70,7 +70,19 @@ class CheckpointWatcher {
   // The complete checkpoints now, newest first. Besides the events, a file
   // whose mtime is within settle() of the clock's wall time counts as
   // settling (this covers what the start and an overflow could not see).
+  // The directory is listed again only when the last answer may be out of
+  // date: an event came since, a file was settling then, the detector is
+  // another, or kRelistAfter passed (docs/checkpoints.md, "Looking again").
   StatusOr<std::vector<Checkpoint>> CompleteCheckpoints(const CheckpointDetector& detector);
+  // The longest a quiet directory's answer is given again without a listing:
+  // what no event reports (an mtime set by hand, a write through a mapping)
+  // is seen this much later at most.
+  static constexpr std::chrono::seconds kRelistAfter{1};
+  // The next CompleteCheckpoints lists the directory (the detector's
+  // settings changed).
+  void Relist() { last_look_.reset(); }
+  // How often CompleteCheckpoints listed the directory.
+  uint64_t listings() const { return listings_; }
 
   // Waits until a complete checkpoint newer than `after` (any, without one)
   // exists and returns the newest such, or nothing once `deadline` passes.
@@ -100,6 +112,17 @@ class CheckpointWatcher {
   std::unique_ptr<InotifyWatcher> inotify_;
   std::map<std::string, FileState> recent_;  // only files that may be settling
   std::optional<Clock::MonoTime> listing_next_settle_;
+  // The last answer of CompleteCheckpoints while it holds: the events seen
+  // (changes_) and the detector it was for, and when it was listed.
+  struct LastLook {
+    uint64_t changes = 0;
+    const CheckpointDetector* detector = nullptr;
+    Clock::MonoTime at;
+    std::vector<Checkpoint> complete;
+  };
+  std::optional<LastLook> last_look_;
+  uint64_t changes_ = 0;  // Polls that took in an event or a directory back
+  uint64_t listings_ = 0;
   uint64_t overflows_ = 0;
   uint64_t root_losses_ = 0;
 };

@@ -61,7 +61,10 @@ class WatchedCheckpoints final : public CheckpointSource {
   std::optional<Clock::MonoTime> NextSettle() override { return watcher_->NextSettle(); }
   bool Writing() override { return !watcher_->Unsettled().empty(); }
   void SetUrgent(bool urgent) override { watcher_->SetUrgent(urgent); }
-  void SetNodeRank(std::optional<int> rank) override { detector_.SetNodeRank(rank); }
+  void SetNodeRank(std::optional<int> rank) override {
+    detector_.SetNodeRank(rank);
+    watcher_->Relist();
+  }
 
  private:
   WatchedCheckpoints(std::unique_ptr<CheckpointWatcher> watcher, CheckpointDetector detector)

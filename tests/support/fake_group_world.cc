@@ -160,8 +160,12 @@ FakeGroupWorld::FakeGroupWorld(int nodes, std::map<std::string, std::string> fla
   // Files' mtimes are the world's time, and the watcher compares them with
   // its clock. It starts a day in the past, so that they are never in the
   // real clock's future either (capture waits for the real clock to pass a
-  // file's mtime: agent/detect/capture.cc).
-  clock.SetNow(std::chrono::system_clock::now() - std::chrono::hours(24));
+  // file's mtime: agent/detect/capture.cc). It starts on a whole second:
+  // a notice's time has whole seconds (FakeMetadata::PostNotice), so a
+  // start with the real clock's fraction of a second would move every
+  // deadline by up to a second from one run to the next.
+  clock.SetNow(std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now() -
+                                                        std::chrono::hours(24)));
   flags_ = {{"job", "job"},
             {"store", "file://" + dir_.Join("unused-store")},
             {"preset", "pytorch"},

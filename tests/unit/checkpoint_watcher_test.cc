@@ -156,6 +156,50 @@ TEST_F(CheckpointWatcherTest, RecentlyModifiedFilesSeenOnlyByListingAreSettling)
   EXPECT_EQ(Complete(), (std::vector<std::string>{"new.pt", "old.pt"}));
 }
 
+TEST_F(CheckpointWatcherTest, AQuietDirectoryIsListedAgainOnlyAfterAnEventOrASecond) {
+  dir_.WriteFile("a.pt", "a");
+  SetMtime("a.pt", -seconds(60));
+  watcher_.reset();
+  Start();
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"a.pt"}));
+  EXPECT_EQ(watcher_->listings(), 1u);
+  // No event, nothing settling: the same answer, without a listing.
+  clock_.Advance(milliseconds(500));
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"a.pt"}));
+  EXPECT_EQ(watcher_->listings(), 1u);
+  // A change no event reports (an mtime set by hand) is seen once
+  // kRelistAfter passed since the listing.
+  SetMtime("a.pt", -seconds(1));
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"a.pt"}));
+  clock_.Advance(CheckpointWatcher::kRelistAfter - milliseconds(500));
+  EXPECT_TRUE(Complete().empty()) << "a.pt's mtime says it is settling";
+  EXPECT_EQ(watcher_->listings(), 2u);
+  // While a file settles, every look lists.
+  EXPECT_TRUE(Complete().empty());
+  EXPECT_EQ(watcher_->listings(), 3u);
+  clock_.Advance(kSettle);
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"a.pt"}));
+  EXPECT_EQ(watcher_->listings(), 4u);
+  // An event: listed at once.
+  dir_.WriteFile("b.pt", "b");
+  EXPECT_EQ(Complete(), (std::vector<std::string>{"a.pt"})) << "b.pt settles";
+  EXPECT_EQ(watcher_->listings(), 5u);
+  clock_.Advance(kSettle);
+  EXPECT_EQ(Complete().size(), 2u);
+  EXPECT_EQ(watcher_->listings(), 6u);
+  // Another detector, or Relist (the detector's settings changed): listed again.
+  CheckpointDetector other{dir_.path(), Preset::kPytorch, {"b.pt"}};
+  auto only_b = watcher_->CompleteCheckpoints(other);
+  ASSERT_TRUE(only_b.ok());
+  EXPECT_EQ(only_b->size(), 1u);
+  EXPECT_EQ(watcher_->listings(), 7u);
+  EXPECT_EQ(Complete().size(), 2u);
+  EXPECT_EQ(watcher_->listings(), 8u);
+  watcher_->Relist();
+  EXPECT_EQ(Complete().size(), 2u);
+  EXPECT_EQ(watcher_->listings(), 9u);
+}
+
 TEST_F(CheckpointWatcherTest, DirectoryRenamedInSettlesAsAWhole) {
   dir_.WriteFile("tmp-x/step_5/model.pt", "m");
   SetMtime("tmp-x/step_5/model.pt", -seconds(3600));
