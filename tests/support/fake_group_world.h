@@ -21,13 +21,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <semaphore>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,9 +55,11 @@ class Baton {
   void Done();
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int turn_ = -1;
+  std::binary_semaphore& Gate(int who);
+
+  std::mutex mu_;  // guards gates_
+  std::map<int, std::unique_ptr<std::binary_semaphore>> gates_;
+  std::binary_semaphore world_{0};
 };
 
 // What every node's trainer does (after tests/tools/group_trainer.py): a

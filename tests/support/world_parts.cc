@@ -6,30 +6,28 @@
 
 namespace sg::testing {
 
+// Each thread waits on a semaphore of its own: a hand-over wakes only the
+// thread whose turn it is.
+std::binary_semaphore& Baton::Gate(int who) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& gate = gates_[who];
+  if (!gate) gate = std::make_unique<std::binary_semaphore>(0);
+  return *gate;
+}
+
 void Baton::Pass(int who) {
-  std::unique_lock<std::mutex> lock(mu_);
-  turn_ = who;
-  cv_.notify_all();
-  cv_.wait(lock, [&] { return turn_ == -1; });
+  Gate(who).release();
+  world_.acquire();
 }
 
 void Baton::Yield(int me) {
-  std::unique_lock<std::mutex> lock(mu_);
-  turn_ = -1;
-  cv_.notify_all();
-  cv_.wait(lock, [&] { return turn_ == me; });
+  world_.release();
+  Gate(me).acquire();
 }
 
-void Baton::Await(int me) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return turn_ == me; });
-}
+void Baton::Await(int me) { Gate(me).acquire(); }
 
-void Baton::Done() {
-  std::lock_guard<std::mutex> lock(mu_);
-  turn_ = -1;
-  cv_.notify_all();
-}
+void Baton::Done() { world_.release(); }
 
 int64_t ExpectedTotal(int rank, int steps) {
   int64_t total = 0;
