@@ -34,6 +34,7 @@
 #include "agent/run/interruption_monitor.h"
 #include "agent/logs/job_logs.h"
 #include "agent/run/job_ports_real.h"
+#include "agent/run/notice_budget.h"
 #include "agent/repo/lease.h"
 #include "agent/trainer/supervisor.h"
 #include "agent/trainer/trainer_record.h"
@@ -54,9 +55,6 @@ constexpr auto kTick = milliseconds(100);
 // these bounds (docs/multi-node.md, "Cost in S3 requests").
 constexpr auto kMinLook = milliseconds(250);
 constexpr auto kMaxLook = milliseconds(2'000);
-// A noticed node's round is given up on this long before the deadline (the
-// trainer is stopped then).
-constexpr auto kGiveUpBefore = milliseconds(10'000);
 // The longest the exit waits, in all, for an upload, a restore and retention.
 constexpr auto kExitBound = milliseconds(15'000);
 // The longest a trainer is given to stop when its node leaves a round.
@@ -198,6 +196,10 @@ class GroupAgent {
   // The complete local checkpoints, newest first, without those left from
   // before the round (FromBeforeTheRound).
   StatusOr<std::vector<Checkpoint>> RoundCheckpoints();
+  // The size of this node's newest checkpoint of the round (0 without one).
+  uint64_t NewestPartBytes();
+  // A checkpoint of the round newer than the request (asked_after_) exists.
+  bool TrainerAnswered();
   // Starts the upload of the part ChooseUpload picks, if any.
   void UploadPart(Clock::MonoTime now);
   void TakeUploadResult();
@@ -281,6 +283,11 @@ class GroupAgent {
   // Ending a round on a notice
   bool noticed_ = false;  // this node got the notice (or SIGTERM): it exits then
   Clock::MonoTime ending_deadline_{};
+  // A notice's budget for the trainer's answer (ComputeNoticeBudget): with
+  // no checkpoint newer than the request by then, none could be uploaded
+  // before the deadline, and the round is given up on.
+  std::optional<Clock::MonoTime> answer_wait_until_;
+  double part_rate_ = kDefaultUploadBytesPerSecond;  // bytes/s of the last part stored
   std::optional<int64_t> asked_after_;  // a part newer than this answers the request
   // The round protocol's decisions; made once this member's record is (Setup).
   std::optional<GroupPolicy> policy_;

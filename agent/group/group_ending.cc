@@ -22,6 +22,7 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
   }
   noticed_ = noticed_ || noticed;
   ending_deadline_ = deadline;
+  answer_wait_until_.reset();  // a notice sets its own (TakeNews)
   // A part newer than every checkpoint there was when the trainer was asked
   // answers the request. Act asked when the notice or signal was read:
   // what was saved since then is the answer.
@@ -63,8 +64,17 @@ void GroupAgent::Ending(Clock::MonoTime now) {
   // Over once the coordinator has named the group snapshot that answers the
   // request (final_ is read every look), or at the deadline.
   const bool committed = final_;
-  if (!committed && now < ending_deadline_) return;
-  if (!committed) LogWarn("round {}: no group snapshot of the answer in time", plan_->round);
+  // Past the notice's budget for the trainer's answer, and none came: its
+  // upload could not end before the deadline.
+  const bool unanswered = !committed && answer_wait_until_ && now >= *answer_wait_until_ &&
+                          !uploader_.busy() && !answer_step_ && !TrainerAnswered();
+  if (!committed && now < ending_deadline_ && !unanswered) return;
+  if (unanswered && now < ending_deadline_) {
+    LogWarn("round {}: the trainer saved no checkpoint in time to upload it before the deadline",
+            plan_->round);
+  } else if (!committed) {
+    LogWarn("round {}: no group snapshot of the answer in time", plan_->round);
+  }
   (void)::unlink(notice_file_.c_str());
   checkpoints_->SetUrgent(false);
   if (noticed_) {

@@ -139,6 +139,20 @@ StatusOr<std::vector<Checkpoint>> GroupAgent::RoundCheckpoints() {
   return all;
 }
 
+uint64_t GroupAgent::NewestPartBytes() {
+  auto all = RoundCheckpoints();
+  if (!all.ok() || all->empty()) return 0;
+  return CheckpointBytes(cfg_.checkpoint_dir, all->front());
+}
+
+bool GroupAgent::TrainerAnswered() {
+  auto all = RoundCheckpoints();
+  if (!all.ok()) return false;
+  return std::any_of(all->begin(), all->end(), [&](const Checkpoint& c) {
+    return c.step && (!asked_after_ || *c.step > *asked_after_);
+  });
+}
+
 void GroupAgent::UploadPart(Clock::MonoTime now) {
   if (uploader_.busy()) return;
   auto all = RoundCheckpoints();
@@ -229,6 +243,10 @@ void GroupAgent::TakeUploadResult() {
         }
         LogInfo("rank {}'s part of step {} is stored ({} bytes, {} stored) in {:.1f} s",
                 part.rank, part.step, part.bytes, part.stored, seconds);
+        // The rate a notice's budget counts with (parts reuse nothing).
+        if (seconds > 0.05 && part.stored > 0) {
+          part_rate_ = static_cast<double>(part.stored) / seconds;
+        }
         if (!plan_ || plan_->round != round) return;  // the round ended meanwhile
         if (!part_step_ || part.step > *part_step_) part_step_ = part.step;
         if (answer_step_ == part.step) asked_ = false;  // answered

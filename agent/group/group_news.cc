@@ -14,6 +14,11 @@
 #include "common/signal_names.h"
 
 namespace sg::group_detail {
+namespace {
+
+double Seconds(milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
+
+}  // namespace
 
 void GroupAgent::Watch(Clock::MonoTime now) {
   News news;
@@ -85,7 +90,7 @@ void GroupAgent::TakeNews(Clock::MonoTime now, const News& news) {
   if (news.stop_signal) {
     if (state_ == State::kInRound) {
       EndRound(RoundEnd{"stop", c_.instance, "SIGTERM"});
-      BeginEnding(now, now + duration_cast<milliseconds>(cfg_.stop_timeout) - kGiveUpBefore,
+      BeginEnding(now, now + duration_cast<milliseconds>(cfg_.stop_timeout) - kGiveUpBeforeStop,
                   true, asked_at_);
     } else if (state_ != State::kEnding) {
       Exit(kExitInterrupted);
@@ -99,11 +104,19 @@ void GroupAgent::TakeNews(Clock::MonoTime now, const News& news) {
     if (state_ == State::kInRound) {
       LogWarn("interruption notice: ending round {} on every node", plan_->round);
       EndRound(RoundEnd{"notice", c_.instance, e.ToJson().dump()});
-      // Until 10 s before the notice's deadline: then the trainer is stopped.
-      const auto left = e.time ? duration_cast<milliseconds>(*e.time - c_.clock.Now()) -
-                                     kGiveUpBefore
-                               : kGroupEndBudget;
-      BeginEnding(now, now + std::max(left, milliseconds(0)), true, asked_at_);
+      // The notice's budget, as one node's agent has it (notice_budget.h):
+      // the answer must come in time for its upload at the measured rate;
+      // the round is given up on kGiveUpBeforeStop before the deadline,
+      // and the trainer stopped then.
+      const milliseconds left =
+          e.time ? duration_cast<milliseconds>(*e.time - c_.clock.Now()) : kGroupEndBudget;
+      const NoticeBudget budget = ComputeNoticeBudget(left, NewestPartBytes(), part_rate_);
+      LogInfo("{:.1f}s until the deadline; waiting up to {:.1f}s for rank {}'s checkpoint "
+              "(upload estimate {:.1f}s)",
+              Seconds(left), Seconds(budget.wait), rank_, Seconds(budget.upload_estimate));
+      BeginEnding(now, now + std::max(left - kGiveUpBeforeStop, milliseconds(0)), true,
+                  asked_at_);
+      answer_wait_until_ = now + budget.wait;
     } else if (state_ == State::kEnding) {
       noticed_ = true;
     } else if (state_ != State::kDone) {

@@ -18,10 +18,10 @@ using Level = job_action::Log::Level;
 
 // A trainer's last checkpoint may still be settling when it exits.
 inline constexpr milliseconds kAfterExitSlack{200};
-// A final upload still running this long before a notice's deadline is
-// given up on, so the trainer still gets its stop signal in time...
-inline constexpr milliseconds kGiveUpBeforeStop{10'000};
-// ...or, after the stop (or when the notice came later than that), this long.
+// A final upload still running kGiveUpBeforeStop (notice_budget.h) before a
+// notice's deadline is given up on, so the trainer still gets its stop
+// signal in time; after the stop (or when the notice came later than
+// that), this long.
 inline constexpr milliseconds kGiveUpLast{2'000};
 // A periodic upload cancelled at a job's end is waited for this long at
 // most: it may be at its commit, which saves uploading the same again.

@@ -14,6 +14,10 @@ namespace sg {
 inline constexpr std::chrono::milliseconds kNoticeLead{120'000};
 // Time kept in hand before a notice's deadline for committing and stopping.
 inline constexpr std::chrono::milliseconds kNoticeSafety{15'000};
+// An upload (one node's final snapshot, a group's round) still running this
+// long before a deadline is given up on, so the trainer still gets its stop
+// signal in time (docs/agent.md, "How it ends"; docs/multi-node.md).
+inline constexpr std::chrono::milliseconds kGiveUpBeforeStop{10'000};
 // Assumed upload rate until one has been measured.
 inline constexpr double kDefaultUploadBytesPerSecond = 50.0 * (1 << 20);
 

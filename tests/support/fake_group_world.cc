@@ -94,11 +94,12 @@ class WorldTrainer final : public Trainer {
       return;
     }
     const bool periodic = plan_.save_every > 0 && step_ % plan_.save_every == 0;
-    const bool saves = periodic || (plan_.save_every == 0 && save);
+    const bool may_save = !plan_.last_save_step || step_ <= *plan_.last_save_step;
+    const bool saves = may_save && (periodic || (plan_.save_every == 0 && save));
     if (saves) Save();
     asked_ = asked_ && !saves;
     if (step_ >= plan_.steps) {
-      if (!saves) Save();
+      if (!saves && may_save) Save();
       Finish();
     }
   }

@@ -81,6 +81,9 @@ struct TrainerPlan {
   // A trainer resumed from this step exits 3 at once (a checkpoint it
   // cannot resume from: docs/multi-node.md).
   std::optional<int64_t> poisoned_resume_step;
+  // No checkpoint after this step, periodic, asked for or last (a trainer
+  // whose save hangs, or that ignores the request).
+  std::optional<int64_t> last_save_step;
 };
 
 // The "total" an uninterrupted run of rank `rank` ends with after `steps`.
