@@ -295,9 +295,13 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
        [](HostileSnapshot& t) { fs::remove(t.ObjectPath("small.txt.zst")); }},
   };
 
+  // Snapshot 1 is taken once by the binary; each case mutates a copy of it.
+  TakeSnapshot();
+  const std::string pristine = dir_.Join("pristine-store");
+  fs::copy(dir_.Join("store"), pristine, fs::copy_options::recursive);
   for (const Mutation& m : mutations) {
     fs::remove_all(dir_.Join("store"));
-    TakeSnapshot();
+    fs::copy(pristine, dir_.Join("store"), fs::copy_options::recursive);
     m.apply(*this);
     ExpectRefused(m.name, m.what, m.verify_what.empty() ? m.what : m.verify_what);
     EXPECT_FALSE(fs::exists(outside)) << m.name;

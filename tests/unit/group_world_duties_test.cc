@@ -10,14 +10,45 @@
 
 #include "agent/config/exit_codes.h"
 #include "agent/repo/group_store.h"
+#include "agent/repo/snapshot_writer.h"
 #include "agent/repo/store_layout.h"
 #include "common/files.h"
+#include "tests/support/capture_in_place.h"
 #include "tests/support/group_world_checks.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tree.h"
 
 namespace sg::testing {
 namespace {
 
 using namespace std::chrono_literals;
+
+// A job that ran on one node (a single-node snapshot and no group one) is
+// not silently started over by a group: refused (exit 2) until
+// group.from_single says `fresh`.
+TEST(GroupWorld, AJobThatRanOnOneNodeIsNotStartedOverByAGroupUnlessToldTo) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 20;
+  TempDir single;
+  WriteTree(single.Join("ckpt"), {{"step_10.pt", {"0 10 12345\n", 0644}}});
+  auto capture = CaptureTree(single.Join("ckpt"), 10);
+  ASSERT_TRUE(capture.ok()) << capture.status().ToString();
+  SnapshotRequest request;
+  request.job = "job";
+  request.instance = "i-single";
+  ASSERT_TRUE(SnapshotWriter(w.store, w.clock, SnapshotOptions{}).Write(*capture, request).ok());
+
+  w.Start(0);
+  ASSERT_TRUE(w.RunUntilExited(30s, {0}));
+  EXPECT_EQ(w.node(0).result.exit_code, kExitUsage);
+  EXPECT_TRUE(w.node(0).launches.empty()) << "nothing was started fresh";
+  EXPECT_TRUE(w.GroupSeqs().empty());
+
+  for (int s = 0; s < 2; ++s) w.Start(s, {{"group.from_single", "fresh"}});
+  ASSERT_TRUE(w.RunUntilExited(120s));
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).result.exit_code, kExitOk) << s;
+  EXPECT_EQ(Finals(w, 2), ExpectedFinals(2, 20));
+}
 
 TEST(GroupWorld, ANodeThatBootsIntoACompleteJobRunsOnCompleteAndExitsZero) {
   FakeGroupWorld w(2, {{"on_complete", "scale-to-zero"}});
