@@ -16,6 +16,7 @@
 #include "agent/repo/restorer.h"
 #include "common/files.h"
 #include "common/s3_store.h"
+#include "tests/e2e/e2e_base.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
@@ -26,13 +27,10 @@ namespace sg::testing {
 
 using namespace std::chrono_literals;
 
-class AgentE2E : public ::testing::Test {
+class AgentE2E : public E2EBase {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(LoadS3TestEnv(&s3_));
-    prefix_ = "agent-tests/" + RandomHex(6);
-    store_ = OpenTestS3Store(s3_, prefix_);
-    ASSERT_NE(store_, nullptr);
+    UseS3("agent-tests");
     ASSERT_FALSE(imds_.endpoint().empty());
   }
 
@@ -48,35 +46,23 @@ class AgentE2E : public ::testing::Test {
                               "--checkpoint-every",
                               "20"};
     for (const auto& a : trainer_args) command.push_back(a);
-    nlohmann::json c = {{"job", "job"},
-                        {"store", "s3://" + s3_.bucket + "/" + prefix_},
-                        {"endpoint", s3_.endpoint},
-                        {"preset", "generic"},
-                        {"patterns", {"step_*.ckpt"}},
-                        {"checkpoint_signal", "SIGUSR1"},
-                        {"settle_time", "300ms"},
-                        {"upload_interval", "1s"},
-                        {"stop_grace", "5s"},
-                        {"imds", {{"poll_interval", "200ms"}}},
-                        {"restart", {{"max", 2}, {"backoff", "200ms"}, {"max_backoff", "1s"}}},
-                        {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
-                        {"command", command},
-                        {"resume_args", {"--resume", "{resume}"}}};
-    for (auto& [k, v] : overrides.items()) c[k] = v;
-    return dir_.WriteFile(name + ".json", c.dump(2));
+    nlohmann::json c = BaseConfig();
+    c["preset"] = "generic";
+    c["patterns"] = {"step_*.ckpt"};
+    c["stop_grace"] = "5s";
+    c["restart"] = {{"max", 2}, {"backoff", "200ms"}, {"max_backoff", "1s"}};
+    c["command"] = command;
+    c["resume_args"] = {"--resume", "{resume}"};
+    return WriteJobConfig(name, c, overrides);
   }
 
   std::unique_ptr<AgentProcess> StartAgent(const std::string& name, const std::string& config,
                                            const std::string& ckpt, const ImdsSimulator& imds,
                                            std::map<std::string, std::string> env = {}) {
-    env["AWS_ACCESS_KEY_ID"] = s3_.access_key;
-    env["AWS_SECRET_ACCESS_KEY"] = s3_.secret_key;
-    env["SPOTGUARD_CONFIG"] = "";
-    env["SPOTGUARD_LOG_LEVEL"] = "debug";
     return std::make_unique<AgentProcess>(
         std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", dir_.Join(ckpt),
                                  "--imds-endpoint", imds.endpoint()},
-        env, dir_.Join(name + ".log"));
+        AgentEnv(env), dir_.Join(name + ".log"));
   }
 
   std::vector<uint64_t> Committed() {
@@ -93,9 +79,6 @@ class AgentE2E : public ::testing::Test {
     for (const auto& e : *recent) kinds.insert(kinds.begin(), e["kind"].get<std::string>());
     return kinds;
   }
-  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    return WaitUntil(done, timeout);
-  }
   static int64_t NewestStepOnDisk(const std::string& dir) {
     int64_t best = -1;
     std::error_code ec;
@@ -109,11 +92,7 @@ class AgentE2E : public ::testing::Test {
     return best;
   }
 
-  S3TestEnv s3_;
-  std::string prefix_;
-  std::unique_ptr<S3Store> store_;
   ImdsSimulator imds_;
-  TempDir dir_;
 };
 
 }  // namespace sg::testing

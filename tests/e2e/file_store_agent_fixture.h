@@ -15,6 +15,7 @@
 #include "common/file_store.h"
 #include "common/files.h"
 #include "common/proc_stat.h"
+#include "tests/e2e/e2e_base.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -55,13 +56,9 @@ inline pid_t ReadPidFile(const std::string& path) {
   return std::stoi(*text);
 }
 
-class FileStoreAgentTest : public ::testing::Test {
+class FileStoreAgentTest : public E2EBase {
  protected:
-  void SetUp() override {
-    auto store = FileStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
-  }
+  void SetUp() override { UseFileStore(); }
   void TearDown() override {
     for (pid_t group : groups_to_kill_) ::kill(-group, SIGKILL);
   }
@@ -69,28 +66,21 @@ class FileStoreAgentTest : public ::testing::Test {
   // `overrides` replace keys of the config.
   std::string WriteConfig(const std::string& name, const std::vector<std::string>& command,
                           const nlohmann::json& overrides = nlohmann::json::object()) {
-    nlohmann::json c = {{"job", "job"},
-                        {"store", "file://" + dir_.Join("store")},
-                        {"preset", "generic"},
-                        {"patterns", {"*.bin"}},
-                        {"settle_time", "300ms"},
-                        {"upload_interval", "1s"},
-                        {"stop_grace", "2s"},
-                        {"restart", {{"max", 0}}},
-                        {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
-                        {"command", command}};
-    for (const auto& [k, v] : overrides.items()) c[k] = v;
-    return dir_.WriteFile(name + ".json", c.dump(2));
+    nlohmann::json c = BaseConfig();
+    c.erase("checkpoint_signal");
+    c["preset"] = "generic";
+    c["patterns"] = {"*.bin"};
+    c["stop_grace"] = "2s";
+    c["restart"] = {{"max", 0}};
+    c["command"] = command;
+    return WriteJobConfig(name, c, overrides);
   }
 
   std::unique_ptr<AgentProcess> StartAgent(const std::string& name, const std::string& config,
                                            const std::string& ckpt) {
     return std::make_unique<AgentProcess>(
         std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", ckpt},
-        std::map<std::string, std::string>{{"SPOTGUARD_CONFIG", ""},
-                                           {"SPOTGUARD_LOG_LEVEL", "debug"},
-                                           {"AWS_EC2_METADATA_DISABLED", "true"}},
-        dir_.Join(name + ".log"));
+        AgentEnv({{"AWS_EC2_METADATA_DISABLED", "true"}}), dir_.Join(name + ".log"));
   }
 
   // The lease object as the store holds it; NotFound when never created.
@@ -100,8 +90,6 @@ class FileStoreAgentTest : public ::testing::Test {
     return LeaseKeeper::Parse(*body);
   }
 
-  TempDir dir_;
-  std::unique_ptr<FileStore> store_;
   std::vector<pid_t> groups_to_kill_;  // whatever a failing test leaves behind
 };
 

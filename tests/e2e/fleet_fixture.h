@@ -20,6 +20,7 @@
 #include "common/files.h"
 #include "common/s3_store.h"
 #include "common/strings.h"
+#include "tests/e2e/e2e_base.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
@@ -30,42 +31,22 @@ namespace sg::testing {
 
 using namespace std::chrono_literals;
 
-class FleetE2E : public ::testing::Test {
+class FleetE2E : public E2EBase {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(LoadS3TestEnv(&s3_));
-    prefix_ = "fleet-tests/" + RandomHex(6);
-    store_ = OpenTestS3Store(s3_, prefix_);
-    ASSERT_NE(store_, nullptr);
-  }
-
-  // The wrapper that makes the agent PID 1 of a new PID namespace; it dies
-  // with the test (--kill-child). Without root, a user namespace maps it.
-  static std::vector<std::string> Namespace() {
-    std::vector<std::string> w = {"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"};
-    if (::geteuid() != 0) w.insert(w.begin() + 1, {"--user", "--map-root-user"});
-    return w;
-  }
+  void SetUp() override { UseS3("fleet-tests"); }
 
   // A config for `command`, job `job` (may hold {index}).
   std::string WriteConfig(const std::string& name, const std::string& job,
                           const nlohmann::json& command,
                           nlohmann::json overrides = nlohmann::json::object()) {
-    nlohmann::json c = {{"job", job},
-                        {"store", "s3://" + s3_.bucket + "/" + prefix_},
-                        {"endpoint", s3_.endpoint},
-                        {"preset", "generic"},
-                        {"patterns", {"step_*.ckpt"}},
-                        {"checkpoint_signal", "SIGUSR1"},
-                        {"settle_time", "300ms"},
-                        {"upload_interval", "1s"},
-                        {"stop_grace", "10s"},
-                        {"imds", {{"poll_interval", "200ms"}}},
-                        {"lease", {{"heartbeat", "1s"}, {"timeout", "3s"}}},
-                        {"command", command},
-                        {"resume_args", {"--resume", "{resume}"}}};
-    for (auto& [k, v] : overrides.items()) c[k] = v;
-    return dir_.WriteFile(name + ".json", c.dump(2));
+    nlohmann::json c = BaseConfig();
+    c["job"] = job;
+    c["preset"] = "generic";
+    c["patterns"] = {"step_*.ckpt"};
+    c["stop_grace"] = "10s";
+    c["command"] = command;
+    c["resume_args"] = {"--resume", "{resume}"};
+    return WriteJobConfig(name, c, overrides);
   }
 
   // `spotguard run` as PID 1 of a new PID namespace.
@@ -73,10 +54,7 @@ class FleetE2E : public ::testing::Test {
                                                  const std::string& ckpt,
                                                  const std::string& imds_endpoint,
                                                  std::map<std::string, std::string> env = {}) {
-    env["AWS_ACCESS_KEY_ID"] = s3_.access_key;
-    env["AWS_SECRET_ACCESS_KEY"] = s3_.secret_key;
-    env["SPOTGUARD_CONFIG"] = "";
-    env["SPOTGUARD_LOG_LEVEL"] = "debug";
+    env = AgentEnv(env);
     for (const char* var :
          {"AWS_BATCH_JOB_ARRAY_INDEX", "JOB_COMPLETION_INDEX", "AWS_BATCH_JOB_ATTEMPT"}) {
       if (!env.count(var)) env[var] = "";  // only what the test gives
@@ -84,7 +62,7 @@ class FleetE2E : public ::testing::Test {
     return std::make_unique<AgentProcess>(
         std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", dir_.Join(ckpt),
                                  "--imds-endpoint", imds_endpoint},
-        env, dir_.Join(name + ".log"), Namespace());
+        env, dir_.Join(name + ".log"), AsPid1());
   }
 
   // The agent's pid as this test sees it: the only child of `unshare`.
@@ -118,14 +96,6 @@ class FleetE2E : public ::testing::Test {
     EXPECT_TRUE(recent.ok()) << recent.status().ToString();
     return recent.ok() ? *recent : std::vector<nlohmann::json>{};
   }
-  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    return WaitUntil(done, timeout);
-  }
-
-  S3TestEnv s3_;
-  std::string prefix_;
-  std::unique_ptr<S3Store> store_;
-  TempDir dir_;
 };
 
 }  // namespace sg::testing

@@ -82,10 +82,6 @@ class GroupDutiesE2E : public GroupNodeE2E {
     if (mode == "launcher") return {script, mode, dir_.Join("shared")};
     return {SPOTGUARD_PYTHON, script, mode, dir_.Join("shared")};
   }
-  std::vector<RoundEnd> Ends(uint64_t round) {
-    auto e = GroupStore(*store_, "job").Ends(round);
-    return e.ok() ? *e : std::vector<RoundEnd>{};
-  }
   // Two nodes of kAskedTrainer in `mode`, a rebalance recommendation on node
   // 2 once both trainers are ready (asked only once their handlers are in
   // place: a launcher alone in its group would get the signal itself), and

@@ -24,8 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/repo/group_store.h"
-#include "common/file_store.h"
+#include "tests/e2e/group_e2e_base.h"
 #include "common/files.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/subprocess.h"
@@ -96,45 +95,17 @@ class NotifySocket {
   std::vector<Message> got_;
 };
 
-class GroupNodeE2E : public ::testing::Test {
+class GroupNodeE2E : public GroupE2EBase {
  protected:
-  struct Node {
-    std::unique_ptr<ImdsSimulator> imds;
-    std::unique_ptr<AgentProcess> agent;
-    std::string ckpt;
-  };
-  struct NodeOptions {
-    std::map<std::string, std::string> env;
-    bool pid1 = false;          // PID 1 of a PID namespace of its own
-    bool create_ckpt = true;    // false: the checkpoint dir does not exist yet
-  };
-
-  void SetUp() override {
-    auto store = FileStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
-  }
+  void SetUp() override { UseFileStore(); }
 
   // A job of `nodes` nodes whose trainer is `command`; `overrides` replace keys.
   std::string JobConfig(int nodes, const nlohmann::json& command,
                         const nlohmann::json& overrides = nlohmann::json::object()) {
-    nlohmann::json c = {{"job", "job"},
-                        {"store", "file://" + dir_.Join("store")},
-                        {"preset", "generic"},
-                        {"patterns", {"step_*.pt", "step_*.ckpt"}},
-                        {"checkpoint_signal", "SIGUSR1"},
-                        {"settle_time", "300ms"},
-                        {"upload_interval", "1s"},
-                        {"stop_grace", "5s"},
-                        {"nodes", nodes},
-                        {"imds", {{"poll_interval", "200ms"}}},
-                        {"lease", {{"heartbeat", "1s"}, {"timeout", "6s"}}},
-                        {"command", command}};
-    if (nodes > 1) {
-      c["group"] = {{"address", "127.0.0.1"}, {"heartbeat", "1s"}, {"timeout", "10s"}};
-    }
-    for (auto& [k, v] : overrides.items()) c[k] = v;
-    return dir_.WriteFile("job-" + std::to_string(++configs_) + ".json", c.dump(2));
+    nlohmann::json c = GroupJobConfig(nodes, command);
+    c["preset"] = "generic";
+    c["patterns"] = {"step_*.pt", "step_*.ckpt"};
+    return WriteNumberedConfig(c, overrides);
   }
 
   // tests/tools/group_trainer.py, running until stopped.
@@ -142,56 +113,6 @@ class GroupNodeE2E : public ::testing::Test {
     return {SPOTGUARD_PYTHON, std::string(SPOTGUARD_SOURCE_DIR) + "/tests/tools/group_trainer.py",
             "--steps", "1000000", "--step-seconds", "0.2"};
   }
-
-  Node& StartNode(int n, const std::string& config) { return StartNode(n, config, NodeOptions()); }
-  Node& StartNode(int n, const std::string& config, NodeOptions options) {
-    Node& node = nodes_[n];
-    node.imds = std::make_unique<ImdsSimulator>();
-    node.imds->Control("POST", "/_sim/identity",
-                       R"({"instanceId": "i-node)" + std::to_string(n) + R"("})");
-    node.ckpt = dir_.Join("node" + std::to_string(n) + "/ckpt");
-    if (options.create_ckpt) std::filesystem::create_directories(node.ckpt);
-    std::map<std::string, std::string> env = {{"SPOTGUARD_CONFIG", ""},
-                                              {"SPOTGUARD_LOG_LEVEL", "debug"},
-                                              {"NOTIFY_SOCKET", ""},
-                                              {"WATCHDOG_USEC", ""},
-                                              {"WATCHDOG_PID", ""}};
-    for (const auto& [k, v] : options.env) env[k] = v;
-    std::vector<std::string> wrapper;
-    if (options.pid1) {
-      wrapper = {"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"};
-      if (::geteuid() != 0) wrapper.insert(wrapper.begin() + 1, {"--user", "--map-root-user"});
-    }
-    node.agent = std::make_unique<AgentProcess>(
-        std::vector<std::string>{"run", "-c", config, "--checkpoint-dir", node.ckpt,
-                                 "--imds-endpoint", node.imds->endpoint()},
-        env, dir_.Join("node" + std::to_string(n) + ".log"), wrapper);
-    return node;
-  }
-
-  void Notice(int n) {
-    nodes_[n].imds->Control("POST", "/_sim/spot-notice",
-                            R"({"action": "terminate", "in_seconds": 120})");
-  }
-  std::vector<GroupCommit> Groups() {
-    auto g = GroupStore(*store_, "job").Groups();
-    return g.ok() ? *g : std::vector<GroupCommit>{};
-  }
-  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    return WaitUntil(done, timeout);
-  }
-  std::string Logs() {
-    std::string out;
-    for (auto& [n, node] : nodes_) {
-      if (node.agent) out += "--- node " + std::to_string(n) + "\n" + node.agent->Output();
-    }
-    return out;
-  }
-
-  TempDir dir_;
-  std::unique_ptr<FileStore> store_;
-  std::map<int, Node> nodes_;
-  int configs_ = 0;
 };
 
 }  // namespace sg::testing

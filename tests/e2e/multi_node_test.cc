@@ -231,7 +231,7 @@ TEST_F(GroupTrainerE2E, OnCompleteRunsOnEveryNode) {
   auto config = nlohmann::json::parse(*ReadFileToString(Config(2)));
   config["on_complete"] = "shutdown";
   const std::string path = dir_.WriteFile("on-complete.json", config.dump(2));
-  for (int n : {1, 2}) StartNode(n, path, env);
+  for (int n : {1, 2}) StartNode(n, path, {.env = env});
   for (int n : {1, 2}) ASSERT_EQ(nodes_[n].agent->Wait(180s), 0) << Logs();
   auto lines = [&] {
     auto text = ReadFileToString(calls);
@@ -248,7 +248,7 @@ TEST_F(GroupTrainerE2E, OnCompleteRunsOnEveryNode) {
     EXPECT_NE(out.find("done at step"), std::string::npos) << out;
     EXPECT_NE(out.find(" #1 agent info "), std::string::npos) << out;
   }
-  StartNode(3, path, env);
+  StartNode(3, path, {.env = env});
   ASSERT_EQ(nodes_[3].agent->Wait(60s), 0) << Logs();
   EXPECT_NE(nodes_[3].agent->Output().find("already complete"), std::string::npos) << Logs();
   EXPECT_EQ(lines(), 3) << Logs();
