@@ -37,6 +37,7 @@ class E2EBase : public ::testing::Test {
     prefix_ = area + "/" + RandomHex(6);
     std::unique_ptr<S3Store> s3 = OpenTestS3Store(s3_, prefix_);
     ASSERT_NE(s3, nullptr);
+    s3_store_ = s3.get();
     store_ = std::move(s3);
     store_url_ = "s3://" + s3_.bucket + "/" + prefix_;
     on_s3_ = true;
@@ -108,6 +109,7 @@ class E2EBase : public ::testing::Test {
   std::string prefix_;    // on S3: the test's prefix in the bucket
   std::string store_url_;
   std::unique_ptr<ObjectStore> store_;
+  S3Store* s3_store_ = nullptr;  // on S3: store_, for what only S3 has
   bool on_s3_ = false;
 };
 

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "common/strings.h"
+#include "tests/e2e/e2e_base.h"
 #include "tests/reliability/crash_support.h"
 #include "tests/support/random_bytes.h"
 #include "tests/support/reliability_record.h"
@@ -31,14 +32,11 @@ std::string JoinCounts(const std::map<std::string, int>& counts) {
   return out;
 }
 
-class CrashTrials : public ::testing::Test {
+class CrashTrials : public E2EBase {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(LoadS3TestEnv(&s3_));
-    prefix_ = "rel-crash/" + RandomHex(6);
-    store_ = OpenTestS3Store(s3_, prefix_);
-    ASSERT_NE(store_, nullptr);
-    cli_.env = AgentEnv(s3_);
+    UseS3("rel-crash");
+    cli_.env = sg::testing::AgentEnv(s3_);
   }
   void TearDown() override {
     if (!store_) return;
@@ -50,13 +48,11 @@ class CrashTrials : public ::testing::Test {
   }
 
   std::string WriteConfig(nlohmann::json extra = nlohmann::json::object()) {
-    nlohmann::json c = {{"job", "job"},
-                        {"store", "s3://" + s3_.bucket + "/" + prefix_},
-                        {"endpoint", s3_.endpoint},
-                        {"preset", "generic"},
-                        {"keep", 3}};
-    for (auto& [k, v] : extra.items()) c[k] = v;
-    return dir_.WriteFile("job-" + RandomHex(3) + ".json", c.dump(2));
+    return WriteJobConfig(
+        "job-" + RandomHex(3),
+        {{"job", "job"}, {"store", store_url_}, {"endpoint", s3_.endpoint}, {"preset", "generic"},
+         {"keep", 3}},
+        extra);
   }
 
   std::vector<uint64_t> Committed() {
@@ -105,10 +101,6 @@ class CrashTrials : public ::testing::Test {
 
   void RestoreTrials(const std::string& config, const std::string& kind);
 
-  S3TestEnv s3_;
-  std::string prefix_;
-  std::unique_ptr<S3Store> store_;
-  TempDir dir_;
   Cli cli_;
 };
 
@@ -206,7 +198,7 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
         !killed || *code != 128 + SIGKILL
             ? "finished"
             : (highest == highest_before ? "before-claim"
-                                         : SnapshotPhase(*store_, highest, s3_, *store_, prefix_));
+                                         : SnapshotPhase(*store_, highest, s3_, *s3_store_, prefix_));
     ++phases[phase];
 
     if (newest != *before) {
@@ -251,7 +243,7 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   ++committed;
 
   // gc: orphans before and after.
-  const PrefixAudit before_gc = AuditJob(*store_, s3_, prefix_, "job");
+  const PrefixAudit before_gc = AuditJob(*s3_store_, s3_, prefix_, "job");
   // Every kill between claim and commit left its dir (and every kill in a
   // multipart upload its upload), and the snapshots committed after it (each
   // runs retention) did not take them away. There can be more: a kill just
@@ -275,7 +267,7 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   std::this_thread::sleep_for(1100ms);
   CommandResult gc = cli_.Run({"gc", "-c", config, "--older-than", "0s"});
   ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;
-  const PrefixAudit after_gc = AuditJob(*store_, s3_, prefix_, "job");
+  const PrefixAudit after_gc = AuditJob(*s3_store_, s3_, prefix_, "job");
   EXPECT_EQ(after_gc.multipart_uploads, 0u);
   EXPECT_EQ(after_gc.orphans, 0u) << ExplainOrphans(before_gc, after_gc, gc.out + gc.err);
   // And the newest committed snapshot survived gc intact.
@@ -705,11 +697,11 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
     std::filesystem::remove_all(ckpt);
   }
   // gc, then the audit.
-  const PrefixAudit before_gc = AuditJob(*store_, s3_, prefix_, "job");
+  const PrefixAudit before_gc = AuditJob(*s3_store_, s3_, prefix_, "job");
   std::this_thread::sleep_for(1100ms);
   CommandResult gc = cli_.Run({"gc", "-c", config, "--older-than", "0s"});
   ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;
-  const PrefixAudit after_gc = AuditJob(*store_, s3_, prefix_, "job");
+  const PrefixAudit after_gc = AuditJob(*s3_store_, s3_, prefix_, "job");
   EXPECT_EQ(after_gc.multipart_uploads, 0u);
   EXPECT_EQ(after_gc.orphans, 0u) << ExplainOrphans(before_gc, after_gc, gc.out + gc.err);
 

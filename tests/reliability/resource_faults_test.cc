@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "tests/e2e/e2e_base.h"
 #include "tests/reliability/crash_support.h"
 #include "tests/support/random_bytes.h"
 #include "tests/support/reliability_record.h"
@@ -61,18 +62,15 @@ class TmpfsMount {
   std::vector<std::string> binds_;
 };
 
-class ResourceFaults : public ::testing::Test {
+class ResourceFaults : public E2EBase {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) {
       GTEST_SKIP() << "CAPABILITY MISSING: mounting a tmpfs needs root; the resource-fault "
                       "tests did NOT run";
     }
-    ASSERT_TRUE(LoadS3TestEnv(&s3_));
-    prefix_ = "rel-resources/" + RandomHex(6);
-    store_ = OpenTestS3Store(s3_, prefix_);
-    ASSERT_NE(store_, nullptr);
-    cli_.env = AgentEnv(s3_);
+    UseS3("rel-resources");
+    cli_.env = sg::testing::AgentEnv(s3_);
     old_["model.bin"] = {RandomBytes(1 << 20, 3), 0644};
     old_["notes.txt"] = {"the checkpoint that was there\n", 0600};
     old_["sub/rng"] = {RandomBytes(777, 4), 0644};
@@ -85,12 +83,10 @@ class ResourceFaults : public ::testing::Test {
     }
   }
   std::string WriteConfig(nlohmann::json extra = nlohmann::json::object()) {
-    nlohmann::json c = {{"job", "job"},
-                        {"store", "s3://" + s3_.bucket + "/" + prefix_},
-                        {"endpoint", s3_.endpoint},
-                        {"preset", "generic"}};
-    for (auto& [k, v] : extra.items()) c[k] = v;
-    return dir_.WriteFile("job-" + RandomHex(3) + ".json", c.dump(2));
+    return WriteJobConfig(
+        "job-" + RandomHex(3),
+        {{"job", "job"}, {"store", store_url_}, {"endpoint", s3_.endpoint}, {"preset", "generic"}},
+        extra);
   }
   // Commits a snapshot of `tree` and returns its config.
   std::string Snapshot(const Tree& tree) {
@@ -102,10 +98,6 @@ class ResourceFaults : public ::testing::Test {
     return config;
   }
 
-  S3TestEnv s3_;
-  std::string prefix_;
-  std::unique_ptr<S3Store> store_;
-  TempDir dir_;
   Cli cli_;
   Tree old_;
 };

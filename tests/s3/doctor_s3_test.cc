@@ -6,20 +6,16 @@
 #include "agent/config/config.h"
 #include "agent/cli/doctor_command.h"
 #include "common/files.h"
+#include "tests/e2e/e2e_base.h"
 #include "tests/support/s3_test_env.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg::testing {
 namespace {
 
-class S3Doctor : public ::testing::Test {
+class S3Doctor : public E2EBase {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(LoadS3TestEnv(&env_));
-    prefix_ = "doctor-tests/" + RandomHex(6);
-    store_ = OpenTestS3Store(env_, prefix_);
-    ASSERT_NE(store_, nullptr);
-  }
+  void SetUp() override { UseS3("doctor-tests"); }
   const DoctorCheck* Find(const std::vector<DoctorCheck>& checks, const std::string& name) {
     for (const DoctorCheck& c : checks) {
       if (c.name == name) return &c;
@@ -27,10 +23,6 @@ class S3Doctor : public ::testing::Test {
     return nullptr;
   }
 
-  S3TestEnv env_;
-  std::string prefix_;
-  std::unique_ptr<S3Store> store_;
-  TempDir dir_;
 };
 
 TEST_F(S3Doctor, EveryStoreCheckPassesOnTheGatewayAndNoProbeIsLeft) {
@@ -45,13 +37,13 @@ TEST_F(S3Doctor, EveryStoreCheckPassesOnTheGatewayAndNoProbeIsLeft) {
 TEST_F(S3Doctor, TheWholeDoctorNamesTheCredentialSourceAndNeverTheSecret) {
   Config config;
   config.job = "job";
-  config.store = "s3://" + env_.bucket + "/" + prefix_;
-  config.endpoint = env_.endpoint;
-  config.region = env_.region;
+  config.store = "s3://" + s3_.bucket + "/" + prefix_;
+  config.endpoint = s3_.endpoint;
+  config.region = s3_.region;
   config.checkpoint_dir = dir_.path();
   config.imds.endpoint = "http://127.0.0.1:1";
   std::vector<std::string> lines;
-  auto checks = RunDoctorChecks(config, env_.AwsEnv(),
+  auto checks = RunDoctorChecks(config, s3_.AwsEnv(),
                                 [&](const DoctorCheck& c) { lines.push_back(FormatCheck(c)); });
   ASSERT_EQ(lines.size(), checks.size());
   const DoctorCheck* creds = Find(checks, "credentials");
@@ -66,7 +58,7 @@ TEST_F(S3Doctor, TheWholeDoctorNamesTheCredentialSourceAndNeverTheSecret) {
   // AWS_EC2_METADATA_DISABLED=true is part of the test environment.
   EXPECT_EQ(Find(checks, "imds")->state, CheckState::kWarn);
   for (const std::string& line : lines) {
-    EXPECT_EQ(line.find(env_.secret_key), std::string::npos) << line;
+    EXPECT_EQ(line.find(s3_.secret_key), std::string::npos) << line;
   }
   auto left = ListAll(*store_, "job/.doctor/");
   ASSERT_TRUE(left.ok());
@@ -76,11 +68,11 @@ TEST_F(S3Doctor, TheWholeDoctorNamesTheCredentialSourceAndNeverTheSecret) {
 TEST_F(S3Doctor, AWrongSecretFailsTheStoreChecksWithAccessDenied) {
   Config config;
   config.job = "job";
-  config.store = "s3://" + env_.bucket + "/" + prefix_;
-  config.endpoint = env_.endpoint;
-  config.region = env_.region;
+  config.store = "s3://" + s3_.bucket + "/" + prefix_;
+  config.endpoint = s3_.endpoint;
+  config.region = s3_.region;
   config.imds.endpoint = "http://127.0.0.1:1";
-  auto env = env_.AwsEnv();
+  auto env = s3_.AwsEnv();
   env["AWS_SECRET_ACCESS_KEY"] = "wrong-secret-for-doctor";
   auto checks = RunDoctorChecks(config, env, nullptr);
   EXPECT_EQ(Find(checks, "credentials")->state, CheckState::kOk);  // found, not yet proven

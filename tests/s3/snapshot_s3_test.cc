@@ -14,6 +14,7 @@
 #include "agent/repo/snapshot_writer.h"
 #include "common/crypto.h"
 #include "common/files.h"
+#include "tests/e2e/e2e_base.h"
 #include "tests/support/big_file.h"
 #include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"
@@ -26,24 +27,19 @@
 namespace sg::testing {
 namespace {
 
-class S3Snapshots : public ::testing::Test {
+class S3Snapshots : public E2EBase {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(LoadS3TestEnv(&env_));
-    prefix_ = "snapshot-tests/" + RandomHex(6);
-    store_ = OpenTestS3Store(env_, prefix_);
-    ASSERT_NE(store_, nullptr);
-  }
+  void SetUp() override { UseS3("snapshot-tests"); }
   void TearDown() override {
     if (!store_) return;
     auto all = ListAll(*store_, "");
     if (!all.ok()) return;
     std::vector<std::string> keys;
-    for (const auto& o : *all) keys.push_back(store_->FullKey(o.key));
+    for (const auto& o : *all) keys.push_back(s3_store_->FullKey(o.key));
     for (size_t i = 0; i < keys.size(); i += 1000) {
       std::vector<std::string> batch(keys.begin() + i,
                                      keys.begin() + std::min(keys.size(), i + 1000));
-      (void)store_->client().DeleteObjects(env_.bucket, batch);
+      (void)s3_store_->client().DeleteObjects(s3_.bucket, batch);
     }
   }
   StatusOr<SnapshotResult> Snapshot(const std::string& root) {
@@ -56,29 +52,25 @@ class S3Snapshots : public ::testing::Test {
 
   // scripts/restore-by-hand.sh into `out`; `seq` "" = the one `latest` names.
   CommandResult ByHand(const std::string& out, const std::string& seq) {
-    std::map<std::string, std::string> env = env_.AwsEnv();
-    env["AWS_ARGS"] = "--endpoint-url " + env_.endpoint;
+    std::map<std::string, std::string> env = s3_.AwsEnv();
+    env["AWS_ARGS"] = "--endpoint-url " + s3_.endpoint;
     std::vector<std::string> argv = {
         std::string(SPOTGUARD_SOURCE_DIR) + "/scripts/restore-by-hand.sh",
-        "s3://" + env_.bucket + "/" + prefix_, "job", out};
+        "s3://" + s3_.bucket + "/" + prefix_, "job", out};
     if (!seq.empty()) argv.push_back(seq);
     return RunCommand(argv, env, std::chrono::seconds(240));
   }
   // The environment of an `aws` command against the test gateway ($EP), plus `extra`.
   std::map<std::string, std::string> AwsCliEnv(std::map<std::string, std::string> extra) const {
-    extra.insert({{"EP", env_.endpoint},
-                  {"AWS_ACCESS_KEY_ID", env_.access_key},
-                  {"AWS_SECRET_ACCESS_KEY", env_.secret_key},
-                  {"AWS_DEFAULT_REGION", env_.region},
+    extra.insert({{"EP", s3_.endpoint},
+                  {"AWS_ACCESS_KEY_ID", s3_.access_key},
+                  {"AWS_SECRET_ACCESS_KEY", s3_.secret_key},
+                  {"AWS_DEFAULT_REGION", s3_.region},
                   {"AWS_EC2_METADATA_DISABLED", "true"}});
     return extra;
   }
 
-  S3TestEnv env_;
-  std::string prefix_;
-  std::unique_ptr<S3Store> store_;
   FakeClock clock_;
-  TempDir dir_;
 };
 
 TEST_F(S3Snapshots, ManySmallFilesRoundTripByteIdentical) {
@@ -127,7 +119,7 @@ TEST_F(S3Snapshots, AZstdObjectRestoresWithAwsCliAndZstd) {
   const ManifestFile& f = r->manifest.files.at(0);
   ASSERT_EQ(f.codec, Codec::kZstd);
   ASSERT_GT(f.frames.size(), 1u) << "several frames, so the concatenation is what is tested";
-  const std::string url = "s3://" + env_.bucket + "/" + prefix_ + "/job/" + f.key;
+  const std::string url = "s3://" + s3_.bucket + "/" + prefix_ + "/job/" + f.key;
   const std::string out = dir_.Join("plain.log");
   auto cmd = RunCommand(
       {"bash", "-c",
@@ -203,7 +195,7 @@ TEST_F(S3Snapshots, APackedFileExtractsWithARangedGetAndZstd) {
        "set -e; aws --endpoint-url \"$EP\" s3api get-object --bucket \"$BUCKET\" --key \"$KEY\" "
        "--range \"bytes=$FIRST-$LAST\" \"$OUT.zst\" > /dev/null && zstd -d -q \"$OUT.zst\" -o \"$OUT\" "
        "&& xxh128sum \"$OUT\""},
-      AwsCliEnv({{"BUCKET", env_.bucket},
+      AwsCliEnv({{"BUCKET", s3_.bucket},
                  {"KEY", prefix_ + "/job/" + frame.key},
                  {"FIRST", std::to_string(frame.offset)},
                  {"LAST", std::to_string(frame.offset + frame.stored - 1)},
