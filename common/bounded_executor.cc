@@ -4,9 +4,8 @@
 
 namespace sg {
 
-BoundedExecutor::BoundedExecutor(int threads, int capacity) : capacity_(std::max(1, capacity)) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Work(); });
-}
+BoundedExecutor::BoundedExecutor(int threads, int capacity)
+    : capacity_(std::max(1, capacity)), max_threads_(static_cast<size_t>(std::max(1, threads))) {}
 
 BoundedExecutor::~BoundedExecutor() {
   {
@@ -24,6 +23,10 @@ Status BoundedExecutor::Submit(std::function<Status()> task) {
   if (!first_error_.ok()) return first_error_;
   queue_.push_back(std::move(task));
   ++pending_;
+  // A worker more only when the queued tasks outnumber the free ones.
+  if (queue_.size() > idle_ && threads_.size() < max_threads_) {
+    threads_.emplace_back([this] { Work(); });
+  }
   changed_.notify_all();
   return Status::Ok();
 }
@@ -39,12 +42,19 @@ bool BoundedExecutor::failed() {
   return !first_error_.ok();
 }
 
+int BoundedExecutor::started() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(threads_.size());
+}
+
 void BoundedExecutor::Work() {
   while (true) {
     std::function<Status()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      ++idle_;
       changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      --idle_;
       if (queue_.empty()) return;  // stopping
       task = std::move(queue_.front());
       queue_.pop_front();

@@ -1,5 +1,7 @@
-// A fixed set of worker threads with at most `capacity` tasks queued or
-// running: Submit blocks when that many are under way, which bounds memory
+// Up to `threads` worker threads, each started only when a task finds no
+// free one (a snapshot of one small file starts one, not files_in_flight),
+// with at most `capacity` tasks queued or running: Submit blocks when that
+// many are under way, which bounds memory
 // when every task holds a buffer (parts in flight x part size). The first
 // error any task returns is kept and refuses further Submits; tasks already
 // queued still run (they may hold bookkeeping that must complete).
@@ -30,15 +32,19 @@ class BoundedExecutor {
   Status Wait();
   // True once a task has failed.
   bool failed();
+  // How many worker threads were started.
+  int started();
 
  private:
   void Work();
 
   const int capacity_;
+  const size_t max_threads_;
   std::mutex mu_;
   std::condition_variable changed_;
   std::deque<std::function<Status()>> queue_;
   int pending_ = 0;  // queued + running
+  size_t idle_ = 0;  // workers waiting for a task
   bool stopping_ = false;
   Status first_error_;
   std::vector<std::thread> threads_;

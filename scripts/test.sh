@@ -145,6 +145,15 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # The default tier leaves out the tests labelled `full`.
 tier=()
 [ "$full" = 1 ] || tier=(-LE full)
+# A fresh build dir has no record of the tests' durations, and CTest would
+# start them in the order they were declared, the longest possibly last. The
+# durations of a recorded run (tests/ctest_costs.txt) make it start the
+# longest first (docs/testing.md, "Parallel runs").
+costs="$build/Testing/Temporary/CTestCostData.txt"
+if [ ! -f "$costs" ]; then
+  mkdir -p "$(dirname "$costs")"
+  cp tests/ctest_costs.txt "$costs"
+fi
 ctest_rc=0
 # Two CTest slots per core: most e2e tests wait on processes, the network
 # or the gateway; the tests that keep a core busy take two slots each

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <latch>
 #include <random>
 #include <thread>
 
@@ -282,6 +283,31 @@ TEST(ZstdCodec, ChoosesShuffleOnlyWhenItSavesThreePercent) {
   EXPECT_EQ(ChooseCodec({noise}, ShufflePolicy::kAuto, 3), Codec::kNone);
   EXPECT_EQ(ChooseCodec({text}, ShufflePolicy::kAuto, 3), Codec::kZstd);
   EXPECT_EQ(ChooseCodec({text}, ShufflePolicy::kTwo, 3), Codec::kZstdShuffle2);
+}
+
+// Workers start as tasks need them, up to the bound: a snapshot of one small
+// file starts one thread, not files_in_flight (each start is a stack and,
+// under the sanitizers, shadow memory).
+TEST(BoundedExecutor, StartsAWorkerOnlyWhenATaskFindsNoFreeOne) {
+  BoundedExecutor executor(8, 8);
+  EXPECT_EQ(executor.started(), 0);
+  ASSERT_TRUE(executor.Submit([] { return Status::Ok(); }).ok());
+  ASSERT_TRUE(executor.Wait().ok());
+  EXPECT_EQ(executor.started(), 1);
+  // Three tasks that each wait until all three run: they need three workers
+  // (with fewer, this would never end).
+  std::latch all(3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(executor
+                    .Submit([&] {
+                      all.arrive_and_wait();
+                      return Status::Ok();
+                    })
+                    .ok());
+  }
+  ASSERT_TRUE(executor.Wait().ok());
+  EXPECT_GE(executor.started(), 3);
+  EXPECT_LE(executor.started(), 4);
 }
 
 TEST(OrderedPipeline, DeliversResultsInSubmissionOrder) {
