@@ -13,6 +13,11 @@
 
 namespace sg::testing {
 
+// Whether node `n`'s trainers ever got `signo`.
+inline bool GotSignal(const WorldNode& n, int signo) {
+  return std::find(n.signals.begin(), n.signals.end(), signo) != n.signals.end();
+}
+
 // The finals an uninterrupted run of `nodes` ranks ends with, sorted.
 inline std::vector<std::string> ExpectedFinals(int nodes, int steps) {
   std::vector<std::string> out;

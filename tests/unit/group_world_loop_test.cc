@@ -17,10 +17,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool GotSignal(const WorldNode& n, int signo) {
-  return std::find(n.signals.begin(), n.signals.end(), signo) != n.signals.end();
-}
-
 TEST(GroupWorldLoop, ANoticeOnANodeWhoseStoreHangsIsActedOnAtOnceAndItExitsBeforeTheDeadline) {
   FakeGroupWorld w(2);
   w.trainer.steps = 400;

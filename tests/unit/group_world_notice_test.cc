@@ -16,10 +16,6 @@ namespace group_world_notice_test {
 
 using namespace std::chrono_literals;
 
-bool Signalled(const WorldNode& n, int signo) {
-  return std::find(n.signals.begin(), n.signals.end(), signo) != n.signals.end();
-}
-
 TEST(GroupWorldNotice, ATrainerThatNeverAnswersIsGivenUpOnOnceItsUploadCouldNotEndInTime) {
   FakeGroupWorld w(2);
   w.trainer.steps = 2000;
@@ -33,7 +29,7 @@ TEST(GroupWorldNotice, ATrainerThatNeverAnswersIsGivenUpOnOnceItsUploadCouldNotE
   ASSERT_TRUE(w.RunUntilExited(60s, {1}));
   const auto took = w.Elapsed() - noticed;
   EXPECT_EQ(n.result.exit_code, kExitNotCommitted);
-  EXPECT_TRUE(Signalled(n, SIGTERM)) << "its trainer was stopped";
+  EXPECT_TRUE(GotSignal(n, SIGTERM)) << "its trainer was stopped";
   // 39-40 s were left when it was read (the notice's time has whole
   // seconds); a checkpoint of a few bytes uploads in a millisecond at the
   // assumed rate; so the wait ends kNoticeSafety before the deadline, 24-25
