@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -36,11 +37,12 @@ namespace sg::testing {
 using namespace std::chrono_literals;
 
 // systemd's end of sd_notify(3): a datagram socket bound at `path`; every
-// message is kept with the time it arrived.
+// message is kept with the time the kernel queued it (SO_TIMESTAMP), so a
+// reader thread that a loaded machine holds back cannot stretch a gap.
 class NotifySocket {
  public:
   struct Message {
-    std::chrono::steady_clock::time_point at;
+    std::chrono::system_clock::time_point at;
     std::string text;
   };
 
@@ -51,6 +53,9 @@ class NotifySocket {
     std::memcpy(addr.sun_path, path_.data(), std::min(path_.size(), sizeof addr.sun_path - 1));
     EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
         << path_ << ": " << std::strerror(errno);
+    const int on = 1;
+    EXPECT_EQ(::setsockopt(fd_.get(), SOL_SOCKET, SO_TIMESTAMP, &on, sizeof on), 0)
+        << std::strerror(errno);
     thread_ = std::thread([this] { Receive(); });
   }
   ~NotifySocket() {
@@ -64,7 +69,7 @@ class NotifySocket {
     return got_;
   }
   // When `text` first arrived, if it did.
-  std::optional<std::chrono::steady_clock::time_point> First(const std::string& text) const {
+  std::optional<std::chrono::system_clock::time_point> First(const std::string& text) const {
     for (const Message& m : Messages()) {
       if (m.text == text) return m.at;
     }
@@ -80,10 +85,25 @@ class NotifySocket {
       pollfd p{fd_.get(), POLLIN, 0};
       if (::poll(&p, 1, 50) <= 0) continue;
       char buf[4096];
-      const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timeval))];
+      iovec iov{buf, sizeof buf};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t n = ::recvmsg(fd_.get(), &msg, MSG_DONTWAIT);
       if (n <= 0) continue;
+      auto at = std::chrono::system_clock::now();
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMP) continue;
+        timeval tv{};
+        std::memcpy(&tv, CMSG_DATA(c), sizeof tv);
+        at = std::chrono::system_clock::time_point(std::chrono::seconds(tv.tv_sec) +
+                                                   std::chrono::microseconds(tv.tv_usec));
+      }
       std::lock_guard<std::mutex> lock(mu_);
-      got_.push_back({std::chrono::steady_clock::now(), std::string(buf, static_cast<size_t>(n))});
+      got_.push_back({at, std::string(buf, static_cast<size_t>(n))});
     }
   }
 
