@@ -32,6 +32,7 @@
 #include "agent/repo/group_suspect.h"
 #include "agent/trainer/host_lock.h"
 #include "agent/run/interruption_monitor.h"
+#include "agent/run/metadata_poll.h"
 #include "agent/logs/job_logs.h"
 #include "agent/run/job_ports_real.h"
 #include "agent/run/notice_budget.h"
@@ -128,6 +129,9 @@ class GroupAgent {
   void Act(const std::string& why, Clock::MonoTime deadline, const InterruptionEvent* notice);
   // Stops the trainer and ends the work still running, within kExitBound.
   AgentResult End();
+  // The exit's wait for the part's upload and restore, until `until`; true
+  // when the upload still runs (a restore left sets restore_left_).
+  bool EndTransfers(Clock::MonoTime until);
   // Delivers the store calls' results until none is pending or `until`;
   // true when none is.
   bool DeliverUntil(LoopCalls& calls, Clock::MonoTime until);
@@ -244,7 +248,9 @@ class GroupAgent {
   bool coordinating_ = false;    // the lease, as the calls last said
   uint64_t generation_ = 0;      // its generation then
   bool signalled_ = false;       // Idle read a stop signal
-  Clock::MonoTime next_poll_{};  // of the metadata service
+  std::optional<MetadataPoll> metadata_;  // the reads of the metadata service
+  // Tests on a fake clock read it on the loop's thread (the world's turns).
+  const bool inline_reads_ = c_.ports.inline_store_work || static_cast<bool>(c_.ports.loop_calls);
   // Set by the first notice or stop signal (Act): when the trainer was
   // asked for its checkpoint, and the deadline the exit keeps.
   std::optional<Clock::WallTime> asked_at_;

@@ -119,22 +119,7 @@ AgentResult GroupAgent::End() {
   auto left = [&] {
     return std::max(milliseconds(0), duration_cast<milliseconds>(until - c_.clock.Monotonic()));
   };
-  // Waited for turn by turn (Idle), as their runner may be the loop's world.
-  bool upload_left = false;
-  if (uploader_.busy()) {
-    while (!uploader_.Poll() && c_.clock.Monotonic() < until) Idle();
-    if (uploader_.busy()) {
-      LogWarn("the upload of this node's part still runs at the exit");
-      upload_left = true;
-    }
-  }
-  if (restore_.busy()) {
-    while (!restore_.Poll() && c_.clock.Monotonic() < until) Idle();
-    if (restore_.busy()) {
-      LogWarn("the restore of this node's part still runs at the exit");
-      restore_left_ = true;
-    }
-  }
+  const bool upload_left = EndTransfers(until);
   FlushEvents();
   LeaveMembership();
   calls_.Post([this] {
@@ -167,9 +152,32 @@ AgentResult GroupAgent::End() {
     threads_left_ = true;
   }
   if (!logs_.Flush(log_round_, threads_left_, deadline_)) threads_left_ = true;
+  // A metadata poll still running uses the monitor (a service that does not
+  // answer): briefly waited for, else left to end with the process.
+  if (metadata_ && !metadata_->Finish(kMetadataPollWait)) threads_left_ = true;
   result_.abandoned = threads_left_;
   result_.exit_code = exit_code_.value_or(kExitFailure);
   return result_;
+}
+
+bool GroupAgent::EndTransfers(Clock::MonoTime until) {
+  // Waited for turn by turn (Idle), as their runner may be the loop's world.
+  bool upload_left = false;
+  if (uploader_.busy()) {
+    while (!uploader_.Poll() && c_.clock.Monotonic() < until) Idle();
+    if (uploader_.busy()) {
+      LogWarn("the upload of this node's part still runs at the exit");
+      upload_left = true;
+    }
+  }
+  if (restore_.busy()) {
+    while (!restore_.Poll() && c_.clock.Monotonic() < until) Idle();
+    if (restore_.busy()) {
+      LogWarn("the restore of this node's part still runs at the exit");
+      restore_left_ = true;
+    }
+  }
+  return upload_left;
 }
 
 }  // namespace sg::group_detail

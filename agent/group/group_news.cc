@@ -28,23 +28,22 @@ void GroupAgent::Watch(Clock::MonoTime now) {
     news.stop_signal = true;
     Act("SIGTERM", now + duration_cast<milliseconds>(cfg_.stop_timeout), nullptr);
   }
-  if (monitor_ && now >= next_poll_) {
-    next_poll_ = now + cfg_.imds.poll_interval;
-    for (const InterruptionEvent& e : monitor_->PollOnce()) {
-      if (!e.IsNotice()) {
-        news.others.push_back(e);  // TakeRebalance decides (on_rebalance)
-        continue;
-      }
-      milliseconds left = kGroupEndBudget;
-      double late = 0;
-      if (e.time) {
-        left = duration_cast<milliseconds>(*e.time - c_.clock.Now());
-        late = std::max(0.0, std::chrono::duration<double>(kNoticeLead - left).count());
-      }
-      LogWarn("INTERRUPTION NOTICE: {} (read {:.1f}s after it was posted)", e.Describe(), late);
-      news.notices.push_back(e);
-      Act("the notice", now + left, &e);
+  // Read on a thread of its own, as one node's agent reads it (metadata_poll.h).
+  if (!metadata_) metadata_.emplace(monitor_.get(), cfg_.imds.poll_interval, inline_reads_);
+  for (const InterruptionEvent& e : metadata_->Take(now)) {
+    if (!e.IsNotice()) {
+      news.others.push_back(e);  // TakeRebalance decides (on_rebalance)
+      continue;
     }
+    milliseconds left = kGroupEndBudget;
+    double late = 0;
+    if (e.time) {
+      left = duration_cast<milliseconds>(*e.time - c_.clock.Now());
+      late = std::max(0.0, std::chrono::duration<double>(kNoticeLead - left).count());
+    }
+    LogWarn("INTERRUPTION NOTICE: {} (read {:.1f}s after it was posted)", e.Describe(), late);
+    news.notices.push_back(e);
+    Act("the notice", now + left, &e);
   }
   if (news.stop_signal || !news.notices.empty() || !news.others.empty()) TakeNews(now, news);
 }

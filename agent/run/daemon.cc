@@ -46,6 +46,12 @@ AgentResult Agent::Run() {
     threads_left_ = true;
     result.abandoned = true;
   }
+  // A metadata poll still running uses the monitor (a service that does not
+  // answer): briefly waited for, else left to end with the process.
+  if (metadata_ && !metadata_->Finish(kMetadataPollWait)) {
+    threads_left_ = true;
+    result.abandoned = true;
+  }
   return result;
 }
 

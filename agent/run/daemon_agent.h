@@ -21,6 +21,7 @@
 #include "agent/repo/fencing.h"
 #include "agent/trainer/host_lock.h"
 #include "agent/run/interruption_monitor.h"
+#include "agent/run/metadata_poll.h"
 #include "agent/run/job_end.h"
 #include "agent/logs/job_logs.h"
 #include "agent/run/job_policy.h"
@@ -169,7 +170,7 @@ class Agent {
   BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
   MetricsFile metrics_{cfg_.metrics_file, cfg_.job, events_.attempt_id()};
   AttemptRecorder attempt_{events_, store_work_, c_.clock, metrics_};  // every event goes here
-  Clock::MonoTime next_poll_{};
+  std::optional<MetadataPoll> metadata_;  // the loop's reads of the metadata service
   WatchdogPinger watchdog_{c_.notifier};
   bool done_ = false;
   bool threads_left_ = false;

@@ -33,8 +33,8 @@ void Agent::Idle() {
 }
 
 void Agent::Loop() {
-  const auto now0 = c_.clock.Monotonic();
-  next_poll_ = now0;
+  // The metadata service is read on a thread of its own (metadata_poll.h).
+  metadata_.emplace(monitor_.get(), cfg_.imds.poll_interval, c_.ports.inline_store_work);
   while (!done_) {
     Idle();
     if (SignalPending()) Perform(policy_.OnStopSignal(Now()));
@@ -63,12 +63,9 @@ void Agent::Loop() {
     }
     if (done_) break;
     logs_.Tick(now, policy_.phase() == JobPhase::kTraining, generation_);
-    if (monitor_ && now >= next_poll_) {
-      next_poll_ = now + cfg_.imds.poll_interval;
-      for (const InterruptionEvent& e : monitor_->PollOnce()) {
-        Perform(policy_.OnInterruption(Now(), e, e.IsNotice() ? NewestBytes() : 0));
-        if (done_) break;
-      }
+    for (const InterruptionEvent& e : metadata_->Take(now)) {
+      Perform(policy_.OnInterruption(Now(), e, e.IsNotice() ? NewestBytes() : 0));
+      if (done_) break;
     }
     if (done_) break;
     if (trainer_) {

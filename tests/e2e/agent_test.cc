@@ -160,7 +160,10 @@ TEST_F(AgentE2E, SigtermCheckpointsUploadsStopsAndTellsSystemd) {
 TEST_F(AgentE2E, ASecondAgentWaitsAndAFencedAgentCommitsNothingMore) {
   ImdsSimulator imds_b;
   imds_b.Control("POST", "/_sim/identity", R"({"instanceId": "i-0bbbbbbbbbbbbbbbb"})");
-  const std::string config = WriteConfig("a", {"--steps", "100000"});
+  // A lease that lasts 10 s: a loaded machine may hold A's renewals a few
+  // seconds, and B must not take over while A is alive.
+  const std::string config = WriteConfig(
+      "a", {"--steps", "100000"}, {{"lease", {{"heartbeat", "1s"}, {"timeout", "10s"}}}});
   auto a = StartAgent("a", config, "ckpt-a", imds_);
   ASSERT_TRUE(a->WaitForOutput("started the trainer (pid ", 30s)) << a->Output();
   auto b = StartAgent("b", config, "ckpt-b", imds_b);
@@ -176,7 +179,7 @@ TEST_F(AgentE2E, ASecondAgentWaitsAndAFencedAgentCommitsNothingMore) {
   const pid_t trainer_a = std::stoi(m[1]);
   ASSERT_EQ(::kill(a->pid(), SIGSTOP), 0);
   ASSERT_EQ(::kill(-trainer_a, SIGSTOP), 0);
-  ASSERT_TRUE(b->WaitForOutput("started the trainer", 30s)) << b->Output();
+  ASSERT_TRUE(b->WaitForOutput("started the trainer", 60s)) << b->Output();
   const auto takeover = std::chrono::system_clock::now();
   // Wake the agent only: it must find itself fenced and kill its trainer.
   ASSERT_EQ(::kill(a->pid(), SIGCONT), 0);
@@ -219,7 +222,8 @@ TEST_F(AgentE2E, ARealPyTorchTrainerIsSavedAndResumedWithThePytorchPreset) {
                         {"command", command}});
   };
   auto a = StartAgent("a", torch_config("a", "100000000"), "ckpt-a", imds_);
-  ASSERT_TRUE(WaitFor([&] { return !Committed().empty(); }, 60s)) << a->Output();
+  // Torch's import alone can take half a minute on a loaded machine.
+  ASSERT_TRUE(WaitFor([&] { return !Committed().empty(); }, 180s)) << a->Output();
   imds_.Control("POST", "/_sim/spot-notice", R"({"action": "terminate", "in_seconds": 100})");
   const auto a_exit = a->Wait(60s);
   ASSERT_TRUE(a_exit.has_value()) << a->Output();

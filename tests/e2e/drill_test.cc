@@ -18,7 +18,7 @@ TEST(Drill, TheExampleJobSurvivesAnInterruptionAndReportsIt) {
                 "--out", "{checkpoint_dir}", "--steps", "100000", "--step-seconds", "0.02",
                 "--checkpoint-every", "50"],
     "resume_args": ["--resume", "{resume}"]})");
-  auto r = RunCommand({SPOTGUARD_BIN, "drill", "--after", "3s", "-c", config},
+  auto r = RunCommand({SPOTGUARD_BIN, "drill", "--after", "10s", "-c", config},
                       {{"SPOTGUARD_LOG_LEVEL", "warn"}, {"SPOTGUARD_CONFIG", ""}},
                       std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

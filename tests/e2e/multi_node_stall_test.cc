@@ -171,7 +171,9 @@ TEST_F(GroupStalledStoreE2E, AStoreThatNeverAnswersStillGetsTheTrainerStoppedBef
   const std::optional<std::chrono::system_clock::time_point> last = TimeOfLastLine(log);
   ASSERT_TRUE(stopped.has_value() && last.has_value()) << log;
   EXPECT_LT(*stopped, deadline) << log;
-  EXPECT_LE(*last, deadline) << log;
+  // Its last line comes a second before the deadline; a loaded machine may
+  // hold the process a little longer, a loop held by the store minutes.
+  EXPECT_LE(*last, deadline + 10s) << log;
 }
 
 // A replacement whose restore takes longer than group.timeout (a large part
@@ -221,7 +223,8 @@ TEST_F(GroupStalledStoreE2E, AReplacementRestoringLongerThanTheMemberTimeoutJoin
 // waits for the next round.
 TEST_F(GroupStalledStoreE2E, ANoticeWhileThePartIsRestoredEndsTheRoundAndTheNodeLeaves) {
   const auto [config, slow] = SixMibConfigs("100000");
-  proxy_->Control("POST", "/_proxy/config", R"({"bandwidth": 1048576})");
+  // 12 s or more of restore: room for the notice on a loaded machine.
+  proxy_->Control("POST", "/_proxy/config", R"({"bandwidth": 524288})");
   StartNode(1, config);
   StartNode(2, config);
   ASSERT_TRUE(WaitFor([&] { return !Groups().empty(); }, 90s)) << Logs();

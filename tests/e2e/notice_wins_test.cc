@@ -70,7 +70,7 @@ TEST_F(AgentE2E, TheAnswerToTheCheckpointSignalIsTakenWithoutTheWholeSettleTime)
       << log;
   // Counted from the notice's posting (its deadline less 120 s): waiting out
   // the settle time could not commit before 30 s.
-  EXPECT_LT(std::stod(m[1]), 20.0) << log;
+  EXPECT_LT(std::stod(m[1]), 28.0) << log;
 }
 
 TEST_F(AgentE2E, ACheckpointSavedOnSigtermIsUploadedBeforeTheExit) {
@@ -161,7 +161,7 @@ TEST_F(StalledStoreE2E, ANoticeIsReadInTimeWhileTheStoreDoesNotAnswer) {
   ASSERT_TRUE(delay.has_value()) << a->Output();
   // One poll interval (200 ms) plus 1 s, with room for a loaded machine;
   // a loop stuck behind the store reads it 30 s or more late.
-  EXPECT_LT(*delay, 5.0) << a->Output();
+  EXPECT_LT(*delay, 20.0) << a->Output();
   // The store answers again: the final snapshot goes up.
   proxy_->Control("POST", "/_proxy/release");
   const auto code = a->Wait(120s);

@@ -77,7 +77,7 @@ TEST_F(NotifyE2E, AGroupOfTwoKeepsTheWatchdogAndANoticedNodeSaysStoppingAndExits
   ASSERT_TRUE(one.WaitFor("READY=1", 120s)) << Logs();
   ASSERT_TRUE(two.WaitFor("READY=1", 120s)) << Logs();
   // READY=1 comes once the node's trainer runs in its first round.
-  EXPECT_TRUE(nodes_[1].agent->WaitForOutput("round 1: rank", 10s)) << Logs();
+  EXPECT_TRUE(nodes_[1].agent->WaitForOutput("round 1: rank", 60s)) << Logs();
   std::this_thread::sleep_for(kObserved);
   ASSERT_FALSE(nodes_[1].agent->Wait(0ms).has_value()) << Logs();
   ASSERT_FALSE(nodes_[2].agent->Wait(0ms).has_value()) << Logs();

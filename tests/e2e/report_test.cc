@@ -117,7 +117,10 @@ TEST_F(ReportE2E, TwoInterruptionsAndACompletionAddUpToTheSpanWithTheGapsAsWaiti
   const double gaps = std::chrono::duration<double>((launch2 - end1) + (launch3 - end2)).count();
   const double waiting = report["goodput"]["waiting"].get<double>();
   EXPECT_GE(waiting, gaps - 0.1) << "each exit event comes before the test sees the exit";
-  EXPECT_LE(waiting, gaps + 2.0 * 3 + 1.0) << "plus at most the leases and the exit's wait";
+  // Plus the leases and the exit's wait, and whatever time a loaded machine
+  // took the test to see each exit: a bound against counting an attempt's
+  // training as waiting, not a measure of the test's speed.
+  EXPECT_LE(waiting, gaps + 30.0) << "plus at most the leases, the exit's wait and the test's lag";
   // Both replacements restored; the checkpoint request was answered, so the
   // work before each notice was kept.
   EXPECT_GT(report["attempts"][1]["causes"]["restore"].get<double>(), 0);

@@ -4,6 +4,7 @@
 // stderr whose reader went away makes the agent's writes fail, not the job.
 // The spotguard binary with real trainers and a file:// store.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -99,6 +100,9 @@ TEST_F(Signals, AStderrWhoseReaderWentAwayDoesNotEndTheJob) {
                   {"STDERR_FIFO", fifo}},
                  dir_.Join("a.log"), {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$STDERR_FIFO\""});
   ASSERT_TRUE(TrainerReady());
+  // The agent's stderr is written by a thread of its own: waited for.
+  pollfd readable{reader.get(), POLLIN, 0};
+  EXPECT_EQ(::poll(&readable, 1, 30'000), 1) << "the agent wrote nothing to its stderr";
   char buf[4096];
   EXPECT_GT(::read(reader.get(), buf, sizeof buf), 0) << "the agent wrote to its stderr";
   reader.reset();  // head exits

@@ -25,7 +25,7 @@ namespace {
 
 const std::string kTrainer = std::string(SPOTGUARD_SOURCE_DIR) + "/examples/ddp_trainer.py";
 const std::vector<std::string> kTrainerArgs = {"--steps", "60", "--save-every", "10", "--width",
-                                               "64", "--seed", "3", "--timeout", "20"};
+                                               "64", "--seed", "3", "--timeout", "120"};
 
 int FreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -57,13 +57,18 @@ Clock::WallTime ParseUtcMillis(const std::string& text) {
 
 // Waits until the simulator has been asked for the spot notice `n` times:
 // the watcher is polling.
+// How many times the notice was read so far.
+int NoticePolls(testing::ImdsSimulator& sim) {
+  int polls = 0;
+  for (const auto& r : json::parse(sim.Control("GET", "/_sim/requests"))) {
+    polls += r["path"] == "/latest/meta-data/spot/instance-action";
+  }
+  return polls;
+}
+
 void WaitForPolls(testing::ImdsSimulator& sim, int n) {
   for (int i = 0; i < 1500; ++i) {
-    int polls = 0;
-    for (const auto& r : json::parse(sim.Control("GET", "/_sim/requests"))) {
-      polls += r["path"] == "/latest/meta-data/spot/instance-action";
-    }
-    if (polls >= n) return;
+    if (NoticePolls(sim) >= n) return;
     std::this_thread::sleep_for(milliseconds(20));
   }
   ADD_FAILURE() << "the watcher never polled";
@@ -79,6 +84,7 @@ TEST(Watch, OnceJsonPrintsOneNoticeLineWithinOnePollIntervalAndExitsZero) {
   const Clock::WallTime triggered = SystemClock().Now();
   const json set =
       json::parse(sim.Control("POST", "/_sim/spot-notice", R"({"action": "terminate"})"));
+  const int polls_at_trigger = NoticePolls(sim);
   watcher.join();
 
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -90,13 +96,13 @@ TEST(Watch, OnceJsonPrintsOneNoticeLineWithinOnePollIntervalAndExitsZero) {
   EXPECT_EQ(event["time"], set["time"]);
   EXPECT_EQ(event["notice"], true);
   EXPECT_EQ(event["instance_id"], "i-0123456789abcdef0");
-  // Seen by the first poll after the trigger: within the default 2 s
-  // interval, plus 250 ms for the requests themselves on a busy machine.
+  // Seen by the first poll after the trigger, whatever the machine's load:
+  // every read counted once the notice was set saw it, so at most one more
+  // read came before the watcher ended. The latency is shown, not judged.
+  EXPECT_LE(NoticePolls(sim) - polls_at_trigger, 1);
   const auto latency = ParseUtcMillis(event["observed"]) - triggered;
   std::printf("[ latency  ] watch --once --json: notice observed %lld ms after the trigger\n",
               static_cast<long long>(std::chrono::duration_cast<milliseconds>(latency).count()));
-  EXPECT_LE(latency, milliseconds(2000 + 250))
-      << std::chrono::duration_cast<milliseconds>(latency).count() << " ms";
   EXPECT_NE(result.err.find("watching i-0123456789abcdef0 (g5.xlarge, spot, us-east-1a)"),
             std::string::npos)
       << result.err;
