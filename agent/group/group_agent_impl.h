@@ -117,6 +117,20 @@ class GroupAgent {
   enum class State { kWaiting, kJoining, kInRound, kEnding, kStopping, kDone };
 
   Status Setup();
+  // What the start reads from the store before the node joins: whether the
+  // job is complete, and CheckGroupStart's verdict.
+  struct StartRead {
+    bool complete = false;
+    Status check;
+  };
+  // Reads it off the loop's thread while the stop signals and the metadata
+  // service are watched, as one node's start is (docs/design.md §14,
+  // "Start"); nullopt once a stop signal or a notice came first.
+  std::optional<StartRead> ReadStart();
+  // Exit 75, nothing changed, after a stop or notice during ReadStart.
+  AgentResult StoppedAtStart();
+  // The metadata service's poll (made on first use).
+  MetadataPoll& Metadata();
   // Turns the state machine until the node is done.
   void Loop();
   // Waits up to a tick for a signal or a checkpoint file (ports.idle in tests).
@@ -248,7 +262,8 @@ class GroupAgent {
   bool coordinating_ = false;    // the lease, as the calls last said
   uint64_t generation_ = 0;      // its generation then
   bool signalled_ = false;       // Idle read a stop signal
-  std::optional<MetadataPoll> metadata_;  // the reads of the metadata service
+  std::optional<MetadataPoll> metadata_;  // the reads of the metadata service (Metadata())
+  std::optional<InterruptionEvent> start_notice_;  // a notice read before the node joined
   // Tests on a fake clock read it on the loop's thread (the world's turns).
   const bool inline_reads_ = c_.ports.inline_store_work || static_cast<bool>(c_.ports.loop_calls);
   // Set by the first notice or stop signal (Act): when the trainer was

@@ -26,7 +26,9 @@ AgentResult GroupAgent::Run() {
     result_.exit_code = exit_code_.value_or(kExitFailure);
     return result_;
   }
-  if (auto marker = c_.store.Head(CompleteKey(cfg_.job)); marker.ok()) {
+  std::optional<StartRead> start = ReadStart();
+  if (!start) return StoppedAtStart();
+  if (start->complete) {
     LogInfo("job {} is already complete; not starting it again", cfg_.job);
     (void)c_.notifier.Notify("READY=1");
     PerformOnComplete({cfg_, c_.env, asg_, events_, c_.instance});
@@ -34,7 +36,7 @@ AgentResult GroupAgent::Run() {
     return result_;
   }
   // A job that ran on one node is not silently started over by a group.
-  if (Status st = CheckGroupStart(c_.store, cfg_); !st.ok()) {
+  if (const Status& st = start->check; !st.ok()) {
     LogError("{}", st.message());
     result_.exit_code = st.Is(StatusCode::kInvalidArgument) ? kExitUsage : kExitFailure;
     return result_;
@@ -45,6 +47,49 @@ AgentResult GroupAgent::Run() {
   (void)c_.notifier.Notify("STATUS=waiting for " + std::to_string(cfg_.nodes) + " members");
   Loop();
   return End();
+}
+
+std::optional<GroupAgent::StartRead> GroupAgent::ReadStart() {
+  BackgroundCall<StartRead> read(CallRunner(c_.ports));
+  read.Start([this] {
+    StartRead r;
+    r.complete = c_.store.Head(CompleteKey(cfg_.job)).ok();
+    if (!r.complete) r.check = CheckGroupStart(c_.store, cfg_);
+    return r;
+  });
+  for (;;) {
+    if (std::optional<StartRead> r = read.Poll()) return r;
+    Idle();
+    const bool signalled =
+        c_.ports.stop_requested ? c_.ports.stop_requested() : std::exchange(signalled_, false);
+    for (InterruptionEvent& e : Metadata().Take(c_.clock.Monotonic())) {
+      if (e.IsNotice() && !start_notice_) {
+        LogWarn("INTERRUPTION NOTICE before the trainer started: {}", e.Describe());
+        start_notice_ = std::move(e);
+      }
+    }
+    if (signalled || start_notice_) break;
+  }
+  // The read still waits for the store, and uses it and the agent.
+  threads_left_ = true;
+  return std::nullopt;
+}
+
+AgentResult GroupAgent::StoppedAtStart() {
+  (void)c_.notifier.Notify("STOPPING=1");
+  LogInfo("stopped on {} before the trainer started: {} was left as it was and the store holds "
+          "every snapshot; exiting {}",
+          start_notice_ ? "the interruption notice" : "a stop signal", cfg_.checkpoint_dir,
+          kExitInterrupted);
+  if (start_notice_) CompleteLifecycleHook({cfg_, c_.env, asg_, events_, c_.instance});
+  result_.exit_code = kExitInterrupted;  // not done, nothing lost: run it again
+  result_.abandoned = threads_left_;
+  return result_;
+}
+
+MetadataPoll& GroupAgent::Metadata() {
+  if (!metadata_) metadata_.emplace(monitor_.get(), cfg_.imds.poll_interval, inline_reads_);
+  return *metadata_;
 }
 
 void GroupAgent::Idle() {

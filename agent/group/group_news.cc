@@ -29,8 +29,7 @@ void GroupAgent::Watch(Clock::MonoTime now) {
     Act("SIGTERM", now + duration_cast<milliseconds>(cfg_.stop_timeout), nullptr);
   }
   // Read on a thread of its own, as one node's agent reads it (metadata_poll.h).
-  if (!metadata_) metadata_.emplace(monitor_.get(), cfg_.imds.poll_interval, inline_reads_);
-  for (const InterruptionEvent& e : metadata_->Take(now)) {
+  for (const InterruptionEvent& e : Metadata().Take(now)) {
     if (!e.IsNotice()) {
       news.others.push_back(e);  // TakeRebalance decides (on_rebalance)
       continue;

@@ -59,6 +59,37 @@ TEST(GroupWorldLoop, AStopSignalOnANodeWhoseStoreHangsStillStopsItsTrainer) {
   EXPECT_TRUE(GotSignal(n, SIGTERM));
 }
 
+// The start's reads (is the job complete, did it run on one node) wait for
+// a store that does not answer on a thread, not on the loop: a stop signal
+// or a notice then ends the node with 75 and nothing changed, as it ends one
+// node's start.
+TEST(GroupWorldLoop, AStopSignalWhileTheStartWaitsForTheStoreEndsTheNodeWith75) {
+  FakeGroupWorld w(2);
+  WorldNode& n = w.Start(0);
+  n.store->Freeze();
+  w.RunUntil([] { return false; }, 5s);
+  ASSERT_FALSE(n.done) << "the start waits for the store";
+  n.stop_requested = true;
+  ASSERT_TRUE(w.RunUntilExited(1s, {0}));
+  EXPECT_EQ(n.result.exit_code, kExitInterrupted);
+  EXPECT_TRUE(n.launches.empty()) << "no trainer was started";
+  EXPECT_FALSE(n.calls.empty()) << "the start's read is still held by the store";
+  EXPECT_TRUE(ListAll(w.store, "")->empty()) << "nothing was written";
+}
+
+TEST(GroupWorldLoop, ANoticeWhileTheStartWaitsForTheStoreEndsTheNodeWith75) {
+  FakeGroupWorld w(2);
+  WorldNode& n = w.Start(0);
+  n.store->Freeze();
+  w.RunUntil([] { return false; }, 5s);
+  n.imds->PostNotice(100s);
+  // Read by the next poll (every 200 ms).
+  ASSERT_TRUE(w.RunUntilExited(1s, {0}));
+  EXPECT_EQ(n.result.exit_code, kExitInterrupted);
+  EXPECT_TRUE(n.launches.empty());
+  EXPECT_TRUE(ListAll(w.store, "")->empty());
+}
+
 TEST(GroupWorldLoop, ASlowStoreDelaysTheRoundNotTheTrainerAndTheJobCompletes) {
   FakeGroupWorld w(2);
   w.trainer.steps = 60;

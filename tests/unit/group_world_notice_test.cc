@@ -50,7 +50,9 @@ TEST(GroupWorldNotice, ATrainerThatAnswersIsWaitedForUntilItsPartIsCommitted) {
   n.imds->PostNotice(40s);
   ASSERT_TRUE(w.RunUntilExited(60s, {1}));
   EXPECT_EQ(n.result.exit_code, kExitInterrupted);
-  ASSERT_EQ(w.GroupSeqs().size(), 1u) << "the answer is the group snapshot";
+  // The answer is a group snapshot (two when the other trainer answered
+  // the group's request a step later than this one answered the notice).
+  ASSERT_GE(w.GroupSeqs().size(), 1u) << "the answer is the group snapshot";
 }
 
 }  // namespace group_world_notice_test
