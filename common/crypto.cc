@@ -47,18 +47,6 @@ std::string Sha256(std::string_view data) { return Digest(EVP_sha256(), data); }
 std::string Sha256Hex(std::string_view data) { return HexEncode(Sha256(data)); }
 std::string Md5(std::string_view data) { return Digest(EVP_md5(), data); }
 
-std::string Pbkdf2Sha256(std::string_view password, std::string_view salt, int iterations,
-                         size_t length) {
-  std::string out(length, '\0');
-  if (PKCS5_PBKDF2_HMAC(password.data(), static_cast<int>(password.size()),
-                        reinterpret_cast<const unsigned char*>(salt.data()),
-                        static_cast<int>(salt.size()), iterations, EVP_sha256(),
-                        static_cast<int>(length), reinterpret_cast<unsigned char*>(out.data())) != 1) {
-    throw std::runtime_error("PKCS5_PBKDF2_HMAC failed");
-  }
-  return out;
-}
-
 std::string HmacSha256(std::string_view key, std::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

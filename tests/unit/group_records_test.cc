@@ -312,11 +312,5 @@ TEST_F(GroupRecordsTest, AFlushIsRecordedOncePerRankAndRound) {
   EXPECT_TRUE(store_->Head("job/group/rounds/0000000003/flush/1.json").ok());
 }
 
-TEST(Pbkdf2Test, MatchesThePublishedVector) {
-  EXPECT_EQ(HexEncode(Pbkdf2Sha256("passwd", "salt", 1, 64)),
-            "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc"
-            "49ca9cccf179b645991664b39d77ef317c71b845b1e30bd509112041d3a19783");
-}
-
 }  // namespace
 }  // namespace sg::testing
