@@ -33,6 +33,7 @@
 #include "agent/trainer/host_lock.h"
 #include "agent/run/interruption_monitor.h"
 #include "agent/run/metadata_poll.h"
+#include "agent/run/start_watch.h"
 #include "agent/logs/job_logs.h"
 #include "agent/run/job_ports_real.h"
 #include "agent/run/notice_budget.h"
@@ -123,14 +124,14 @@ class GroupAgent {
     bool complete = false;
     Status check;
   };
-  // Reads it off the loop's thread while the stop signals and the metadata
-  // service are watched, as one node's start is (docs/design.md §14,
+  // Reads it off the loop's thread while `watch` reads the stop signals and
+  // the metadata service, as one node's start does (docs/design.md §14,
   // "Start"); nullopt once a stop signal or a notice came first.
-  std::optional<StartRead> ReadStart();
+  std::optional<StartRead> ReadStart(StartWatch& watch);
   // Exit 75, nothing changed, after a stop or notice during ReadStart.
-  AgentResult StoppedAtStart();
-  // The metadata service's poll (made on first use).
-  MetadataPoll& Metadata();
+  AgentResult StoppedAtStart(const StartWatch& watch);
+  // True once per stop signal (SIGTERM, SIGINT) read since the last call.
+  bool TakeStopSignal();
   // Turns the state machine until the node is done.
   void Loop();
   // Waits up to a tick for a signal or a checkpoint file (ports.idle in tests).
@@ -262,8 +263,8 @@ class GroupAgent {
   bool coordinating_ = false;    // the lease, as the calls last said
   uint64_t generation_ = 0;      // its generation then
   bool signalled_ = false;       // Idle read a stop signal
-  std::optional<MetadataPoll> metadata_;  // the reads of the metadata service (Metadata())
-  std::optional<InterruptionEvent> start_notice_;  // a notice read before the node joined
+  std::optional<MetadataPoll> metadata_;  // the loop's reads of the metadata service
+  std::vector<InterruptionEvent> start_others_;  // read during the start, for the first Watch
   // Tests on a fake clock read it on the loop's thread (the world's turns).
   const bool inline_reads_ = c_.ports.inline_store_work || static_cast<bool>(c_.ports.loop_calls);
   // Set by the first notice or stop signal (Act): when the trainer was

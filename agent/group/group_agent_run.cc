@@ -12,6 +12,7 @@
 #include "agent/group/group_agent_impl.h"
 #include "agent/run/job_end.h"
 #include "agent/run/job_start.h"
+#include "agent/run/start_watch.h"
 #include "agent/repo/store_layout.h"
 #include "agent/trainer/agent_signals.h"
 #include "common/log.h"
@@ -26,8 +27,14 @@ AgentResult GroupAgent::Run() {
     result_.exit_code = exit_code_.value_or(kExitFailure);
     return result_;
   }
-  std::optional<StartRead> start = ReadStart();
-  if (!start) return StoppedAtStart();
+  StartWatch watch(c_.clock, [this] { return TakeStopSignal(); }, monitor_.get(),
+                   cfg_.imds.poll_interval);
+  std::optional<StartRead> start = ReadStart(watch);
+  if (!start) return StoppedAtStart(watch);
+  // What the metadata service said meanwhile (a rebalance recommendation)
+  // goes to the loop's first look at the news, as one node's start hands it
+  // to its policy.
+  start_others_ = watch.TakeOthers();
   if (start->complete) {
     LogInfo("job {} is already complete; not starting it again", cfg_.job);
     (void)c_.notifier.Notify("READY=1");
@@ -49,7 +56,7 @@ AgentResult GroupAgent::Run() {
   return End();
 }
 
-std::optional<GroupAgent::StartRead> GroupAgent::ReadStart() {
+std::optional<GroupAgent::StartRead> GroupAgent::ReadStart(StartWatch& watch) {
   BackgroundCall<StartRead> read(CallRunner(c_.ports));
   read.Start([this] {
     StartRead r;
@@ -60,36 +67,24 @@ std::optional<GroupAgent::StartRead> GroupAgent::ReadStart() {
   for (;;) {
     if (std::optional<StartRead> r = read.Poll()) return r;
     Idle();
-    const bool signalled =
-        c_.ports.stop_requested ? c_.ports.stop_requested() : std::exchange(signalled_, false);
-    for (InterruptionEvent& e : Metadata().Take(c_.clock.Monotonic())) {
-      if (e.IsNotice() && !start_notice_) {
-        LogWarn("INTERRUPTION NOTICE before the trainer started: {}", e.Describe());
-        start_notice_ = std::move(e);
-      }
-    }
-    if (signalled || start_notice_) break;
+    if (watch.Check()) break;
   }
   // The read still waits for the store, and uses it and the agent.
   threads_left_ = true;
   return std::nullopt;
 }
 
-AgentResult GroupAgent::StoppedAtStart() {
+AgentResult GroupAgent::StoppedAtStart(const StartWatch& watch) {
   (void)c_.notifier.Notify("STOPPING=1");
-  LogInfo("stopped on {} before the trainer started: {} was left as it was and the store holds "
-          "every snapshot; exiting {}",
-          start_notice_ ? "the interruption notice" : "a stop signal", cfg_.checkpoint_dir,
-          kExitInterrupted);
-  if (start_notice_) CompleteLifecycleHook({cfg_, c_.env, asg_, events_, c_.instance});
+  watch.LogStopped(cfg_.checkpoint_dir);
+  if (watch.notice()) CompleteLifecycleHook({cfg_, c_.env, asg_, events_, c_.instance});
   result_.exit_code = kExitInterrupted;  // not done, nothing lost: run it again
   result_.abandoned = threads_left_;
   return result_;
 }
 
-MetadataPoll& GroupAgent::Metadata() {
-  if (!metadata_) metadata_.emplace(monitor_.get(), cfg_.imds.poll_interval, inline_reads_);
-  return *metadata_;
+bool GroupAgent::TakeStopSignal() {
+  return c_.ports.stop_requested ? c_.ports.stop_requested() : std::exchange(signalled_, false);
 }
 
 void GroupAgent::Idle() {

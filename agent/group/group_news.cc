@@ -22,14 +22,16 @@ double Seconds(milliseconds d) { return static_cast<double>(d.count()) / 1000.0;
 
 void GroupAgent::Watch(Clock::MonoTime now) {
   News news;
-  const bool signalled =
-      c_.ports.stop_requested ? c_.ports.stop_requested() : std::exchange(signalled_, false);
-  if (signalled) {
+  if (TakeStopSignal()) {
     news.stop_signal = true;
     Act("SIGTERM", now + duration_cast<milliseconds>(cfg_.stop_timeout), nullptr);
   }
-  // Read on a thread of its own, as one node's agent reads it (metadata_poll.h).
-  for (const InterruptionEvent& e : Metadata().Take(now)) {
+  // What the start read, then the poll's news. The poll runs on a thread of
+  // its own, as one node's agent runs it (metadata_poll.h).
+  if (!metadata_) metadata_.emplace(monitor_.get(), cfg_.imds.poll_interval, inline_reads_);
+  std::vector<InterruptionEvent> events = std::exchange(start_others_, {});
+  for (InterruptionEvent& e : metadata_->Take(now)) events.push_back(std::move(e));
+  for (const InterruptionEvent& e : events) {
     if (!e.IsNotice()) {
       news.others.push_back(e);  // TakeRebalance decides (on_rebalance)
       continue;

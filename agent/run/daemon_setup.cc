@@ -95,10 +95,7 @@ void Agent::ReleaseLeaseNow() {
 AgentResult Agent::StoppedAtStart(const StartWatch& watch) {
   (void)c_.notifier.Notify("STOPPING=1");
   const std::optional<InterruptionEvent>& notice = watch.notice();
-  LogInfo(
-      "stopped on {} before the trainer started: {} was left as it was and the store holds "
-      "every snapshot; exiting {}",
-      notice ? "the interruption notice" : "a stop signal", cfg_.checkpoint_dir, kExitInterrupted);
+  watch.LogStopped(cfg_.checkpoint_dir);
   // A start left running may still be taking the lease: not touched then.
   if (!result_.abandoned && lease_.held()) {
     nlohmann::ordered_json data = {{"reason", notice ? "notice" : "signal"}, {"during", "start"}};

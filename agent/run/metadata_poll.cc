@@ -13,8 +13,7 @@ std::vector<InterruptionEvent> MetadataPoll::Take(Clock::MonoTime now) {
     if (!ended) return events;  // still reading
     events = std::move(*ended);
   }
-  if (started_ && now < next_) return events;
-  started_ = true;
+  if (now < next_) return events;
   next_ = now + interval_;
   call_.Start([monitor = monitor_] { return monitor->PollOnce(); });
   // Run inline, the poll has ended already: its events are this turn's.

@@ -42,8 +42,7 @@ class MetadataPoll {
   InterruptionMonitor* const monitor_;
   const Duration interval_;
   BackgroundCall<std::vector<InterruptionEvent>> call_;
-  bool started_ = false;
-  Clock::MonoTime next_{};
+  Clock::MonoTime next_{};  // the clock's epoch: the first turn polls
 };
 
 }  // namespace sg

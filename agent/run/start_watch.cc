@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/config/exit_codes.h"
 #include "common/log.h"
 
 namespace sg {
@@ -34,6 +35,13 @@ bool StartWatch::Check() {
     }
   }
   return cancel_.load();
+}
+
+void StartWatch::LogStopped(const std::string& checkpoint_dir) const {
+  LogInfo(
+      "stopped on {} before the trainer started: {} was left as it was and the store holds "
+      "every snapshot; exiting {}",
+      notice_ ? "the interruption notice" : "a stop signal", checkpoint_dir, kExitInterrupted);
 }
 
 Status RetryTransient(Clock& clock, std::string_view what, const std::function<Status()>& step,

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -37,6 +38,9 @@ class StartWatch {
   // The other events read meanwhile (a rebalance recommendation, ...): the
   // job's policy gets them once the trainer runs.
   std::vector<InterruptionEvent> TakeOthers() { return std::move(others_); }
+  // Logs what a stop during the start left: `checkpoint_dir` as it was, the
+  // store's snapshots, and the exit (75). Both executors' line.
+  void LogStopped(const std::string& checkpoint_dir) const;
 
  private:
   Clock& clock_;

@@ -90,6 +90,22 @@ TEST(GroupWorldLoop, ANoticeWhileTheStartWaitsForTheStoreEndsTheNodeWith75) {
   EXPECT_TRUE(ListAll(w.store, "")->empty());
 }
 
+// A rebalance recommendation read while the start's reads run is not lost:
+// the loop takes it with its first news, and its event is recorded.
+TEST(GroupWorldLoop, ARebalanceReadDuringTheStartIsRecorded) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 40;
+  WorldNode& n = w.Start(0);
+  n.imds->PostRebalance();
+  w.Start(1);
+  ASSERT_TRUE(w.RunUntilExited(120s));
+  auto listed = ListAll(w.store, "job/events/");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(std::count_if(listed->begin(), listed->end(),
+                          [](const ObjectInfo& o) { return o.key.ends_with("-rebalance.json"); }),
+            1);
+}
+
 TEST(GroupWorldLoop, ASlowStoreDelaysTheRoundNotTheTrainerAndTheJobCompletes) {
   FakeGroupWorld w(2);
   w.trainer.steps = 60;
