@@ -86,7 +86,7 @@ struct Config {
   std::optional<CompleteWhen> complete_when;  // nullopt: any exit 0 completes
   // Checkpoint requests at Young's interval (agent/run/checkpoint_cadence.h);
   // `automatic` false: only checkpoint_interval, if set.
-  struct {
+  struct Cadence {
     bool automatic = false;
     Duration min{};
     Duration max{};

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/trainer/checkpoint_signal.h"
+#include "agent/run/checkpoint_cadence.h"
 #include "agent/run/daemon.h"
 #include "agent/ledger/events.h"
 #include "agent/group/group_policy.h"
@@ -103,7 +104,9 @@ class GroupAgent {
                          const std::atomic<bool>* cancel) { return WritePart(ck, cancel); },
                   c.clock, CallRunner(c.ports)),
         autoscaling_(c.aws, c.clock),
-        signal_target_(CheckpointSignalTarget(cfg_.command)) {}
+        signal_target_(CheckpointSignalTarget(cfg_.command)) {
+    if (cfg_.checkpoint_cadence.automatic) cadence_.emplace(CadenceOptionsOf(cfg_.checkpoint_cadence));
+  }
 
   AgentResult Run();
   // Work was left running at the exit (a store call, an upload, a restore,
@@ -123,6 +126,8 @@ class GroupAgent {
   struct StartRead {
     bool complete = false;
     Status check;
+    // checkpoint_cadence auto: the job's interruptions, for the MTBF.
+    std::optional<StatusOr<InterruptionHistory>> history;
   };
   // Reads it off the loop's thread while `watch` reads the stop signals and
   // the metadata service, as one node's start does (docs/design.md §14,
@@ -199,6 +204,14 @@ class GroupAgent {
   // rank -> its step then): this node's trainer is asked too, once per rank
   // and round, and its next checkpoint goes up at once.
   void TakeFlushes(Clock::MonoTime now, const std::map<int, std::optional<int64_t>>& flushes);
+  // checkpoint_cadence auto (agent/group/group_cadence.cc): each turn in a
+  // round; a warning on this node or another member; a part stored; the
+  // history read at start.
+  void CadenceTick(Clock::MonoTime now);
+  void CadenceRebalance(Clock::MonoTime now, const std::string& why);
+  void CadenceStored(int64_t step);
+  void CadenceLearn(const std::optional<StatusOr<InterruptionHistory>>& history);
+  void AnnounceCadence(Clock::MonoTime now, const std::string& why);  // a change, logged and recorded
   // systemd (docs/design.md §14): READY=1 once the first round's part is
   // restored and its trainer started, STOPPING=1 once this node leaves for
   // good; each said once.
@@ -295,6 +308,10 @@ class GroupAgent {
   std::optional<int64_t> group_step_;      // of the newest group snapshot, as last read
   Clock::MonoTime next_periodic_{};        // the next periodic upload (upload_interval)
   Clock::MonoTime next_checkpoint_signal_{};  // checkpoint_interval's next signal
+  // checkpoint_cadence auto, in place of checkpoint_interval, as one node's
+  // (agent/group/group_cadence.cc); it lives across the rounds.
+  std::optional<CadenceSchedule> cadence_;
+  std::optional<int64_t> cadence_after_;  // a part newer than this answers its request
   bool asked_ = false;                     // a checkpoint was asked for and not answered
   std::set<int> flushes_taken_;            // ranks whose flush this node acted on, this round
   std::optional<int64_t> answer_step_;     // the part that answers it

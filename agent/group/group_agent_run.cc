@@ -11,6 +11,7 @@
 #include "agent/config/exit_codes.h"
 #include "agent/group/group_agent_impl.h"
 #include "agent/run/job_end.h"
+#include "agent/run/interruption_history.h"
 #include "agent/run/job_start.h"
 #include "agent/run/start_watch.h"
 #include "agent/repo/store_layout.h"
@@ -35,6 +36,7 @@ AgentResult GroupAgent::Run() {
   // goes to the loop's first look at the news, as one node's start hands it
   // to its policy.
   start_others_ = watch.TakeOthers();
+  CadenceLearn(start->history);
   if (start->complete) {
     LogInfo("job {} is already complete; not starting it again", cfg_.job);
     (void)c_.notifier.Notify("READY=1");
@@ -62,6 +64,9 @@ std::optional<GroupAgent::StartRead> GroupAgent::ReadStart(StartWatch& watch) {
     StartRead r;
     r.complete = c_.store.Head(CompleteKey(cfg_.job)).ok();
     if (!r.complete) r.check = CheckGroupStart(c_.store, cfg_);
+    if (!r.complete && cadence_) {
+      r.history = ReadInterruptionHistory(c_.store, cfg_.job, c_.clock.Now());
+    }
     return r;
   });
   for (;;) {

@@ -34,6 +34,7 @@ void GroupAgent::AskTrainer(const std::string& why) {
 void GroupAgent::TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e) {
   // History, not state.
   Event(InterruptionKindName(e.kind), e.ToJson());
+  if (e.kind == InterruptionEvent::Kind::kRebalance) CadenceRebalance(now, "rebalance recommendation");
   if (e.kind != InterruptionEvent::Kind::kRebalance || cfg_.on_rebalance != OnRebalance::kSnapshot ||
       state_ != State::kInRound) {
     return;
@@ -65,6 +66,7 @@ void GroupAgent::TakeFlushes(Clock::MonoTime now,
             "asking this node's trainer for a checkpoint",
             rank, step ? std::to_string(*step) : "none");
     AskTrainer("rank " + std::to_string(rank) + "'s rebalance recommendation");
+    CadenceRebalance(now, "rank " + std::to_string(rank) + "'s rebalance recommendation");
     next_periodic_ = now;
   }
 }

@@ -204,11 +204,10 @@ StatusOr<SnapshotResult> GroupAgent::WritePart(const Checkpoint& checkpoint,
   request.preset = std::string(PresetName(cfg_.preset));
   request.instance = c_.instance;
   request.cancel = cancel;
-  SnapshotOptions options = SnapshotOptionsOf(cfg_);
-  // Parts reference no frame of another part: group retention deletes a
-  // part without looking for references into it (docs/design.md §14).
-  options.reuse = false;
-  SnapshotWriter writer(c_.store, c_.clock, options);
+  // A part references the frames its rank's earlier parts stored (`reuse`):
+  // group retention keeps every object a kept part references (docs/design.md
+  // §14, "Retention").
+  SnapshotWriter writer(c_.store, c_.clock, SnapshotOptionsOf(cfg_));
   return writer.Write(capture, request);
 }
 
@@ -235,7 +234,8 @@ void GroupAgent::TakeUploadResult() {
   announcing_ = true;
   calls_.Post<Status>(
       [this, round, part] { return group_.AnnouncePart(round, part); },
-      [this, round, part, seconds = r->seconds](Status& st) {
+      [this, round, part, seconds = r->seconds,
+       fresh = s.stored_bytes - std::min(s.reused_bytes, s.stored_bytes)](Status& st) {
         announcing_ = false;
         if (!st.ok()) {
           LogWarn("announcing rank {}'s part failed: {}", part.rank, st.message());
@@ -243,12 +243,12 @@ void GroupAgent::TakeUploadResult() {
         }
         LogInfo("rank {}'s part of step {} is stored ({} bytes, {} stored) in {:.1f} s",
                 part.rank, part.step, part.bytes, part.stored, seconds);
-        // The rate a notice's budget counts with (parts reuse nothing).
-        if (seconds > 0.05 && part.stored > 0) {
-          part_rate_ = static_cast<double>(part.stored) / seconds;
-        }
+        // The rate a notice's budget counts with: of what went over the
+        // wire, as one node's (reused frames cost no upload time).
+        if (seconds > 0.05 && fresh > 0) part_rate_ = static_cast<double>(fresh) / seconds;
         if (!plan_ || plan_->round != round) return;  // the round ended meanwhile
         if (!part_step_ || part.step > *part_step_) part_step_ = part.step;
+        CadenceStored(part.step);
         if (answer_step_ == part.step) asked_ = false;  // answered
       });
 }
@@ -267,7 +267,9 @@ void GroupAgent::InRound(Clock::MonoTime now) {
       }
     }
   }
-  if (cfg_.checkpoint_interval && now >= next_checkpoint_signal_) {
+  if (cadence_) {
+    CadenceTick(now);
+  } else if (cfg_.checkpoint_interval && now >= next_checkpoint_signal_) {
     next_checkpoint_signal_ = now + *cfg_.checkpoint_interval;
     if (!trainer_done_) AskTrainer("checkpoint_interval");
   }

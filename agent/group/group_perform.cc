@@ -55,6 +55,7 @@ void GroupAgent::Do(const GroupAction& action) {
   } else if (const auto* join = std::get_if<a::Join>(&action)) {
     Join(join->plan, join->group);
   } else if (const auto* ask = std::get_if<a::AskForCheckpoint>(&action)) {
+    if (!ask->warned.empty()) CadenceRebalance(now, ask->warned + "'s interruption notice");
     BeginEnding(now, ask->deadline, false);
   } else if (const auto* leave = std::get_if<a::Leave>(&action)) {
     LeaveRound(leave->why);

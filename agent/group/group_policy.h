@@ -130,6 +130,7 @@ struct Join {  // the node's rank in `plan`: restore `group`'s part (none: fresh
 };
 struct AskForCheckpoint {  // the group asks: end the round once answered, or at `deadline`
   Clock::MonoTime deadline{};
+  std::string warned;  // the other member whose notice ends the round; "" for none
 };
 struct Leave {  // stop the trainer and wait for the next round
   std::string why;

@@ -12,6 +12,19 @@ namespace sg {
 
 namespace a = group_action;
 
+namespace {
+
+// The other member whose notice is among `ends` ("" for none): a warning the
+// node's checkpoint cadence counts, since spot interruptions come together.
+std::string WarnedMember(const std::vector<RoundEnd>& ends, const std::string& self) {
+  for (const RoundEnd& e : ends) {
+    if (e.reason == "notice" && e.by != self) return e.by;
+  }
+  return "";
+}
+
+}  // namespace
+
 void GroupPolicy::InRound(Clock::MonoTime now, const GroupView& view, const GroupFacts& given) {
   // The phase as this look's actions leave it: asked for a checkpoint, the
   // node is ending the round, and a member that left with a notice is no
@@ -28,7 +41,8 @@ void GroupPolicy::InRound(Clock::MonoTime now, const GroupView& view, const Grou
   if (outcome == RoundOutcome::kCheckpointFirst && facts.phase == GroupFacts::Phase::kInRound) {
     Say(a::Log::Level::kInfo, Format("round {} ends: {} on {}; asking the trainer for a checkpoint",
                                      round, ends->front().reason, ends->front().by));
-    out_.push_back(a::AskForCheckpoint{now + std::min(kGroupEndBudget, o_.stop_timeout)});
+    out_.push_back(a::AskForCheckpoint{now + std::min(kGroupEndBudget, o_.stop_timeout),
+                                       WarnedMember(*ends, o_.instance)});
     facts.phase = GroupFacts::Phase::kEnding;
     facts.answered = false;
   } else if (outcome == RoundOutcome::kStopNow) {

@@ -19,22 +19,19 @@
 namespace sg {
 namespace {
 
-// Deletes every object of snapshot `seq` of `job`, the manifest first, so
-// that what remains of it is never restored.
-StatusOr<uint64_t> DeletePartSnapshot(ObjectStore& store, const std::string& job, uint64_t seq,
-                                      const std::vector<std::string>& keys) {
-  uint64_t n = 0;
-  const std::string manifest = ManifestKey(job, seq);
-  if (std::find(keys.begin(), keys.end(), manifest) != keys.end()) {
-    SG_RETURN_IF_ERROR(store.Delete(manifest));
-    ++n;
+// Uncommits part snapshot `seq` of `job`: its claim, then its manifest, so
+// that what remains of it is never restored and no writer listing afterwards
+// indexes it. Its objects go later, in CollectGarbage's steps 2 and 3, unless
+// a manifest still references them (a later part reusing its frames) or a
+// writer is live.
+Status UncommitPart(ObjectStore& store, const std::string& job, uint64_t seq,
+                    const std::vector<std::string>& keys) {
+  for (const std::string& key : {ClaimKey(job, seq), ManifestKey(job, seq)}) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+      SG_RETURN_IF_ERROR(store.Delete(key));
+    }
   }
-  for (const std::string& key : keys) {
-    if (key == manifest) continue;
-    SG_RETURN_IF_ERROR(store.Delete(key));
-    ++n;
-  }
-  return n;
+  return Status::Ok();
 }
 
 // The index of the oldest group snapshot kept: `keep` the trainers can
@@ -50,7 +47,7 @@ size_t FirstKeptGroup(const std::vector<GroupCommit>& groups, const std::set<uin
   return first_kept;
 }
 
-// Deletes rank `rank`'s committed parts that no kept group snapshot names
+// Uncommits rank `rank`'s committed parts that no kept group snapshot names
 // (`referenced`) and whose step is not newer than `newest_step`: group
 // snapshots only ever commit steps newer than the newest, so such a part can
 // join no later one. Returns how many went.
@@ -73,8 +70,8 @@ StatusOr<uint64_t> PruneUnreferencedParts(ObjectStore& store, const std::string&
     if (!committed.count(seq) || referenced.count({rank, seq})) continue;
     auto manifest = catalog.ReadManifest(seq);
     if (!manifest.ok() || !manifest->step || *manifest->step > newest_step) continue;
-    SG_ASSIGN_OR_RETURN(uint64_t n, DeletePartSnapshot(store, part_job, seq, keys));
-    if (n > 0) ++deleted;
+    SG_RETURN_IF_ERROR(UncommitPart(store, part_job, seq, keys));
+    ++deleted;
   }
   return deleted;
 }
@@ -133,8 +130,11 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
                           PruneUnreferencedParts(store, part_job, rank, referenced, newest_step));
       result.parts_deleted += n;
     }
-    // Parts whose writer died before their commit, and unfinished uploads;
-    // committed parts are never taken here (keep is unbounded).
+    // The objects of the parts uncommitted above that no remaining part
+    // references (the list again, and nothing while a writer of the rank is
+    // live: one node's proof, docs/design.md §4), parts whose writer died
+    // before their commit, and unfinished uploads; committed parts are never
+    // taken here (keep is unbounded).
     GcOptions abandoned{.keep = 1 << 30, .abandoned_after = abandoned_after};
     SG_ASSIGN_OR_RETURN(GcResult r, CollectGarbage(store, clock, part_job, abandoned));
     result.abandoned += static_cast<int>(r.abandoned.size()) + r.stale_writes;

@@ -12,6 +12,9 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "agent/config/config.h"
 #include "common/clock.h"
 
 namespace sg {
@@ -36,6 +39,9 @@ struct CadenceOptions {
   // A new interval within this fraction of the announced one is not a change.
   double change_threshold = 0.1;
 };
+
+// The options of the `checkpoint_cadence` config key (docs/config.md).
+CadenceOptions CadenceOptionsOf(const Config::Cadence& key);
 
 // The job's own interruption history, read from its events at start
 // (agent/run/interruption_history.h): the time from its first event to now, and
@@ -89,5 +95,41 @@ class CheckpointCadence {
 
 // "checkpoint interval 1h 02m: Young's sqrt(2 x C 90.0s x MTBF 6h 00m)" for the log.
 std::string DescribeCadence(const CadenceInputs& in, const std::string& why);
+// "the job's history: 2 interruption notice(s) in ..." for the log, once learned.
+std::string DescribeLearnedMtbf(const InterruptionHistory& history, Seconds mtbf, Seconds prior);
+// The `cadence` event's details: the interval, its inputs and `why`.
+nlohmann::ordered_json CadenceDetails(const CadenceInputs& in, const std::string& why);
+
+// When the trainer is asked under the cadence, for one node's policy and a
+// group node alike: the next request's time, and the unanswered request whose
+// answer measures C. The caller decides which commit answers a request (one
+// node: a checkpoint written after it; a group node: a part of a newer step).
+class CadenceSchedule {
+ public:
+  explicit CadenceSchedule(CadenceOptions options) : cadence_(options) {}
+
+  // The interval when it changed (always at the first call): a shorter one
+  // moves the next request closer at once, a longer one takes effect after it.
+  std::optional<CadenceInputs> Changed(Clock::MonoTime now);
+  // True when a request is due at `now` (the next is then one interval on).
+  bool Due(Clock::MonoTime now);
+  bool started() const { return next_.has_value(); }
+  // A request was made; an unanswered one keeps its earlier time.
+  void Asked(Clock::MonoTime mono, Clock::WallTime wall);
+  std::optional<Clock::WallTime> asked_wall() const { return asked_wall_; }
+  bool asking() const { return asked_.has_value(); }
+  // The request was answered by a commit at `committed`: C is measured.
+  void Answered(Clock::MonoTime committed);
+
+  void Rebalance(Clock::MonoTime at) { cadence_.OnRebalance(at); }
+  void Learn(const InterruptionHistory& history) { cadence_.Learn(history); }
+  const CheckpointCadence& cadence() const { return cadence_; }
+
+ private:
+  CheckpointCadence cadence_;
+  std::optional<Clock::MonoTime> next_;
+  std::optional<Clock::MonoTime> asked_;
+  std::optional<Clock::WallTime> asked_wall_;
+};
 
 }  // namespace sg

@@ -35,9 +35,7 @@ JobPolicyOptions JobPolicyOptions::FromConfig(const Config& config) {
   o.checkpoint_interval = config.checkpoint_interval;
   if (config.checkpoint_cadence.automatic) {
     o.checkpoint_interval.reset();  // the cadence takes its place
-    o.cadence = CadenceOptions{.min = config.checkpoint_cadence.min,
-                               .max = config.checkpoint_cadence.max,
-                               .mtbf = config.checkpoint_cadence.mtbf};
+    o.cadence = CadenceOptionsOf(config.checkpoint_cadence);
   }
   o.checkpoint_signal = config.checkpoint_signal;
   o.snapshot_on_rebalance = config.on_rebalance == OnRebalance::kSnapshot;

@@ -269,11 +269,8 @@ class JobPolicy {
   std::optional<Upload> upload_;
   Clock::MonoTime next_upload_{};
   Clock::MonoTime next_checkpoint_signal_{};
-  std::optional<CheckpointCadence> cadence_{o_.cadence ? std::optional<CheckpointCadence>(
-                                                             std::in_place, *o_.cadence)
-                                                       : std::nullopt};
-  std::optional<Clock::MonoTime> next_cadence_;  // the next request; set at the first tick
-  std::optional<PolicyTime> cadence_asked_;      // the request whose commit measures C
+  std::optional<CadenceSchedule> cadence_{
+      o_.cadence ? std::optional<CadenceSchedule>(std::in_place, *o_.cadence) : std::nullopt};
 
   // kFinalSnapshot
   Clock::MonoTime final_until_{};       // waiting for an answer until then

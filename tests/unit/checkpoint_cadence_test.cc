@@ -121,5 +121,50 @@ TEST(CheckpointCadenceTest, TheMtbfIsLearnedFromTheJobsHistory) {
   EXPECT_NEAR(cadence.At(clock.Monotonic()).interval.count(), std::sqrt(2.0 * 60 * 8 * 3600), 1e-6);
 }
 
+// The schedule both executors ask with: the first request one interval
+// after the start, a request whose answer measures C, an unanswered request
+// that keeps its time, and a shorter interval that takes effect at once.
+TEST(CadenceScheduleTest, RequestsComeAtTheIntervalAndTheirAnswersMeasureTheCost) {
+  FakeClock clock;
+  CadenceOptions o = Wide(Seconds(50));
+  o.initial_cost = Seconds(1);  // sqrt(2 x 1 x 50) = 10 s
+  CadenceSchedule schedule(o);
+  EXPECT_FALSE(schedule.started());
+  EXPECT_FALSE(schedule.Due(clock.Monotonic())) << "nothing is due before the first interval";
+  const auto first = schedule.Changed(clock.Monotonic());
+  ASSERT_TRUE(first.has_value());
+  EXPECT_DOUBLE_EQ(first->interval.count(), 10);
+  EXPECT_TRUE(schedule.started());
+  clock.Advance(seconds(9));
+  EXPECT_FALSE(schedule.Due(clock.Monotonic()));
+  clock.Advance(seconds(1));
+  EXPECT_TRUE(schedule.Due(clock.Monotonic()));
+  EXPECT_FALSE(schedule.Due(clock.Monotonic())) << "the next is one interval on";
+  schedule.Asked(clock.Monotonic(), clock.Now());
+  const auto asked_wall = schedule.asked_wall();
+  clock.Advance(seconds(4));
+  schedule.Asked(clock.Monotonic(), clock.Now());  // unanswered: keeps its time
+  EXPECT_EQ(schedule.asked_wall(), asked_wall);
+  clock.Advance(seconds(4));
+  schedule.Answered(clock.Monotonic());  // 8 s after the first request
+  EXPECT_FALSE(schedule.asking());
+  EXPECT_DOUBLE_EQ(schedule.cadence().cost().count(), 8);
+  // sqrt(2 x 8 x 50) = 28.3 s: longer, so the request already due stays.
+  const auto longer = schedule.Changed(clock.Monotonic());
+  ASSERT_TRUE(longer.has_value());
+  EXPECT_NEAR(longer->interval.count(), std::sqrt(800.0), 1e-9);
+  clock.Advance(seconds(2));
+  EXPECT_TRUE(schedule.Due(clock.Monotonic())) << "10 s after the last request";
+  // A rebalance recommendation (rate x 10) makes it shorter, at once.
+  schedule.Rebalance(clock.Monotonic());
+  const auto shorter = schedule.Changed(clock.Monotonic());
+  ASSERT_TRUE(shorter.has_value());
+  EXPECT_NEAR(shorter->interval.count(), std::sqrt(80.0), 1e-9);
+  clock.Advance(seconds(9));
+  EXPECT_TRUE(schedule.Due(clock.Monotonic())) << "8.9 s, not 28.3 s, after the request";
+  schedule.Answered(clock.Monotonic());  // nothing asked: no measurement
+  EXPECT_DOUBLE_EQ(schedule.cadence().cost().count(), 8);
+}
+
 }  // namespace
 }  // namespace sg::testing

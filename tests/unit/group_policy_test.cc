@@ -170,6 +170,13 @@ TEST(GroupPolicy, EndsOfTheRoundAskForACheckpointOrStopAtOnce) {
                         Coordinating(GroupFacts::Phase::kInRound, Plan(1)));
   ASSERT_EQ(All<ga::AskForCheckpoint>(asked).size(), 1u);
   EXPECT_EQ(All<ga::AskForCheckpoint>(asked)[0].deadline, kT0 + milliseconds(100'000));
+  // Another member's notice is named, for the checkpoint cadence's rate.
+  EXPECT_EQ(All<ga::AskForCheckpoint>(asked)[0].warned, "i-b");
+  auto own = GroupPolicy(Options(), Member("a"))
+                 .OnView(kT0, InRoundView(m, 1, {RoundEnd{"stop", "i-b", ""}}, {}),
+                         Coordinating(GroupFacts::Phase::kInRound, Plan(1)));
+  ASSERT_EQ(All<ga::AskForCheckpoint>(own).size(), 1u);
+  EXPECT_EQ(All<ga::AskForCheckpoint>(own)[0].warned, "") << "a SIGTERM warns of no interruption";
   auto left = p.OnView(kT0, InRoundView(m, 1, {RoundEnd{"crash", "i-b", "exit 3"}}, {}),
                        Coordinating(GroupFacts::Phase::kInRound, Plan(1)));
   ASSERT_EQ(All<ga::Leave>(left).size(), 1u);

@@ -1,0 +1,117 @@
+// Group retention with parts that reuse frames (agent/repo/group_retention.h):
+// a part snapshot no kept group snapshot names is uncommitted, and its
+// objects go only when no remaining part references them and no writer of
+// the rank is live, as one node's retention proves it (docs/design.md §4).
+#include "agent/repo/group_retention.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/repo/group_protocol.h"
+#include "agent/repo/group_restore.h"
+#include "agent/repo/group_store.h"
+#include "agent/repo/store_layout.h"
+#include "tests/support/capture_in_place.h"
+#include "tests/support/file_store_fixture.h"
+#include "tests/support/random_bytes.h"
+
+namespace sg::testing {
+namespace {
+
+class GroupRetentionTest : public FileStoreTest {
+ protected:
+  // Rank `rank`'s part of `step`: the shared weights and a small file that
+  // changes every step. Frames already stored are referenced (reuse).
+  PartRecord WritePart(int rank, int64_t step, SnapshotResult* result = nullptr) {
+    const std::string src = dir_.Join("part-" + std::to_string(rank) + "-" + std::to_string(step));
+    WriteTree(src, {{"weights.bin", {RandomBytes(3 << 20, 7 + rank)}},
+                    {"state.json", {"{\"step\": " + std::to_string(step) + "}"}}});
+    auto capture = CaptureTree(src, step);
+    EXPECT_TRUE(capture.ok()) << capture.status().ToString();
+    SnapshotRequest request;
+    request.job = PartJob("job", rank);
+    request.instance = "i-" + std::to_string(rank);
+    auto written = SnapshotWriter(*store_, clock_, SnapshotOptions{}).Write(*capture, request);
+    EXPECT_TRUE(written.ok()) << written.status().ToString();
+    if (!written.ok()) return {};
+    if (result) *result = *written;
+    return PartRecord{rank, step, written->seq, request.instance, written->bytes,
+                      written->stored_bytes};
+  }
+
+  GroupCommit Commit(uint64_t seq, int64_t step) {
+    GroupCommit g;
+    g.seq = seq;
+    g.round = seq;
+    g.nodes = 2;
+    g.step = step;
+    g.generation = seq;
+    g.created = "2026-11-29T00:00:00Z";
+    SnapshotResult zero;
+    g.parts = {WritePart(0, step, &zero), WritePart(1, step)};
+    reused_ = zero.reused_bytes;
+    EXPECT_TRUE(GroupStore(*store_, "job").CommitGroup(g).ok());
+    return g;
+  }
+
+  size_t Objects(const std::string& prefix) {
+    auto listed = ListAll(*store_, prefix);
+    EXPECT_TRUE(listed.ok());
+    return listed.ok() ? listed->size() : 0;
+  }
+
+  uint64_t reused_ = 0;
+};
+
+TEST_F(GroupRetentionTest, APartDroppedByRetentionKeepsTheFramesALaterPartReferences) {
+  const GroupCommit first = Commit(1, 10);
+  const GroupCommit second = Commit(2, 20);
+  ASSERT_GE(reused_, 3u << 20) << "the second part references the first's weights";
+  const std::string first_dir = SnapshotsPrefix(PartJob("job", 0)) + SeqName(first.parts[0].seq);
+  const size_t before = Objects(first_dir);
+
+  auto gc = CollectGroupGarbage(*store_, clock_, "job", 1, std::chrono::hours(1));
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->deleted, std::vector<uint64_t>{1});
+  EXPECT_EQ(gc->parts_deleted, 2u);
+  // The first part is no snapshot any more, and what only it used is gone...
+  EXPECT_FALSE(store_->Head(ManifestKey(PartJob("job", 0), first.parts[0].seq)).ok());
+  EXPECT_LT(Objects(first_dir), before);
+  EXPECT_GT(Objects(first_dir), 0u) << "...but not the weights the second part references";
+  // The kept group snapshot restores whole on both ranks.
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string target = dir_.Join("restored-" + std::to_string(rank));
+    auto r = RestoreGroupPart(*store_, "job", Preset::kPytorch, second, rank, target,
+                              RestoreOptions{});
+    ASSERT_TRUE(r.ok()) << rank << ": " << r.status().ToString();
+    const Tree restored = ReadTree(target);
+    EXPECT_EQ(restored.at("weights.bin").content, RandomBytes(3 << 20, 7 + rank));
+    EXPECT_EQ(restored.at("state.json").content, "{\"step\": 20}");
+  }
+}
+
+// A writer of the rank that is live (a claim and no manifest, younger than
+// abandoned_after) may have indexed the part just uncommitted: nothing of it
+// goes until that writer is done or abandoned.
+TEST_F(GroupRetentionTest, NoObjectOfAnUncommittedPartGoesWhileAWriterOfTheRankIsLive) {
+  const GroupCommit first = Commit(1, 10);
+  Commit(2, 20);
+  const std::string part_job = PartJob("job", 0);
+  ASSERT_TRUE(store_->Put(ClaimKey(part_job, 9), "{}", PutCondition{}).ok());  // a live writer
+  const std::string first_dir = SnapshotsPrefix(part_job) + SeqName(first.parts[0].seq);
+  const size_t before = Objects(first_dir);
+
+  auto gc = CollectGroupGarbage(*store_, clock_, "job", 1, std::chrono::hours(1));
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->parts_deleted, 2u);
+  EXPECT_FALSE(store_->Head(ManifestKey(part_job, first.parts[0].seq)).ok()) << "uncommitted";
+  EXPECT_GE(Objects(first_dir), before - 2) << "only its claim and manifest went";
+
+  // Two hours on, the writer is abandoned: the unreferenced objects go.
+  clock_.Advance(std::chrono::hours(2));
+  auto later = CollectGroupGarbage(*store_, clock_, "job", 1, std::chrono::hours(1));
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_LT(Objects(first_dir), before - 2);
+}
+
+}  // namespace
+}  // namespace sg::testing
