@@ -1,5 +1,7 @@
 #include "agent/detect/completion.h"
 
+#include <filesystem>
+
 #include "agent/detect/presets.h"
 
 namespace sg {
@@ -27,6 +29,14 @@ std::optional<int64_t> NewestStepWritten(const std::string& checkpoint_dir) {
     if (auto step = ParseStep(f.relpath); step && (!newest || *step > *newest)) newest = step;
   }
   return newest;
+}
+
+std::optional<std::string> UnearnedExit(const CompleteWhen& when,
+                                        const std::string& checkpoint_dir) {
+  std::error_code ec;
+  const bool present =
+      when.file_exists && std::filesystem::exists(checkpoint_dir + "/" + *when.file_exists, ec);
+  return UnmetCompletion(when, NewestStepWritten(checkpoint_dir), present);
 }
 
 }  // namespace sg

@@ -18,6 +18,12 @@ namespace sg {
 std::optional<std::string> UnmetCompletion(const CompleteWhen& when, std::optional<int64_t> step,
                                            bool file_present);
 
+// UnmetCompletion for the trainer that just exited 0 with `checkpoint_dir`
+// as it left it: its newest step written and whether when.file_exists is
+// there. One node's agent and a group node both ask this.
+std::optional<std::string> UnearnedExit(const CompleteWhen& when,
+                                        const std::string& checkpoint_dir);
+
 // The newest step any file name in `checkpoint_dir` carries, complete or
 // not (a trainer that exits right after writing has not settled yet).
 std::optional<int64_t> NewestStepWritten(const std::string& checkpoint_dir);

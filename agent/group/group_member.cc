@@ -11,6 +11,7 @@
 #include <set>
 
 #include "agent/detect/capture.h"
+#include "agent/detect/completion.h"
 #include "agent/ledger/events.h"
 #include "agent/config/exit_codes.h"
 #include "agent/repo/group_protocol.h"
@@ -256,9 +257,23 @@ void GroupAgent::TakeUploadResult() {
 void GroupAgent::InRound(Clock::MonoTime now) {
   if (trainer_ && !trainer_done_) {
     if (auto ended = trainer_->Poll()) {
-      if (ended->success()) {
+      const std::optional<std::string> unearned =
+          ended->success() && cfg_.complete_when
+              ? UnearnedExit(*cfg_.complete_when, cfg_.checkpoint_dir)
+              : std::nullopt;
+      if (ended->success() && !unearned) {
         LogInfo("rank {}'s trainer finished", rank_);
         trainer_done_ = true;
+      } else if (unearned) {
+        // As one node's: a crash, restarted from the newest group snapshot
+        // and counted against restart.max; never complete.
+        LogWarn("rank {}'s trainer {}: not complete (complete_when); handled as a crash, ending "
+                "round {}",
+                rank_, *unearned, plan_->round);
+        Event("unearned", {{"why", *unearned}, {"round", plan_->round}});
+        EndRound(RoundEnd{"unearned", c_.instance, *unearned});
+        LeaveRound("the trainer's exit 0 was not earned");
+        return;
       } else {
         LogWarn("rank {}'s trainer {}; ending round {}", rank_, ended->ToString(), plan_->round);
         EndRound(RoundEnd{"crash", c_.instance, ended->ToString()});

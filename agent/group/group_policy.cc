@@ -116,12 +116,17 @@ std::optional<bool> GroupPolicy::RoundEnded(const RoundPlan& plan, const GroupVi
     }
     if (e.reason == "restore" && plan.resume_seq) skip_from_ = plan.resume_seq;
   }
-  // Rounds in a row that a crash ended (each counted once); any other end resets it.
+  // Rounds in a row that a crash ended (each counted once), an exit 0 that
+  // complete_when did not accept among them; any other end resets it. Only a
+  // non-zero exit counts against the snapshot the round resumed from.
   if (ended && counted_round_ != plan.round) {
     counted_round_ = plan.round;
-    const bool crash = std::any_of(ends->begin(), ends->end(),
-                                   [](const RoundEnd& e) { return e.reason == "crash"; });
-    crash_rounds_ = crash ? crash_rounds_ + 1 : 0;
+    const auto any = [&](const char* reason) {
+      return std::any_of(ends->begin(), ends->end(),
+                         [&](const RoundEnd& e) { return e.reason == reason; });
+    };
+    const bool crash = any("crash");
+    crash_rounds_ = crash || any("unearned") ? crash_rounds_ + 1 : 0;
     GuardResume(plan, *ends, crash, view, view.coordinating);
   }
   if (!ended && plan.RankOf(self_.agent)) {

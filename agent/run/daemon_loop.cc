@@ -187,10 +187,7 @@ JobActions Agent::FindCheckpoints() {
 
 std::optional<std::string> Agent::Unearned(const ExitStatus& ended) {
   if (!ended.success() || !cfg_.complete_when) return std::nullopt;
-  const std::optional<std::string>& file = cfg_.complete_when->file_exists;
-  std::error_code ec;
-  const bool present = file && std::filesystem::exists(cfg_.checkpoint_dir + "/" + *file, ec);
-  return UnmetCompletion(*cfg_.complete_when, NewestStepWritten(cfg_.checkpoint_dir), present);
+  return UnearnedExit(*cfg_.complete_when, cfg_.checkpoint_dir);
 }
 
 void Agent::CheckResume(const ExitStatus& ended) {

@@ -9,7 +9,9 @@
 #include <algorithm>
 
 #include "agent/config/exit_codes.h"
+#include "agent/ledger/ledger.h"
 #include "agent/repo/group_store.h"
+#include "agent/repo/group_suspect.h"
 #include "agent/repo/snapshot_writer.h"
 #include "agent/repo/store_layout.h"
 #include "common/files.h"
@@ -151,6 +153,35 @@ TEST(GroupWorld, EveryNodeCompletesTheJobAndExitsZero) {
   EXPECT_TRUE(w.store.Head(CompleteKey("job")).ok());
   ASSERT_FALSE(w.GroupSeqs().empty());
   EXPECT_EQ(w.NewestGroupStep(), 20);
+}
+
+// complete_when holds for a group as for one node: an exit 0 below it is a
+// crash of the round, restarted from the newest group snapshot and counted
+// against restart.max; the job is never marked complete.
+TEST(GroupWorld, AnExitZeroBelowCompleteWhenIsACrashAndNeverCompletesTheJob) {
+  FakeGroupWorld w(2, {{"complete_when", R"({"step_at_least": 100})"}, {"restart.max", "2"}});
+  w.trainer.steps = 40;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntilExited(600s));
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).result.exit_code, kExitFailure) << s;
+  EXPECT_FALSE(w.store.Head(CompleteKey("job")).ok()) << "never complete";
+  auto events = ReadJobEvents(w.store, "job");
+  ASSERT_TRUE(events.ok());
+  const auto unearned = std::count_if(events->begin(), events->end(), [](const nlohmann::json& e) {
+    return e.value("kind", "") == "unearned" &&
+           e.value("why", "").find("below step_at_least 100") != std::string::npos;
+  });
+  EXPECT_GE(unearned, 2) << "every rank's exit 0 of the first round";
+  auto suspects = GroupSuspects(w.store, "job");
+  ASSERT_TRUE(suspects.ok());
+  EXPECT_TRUE(suspects->empty()) << "an exit 0 is no failure to resume: no snapshot is suspect";
+
+  FakeGroupWorld met(2, {{"complete_when", R"({"step_at_least": 40})"}});
+  met.trainer.steps = 40;
+  met.StartAll();
+  ASSERT_TRUE(met.RunUntilExited(120s));
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(met.node(s).result.exit_code, kExitOk) << s;
+  EXPECT_TRUE(met.store.Head(CompleteKey("job")).ok());
 }
 
 }  // namespace
