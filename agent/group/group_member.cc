@@ -15,6 +15,7 @@
 #include "agent/ledger/events.h"
 #include "agent/config/exit_codes.h"
 #include "agent/repo/group_protocol.h"
+#include "agent/repo/round_backups.h"
 #include "agent/repo/group_restore.h"
 #include "agent/repo/group_store.h"
 #include "agent/run/job_end.h"
@@ -82,9 +83,30 @@ void GroupAgent::Join(const RoundPlan& plan, const std::optional<GroupCommit>& g
   restore_.Start([this, group = *group, rank = rank_] {
     RestoreOptions options;
     options.replace_foreign = true;  // the trainer's own files of a step the group did not commit
-    return RestoreGroupPart(c_.store, cfg_.job, cfg_.preset, group, rank, cfg_.checkpoint_dir,
-                            options);
+    auto r = RestoreGroupPart(c_.store, cfg_.job, cfg_.preset, group, rank, cfg_.checkpoint_dir,
+                              options);
+    if (r.ok() && !r->backup_dir.empty()) KeepFewRoundBackups(r->backup_dir, group, rank);
+    return r;
   });
+}
+
+void GroupAgent::KeepFewRoundBackups(const std::string& backup_dir, const GroupCommit& group,
+                                     int rank) {
+  // On the restore's thread: removing a large backup takes a while.
+  const Status marked = MarkRoundBackup(
+      backup_dir, "made by rank " + std::to_string(rank) + "'s restore of group snapshot " +
+                      SeqName(group.seq) + "; spotguard keeps the newest " +
+                      std::to_string(kRoundBackupsKept) + " such backups");
+  if (!marked.ok()) LogWarn("marking {} failed: {}", backup_dir, marked.message());
+  auto removed = PruneRoundBackups(cfg_.checkpoint_dir, kRoundBackupsKept);
+  if (!removed.ok()) {
+    LogWarn("pruning the backups of earlier rounds failed: {}", removed.status().message());
+    return;
+  }
+  for (const std::string& dir : *removed) {
+    LogInfo("removed {}, a backup of an earlier round (the newest {} are kept)", dir,
+            kRoundBackupsKept);
+  }
 }
 
 void GroupAgent::Joining() {

@@ -6,10 +6,12 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "agent/config/exit_codes.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
+#include "agent/repo/round_backups.h"
 #include "agent/repo/store_layout.h"
 #include "common/files.h"
 #include "tests/support/group_records.h"
@@ -306,6 +308,35 @@ TEST(GroupWorld, WhenEveryGroupSnapshotIsSuspectTheJobFailsRatherThanStartFresh)
       EXPECT_FALSE(launches[i].resume.empty()) << "launch " << i << " started fresh";
     }
   }
+}
+
+// A survivor's restore over its own newer files keeps them in a backup beside
+// its checkpoint dir; after many interrupted rounds only the newest
+// kRoundBackupsKept of those are left (agent/repo/round_backups.h).
+TEST(GroupWorld, ASurvivorKeepsOnlyTheNewestBackupsOfItsRounds) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 150;
+  w.StartAll();
+  for (int i = 0; i < 3; ++i) {
+    w.At(w.Elapsed() + 6s, [&] { w.node(1).imds->PostNotice(120s); });
+    ASSERT_TRUE(w.RunUntilExited(120s, {1})) << i;
+    EXPECT_EQ(w.node(1).result.exit_code, kExitInterrupted) << i;
+    w.Start(1);
+  }
+  ASSERT_TRUE(w.RunUntilExited(600s));
+  EXPECT_EQ(w.node(0).result.exit_code, kExitOk);
+  const std::string prefix = std::filesystem::path(w.node(0).ckpt).filename().string() +
+                             ".spotguard-backup-";
+  int marked = 0, all = 0;
+  for (const auto& e : std::filesystem::directory_iterator(
+           std::filesystem::path(w.node(0).ckpt).parent_path())) {
+    if (!e.path().filename().string().starts_with(prefix)) continue;
+    ++all;
+    marked += std::filesystem::exists(e.path() / kRoundBackupMark) ? 1 : 0;
+  }
+  EXPECT_GE(w.node(0).launches.size(), 4u) << "a restore in every round";
+  EXPECT_GE(marked, 1) << "the restores' backups are marked";
+  EXPECT_LE(all, kRoundBackupsKept);
 }
 
 }  // namespace
