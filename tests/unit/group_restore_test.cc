@@ -9,6 +9,7 @@
 
 #include "common/files.h"
 #include "tests/support/file_store_fixture.h"
+#include "tests/support/group_records.h"
 
 namespace sg::testing {
 namespace {
@@ -17,16 +18,8 @@ class GroupRestoreTest : public FileStoreTest {
  protected:
   // Commits `tree` as rank `rank`'s part of step 10, resumed from "step_10".
   PartRecord CommitPart(int rank, const Tree& tree) {
-    const std::string src = dir_.Join("part-" + std::to_string(rank));
-    WriteTree(src, tree);
-    auto capture = CaptureTree(src, 10, "step_10");
-    EXPECT_TRUE(capture.ok()) << capture.status().ToString();
-    SnapshotRequest request;
-    request.job = PartJob("job", rank);
-    request.instance = "i-" + std::to_string(rank);
-    auto written = SnapshotWriter(*store_, clock_, SnapshotOptions{}).Write(*capture, request);
-    EXPECT_TRUE(written.ok()) << written.status().ToString();
-    return PartRecord{rank, 10, written.ok() ? written->seq : 0, request.instance, 0, 0};
+    return WriteTreePart(*store_, clock_, dir_.Join("part-" + std::to_string(rank)), tree, rank, 10,
+                         "step_10");
   }
 
   GroupCommit TwoNodes() {

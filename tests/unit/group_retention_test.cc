@@ -12,6 +12,7 @@
 #include "agent/repo/store_layout.h"
 #include "tests/support/capture_in_place.h"
 #include "tests/support/file_store_fixture.h"
+#include "tests/support/group_records.h"
 #include "tests/support/random_bytes.h"
 
 namespace sg::testing {
@@ -22,20 +23,11 @@ class GroupRetentionTest : public FileStoreTest {
   // Rank `rank`'s part of `step`: the shared weights and a small file that
   // changes every step. Frames already stored are referenced (reuse).
   PartRecord WritePart(int rank, int64_t step, SnapshotResult* result = nullptr) {
-    const std::string src = dir_.Join("part-" + std::to_string(rank) + "-" + std::to_string(step));
-    WriteTree(src, {{"weights.bin", {RandomBytes(3 << 20, 7 + rank)}},
-                    {"state.json", {"{\"step\": " + std::to_string(step) + "}"}}});
-    auto capture = CaptureTree(src, step);
-    EXPECT_TRUE(capture.ok()) << capture.status().ToString();
-    SnapshotRequest request;
-    request.job = PartJob("job", rank);
-    request.instance = "i-" + std::to_string(rank);
-    auto written = SnapshotWriter(*store_, clock_, SnapshotOptions{}).Write(*capture, request);
-    EXPECT_TRUE(written.ok()) << written.status().ToString();
-    if (!written.ok()) return {};
-    if (result) *result = *written;
-    return PartRecord{rank, step, written->seq, request.instance, written->bytes,
-                      written->stored_bytes};
+    return WriteTreePart(
+        *store_, clock_, dir_.Join("part-" + std::to_string(rank) + "-" + std::to_string(step)),
+        {{"weights.bin", {RandomBytes(3 << 20, 7 + rank)}},
+         {"state.json", {"{\"step\": " + std::to_string(step) + "}"}}},
+        rank, step, ".", result);
   }
 
   GroupCommit Commit(uint64_t seq, int64_t step) {
