@@ -14,6 +14,7 @@
 #include "agent/repo/store_layout.h"
 #include "tests/e2e/multi_node_fixture.h"
 #include "tests/reliability/crash_support.h"
+#include "tests/support/chromium.h"
 #include "tests/support/group_records.h"
 
 namespace sg::testing {
@@ -114,6 +115,20 @@ TEST_F(GroupTrainerE2E, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameR
           << "rank " << rank << "'s part " << seq << " (step " << m->step.value_or(-1)
           << ") was not collected";
     }
+  }
+  // The report of this run: four attempts (the replacement's among them) on
+  // three nodes, one lane per node on the page, as headless chromium draws
+  // it. SPOTGUARD_REPORT_SCREENSHOT=FILE keeps a picture of it (docs/report.png).
+  const std::string page = dir_.Join("report.html");
+  auto [report_code, report] = Cli({"report", "-c", config, "--html", page});
+  ASSERT_EQ(report_code, 0) << report;
+  EXPECT_NE(report.find("4 attempts on 3 nodes"), std::string::npos) << report;
+  ASSERT_TRUE(Installed("chromium")) << "scripts/install-deps.sh test installs it";
+  const CommandResult dom = DumpDom(dir_, page);
+  EXPECT_NE(dom.out.find("data-rendered=\"lanes=3 bars=4\""), std::string::npos) << dom.out;
+  EXPECT_FALSE(ConsoleError(dom.err)) << dom.err;
+  if (const char* png = std::getenv("SPOTGUARD_REPORT_SCREENSHOT")) {
+    EXPECT_EQ(Screenshot(dir_, page, png).exit_code, 0);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/file_store.h"
 #include "common/files.h"
+#include "tests/support/chromium.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -16,22 +17,6 @@ namespace sg::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-bool Installed(const std::string& tool) {
-  return RunCommand({"/bin/sh", "-c", "command -v " + tool}).exit_code == 0;
-}
-
-// Chromium's DOM after the page's scripts ran, and what it logged.
-CommandResult DumpDom(const TempDir& dir, const std::string& page) {
-  return RunCommand({"chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                     "--user-data-dir=" + dir.Join("chromium"), "--enable-logging=stderr",
-                     "--v=0", "--dump-dom", "file://" + page},
-                    {}, std::chrono::seconds(120));
-}
-
-bool ConsoleError(const std::string& log) {
-  return log.find("Uncaught") != std::string::npos || log.find(":CONSOLE") != std::string::npos;
-}
 
 // A 3-node group: node 1 interrupted and replaced, so 4 attempts.
 void WriteGroupEvents(ObjectStore& store) {
