@@ -18,29 +18,6 @@ AutoScalingErrorInfo AutoScalingErrorOf(const HttpResponse& resp) {
   return e;
 }
 
-// "https://host:port/base" -> scheme "https://", authority "host:port", path "/base".
-struct EndpointParts {
-  std::string scheme, authority, path;
-};
-std::optional<EndpointParts> SplitEndpoint(const std::string& endpoint) {
-  const size_t sep = endpoint.find("://");
-  if (sep == std::string::npos) return std::nullopt;
-  EndpointParts p;
-  p.scheme = endpoint.substr(0, sep + 3);
-  if (p.scheme != "http://" && p.scheme != "https://") return std::nullopt;
-  const std::string rest = endpoint.substr(sep + 3);
-  const size_t slash = rest.find('/');
-  p.authority = rest.substr(0, slash);
-  p.path = slash == std::string::npos ? "/" : rest.substr(slash);
-  if (p.authority.empty()) return std::nullopt;
-  return p;
-}
-
-std::string DefaultEndpoint(const std::string& region) {
-  const std::string suffix = region.starts_with("cn-") ? ".amazonaws.com.cn" : ".amazonaws.com";
-  return "https://autoscaling." + region + suffix;
-}
-
 std::string XmlChildText(const pugi::xml_node& node, const char* name) {
   return node.child(name).text().as_string();
 }
@@ -50,22 +27,12 @@ std::string XmlChildText(const pugi::xml_node& node, const char* name) {
 std::string ResolveAutoScalingEndpoint(const std::optional<std::string>& configured,
                                        const std::string& region,
                                        const std::map<std::string, std::string>& env) {
-  std::string endpoint = configured.value_or("");
-  for (const char* name : {"AWS_ENDPOINT_URL_AUTOSCALING", "AWS_ENDPOINT_URL"}) {
-    if (endpoint.empty()) endpoint = EnvOr(env, name);
-  }
-  if (endpoint.empty()) endpoint = DefaultEndpoint(region);
-  while (endpoint.size() > 1 && endpoint.back() == '/') endpoint.pop_back();
-  return endpoint;
+  return ResolveServiceEndpoint(configured, {"AWS_ENDPOINT_URL_AUTOSCALING", "AWS_ENDPOINT_URL"},
+                                AwsDefaultEndpoint("autoscaling", region), env);
 }
 
 std::string BuildAutoScalingBody(std::string_view action, const QueryParameters& parameters) {
-  std::string body = "Action=" + UriEncode(action, /*keep_slash=*/false) +
-                     "&Version=" + std::string(kAutoScalingApiVersion);
-  for (const auto& [name, value] : parameters) {
-    body += "&" + UriEncode(name, false) + "=" + UriEncode(value, false);
-  }
-  return body;
+  return BuildQueryBody(action, kAutoScalingApiVersion, parameters);
 }
 
 std::optional<AutoScalingErrorInfo> ParseAutoScalingErrorXml(const std::string& body) {

@@ -46,9 +46,6 @@ struct AutoScalingClientOptions {
   std::chrono::milliseconds timeout{20'000};  // per attempt
 };
 
-// Ordered (name, value) pairs of a query API call, without the signature.
-using QueryParameters = std::vector<std::pair<std::string, std::string>>;
-
 // "Action=<action>&Version=2011-01-01&<name>=<value>..." with names and
 // values percent-encoded (RFC 3986: all but A-Za-z0-9-._~).
 std::string BuildAutoScalingBody(std::string_view action, const QueryParameters& parameters);

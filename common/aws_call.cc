@@ -7,6 +7,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/sigv4.h"
+#include "common/strings.h"
 
 namespace sg {
 
@@ -112,6 +113,48 @@ std::string EndpointOf(std::string_view url) {
   const size_t scheme = url.find("://");
   const size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
   return std::string(url.substr(0, url.find_first_of("/?", start)));
+}
+
+std::string ResolveServiceEndpoint(const std::optional<std::string>& configured,
+                                   const std::vector<std::string>& env_names,
+                                   const std::string& default_endpoint,
+                                   const std::map<std::string, std::string>& env) {
+  std::string endpoint = configured.value_or("");
+  for (const std::string& name : env_names) {
+    if (endpoint.empty()) endpoint = EnvOr(env, name);
+  }
+  if (endpoint.empty()) endpoint = default_endpoint;
+  while (endpoint.size() > 1 && endpoint.back() == '/') endpoint.pop_back();
+  return endpoint;
+}
+
+std::string AwsDefaultEndpoint(std::string_view prefix, const std::string& region) {
+  const std::string suffix = region.starts_with("cn-") ? ".amazonaws.com.cn" : ".amazonaws.com";
+  return "https://" + std::string(prefix) + "." + region + suffix;
+}
+
+std::optional<EndpointParts> SplitEndpoint(const std::string& endpoint) {
+  const size_t sep = endpoint.find("://");
+  if (sep == std::string::npos) return std::nullopt;
+  EndpointParts p;
+  p.scheme = endpoint.substr(0, sep + 3);
+  if (p.scheme != "http://" && p.scheme != "https://") return std::nullopt;
+  const std::string rest = endpoint.substr(sep + 3);
+  const size_t slash = rest.find('/');
+  p.authority = rest.substr(0, slash);
+  p.path = slash == std::string::npos ? "/" : rest.substr(slash);
+  if (p.authority.empty()) return std::nullopt;
+  return p;
+}
+
+std::string BuildQueryBody(std::string_view action, std::string_view version,
+                           const QueryParameters& parameters) {
+  std::string body = "Action=" + UriEncode(action, /*keep_slash=*/false) +
+                     "&Version=" + UriEncode(version, false);
+  for (const auto& [name, value] : parameters) {
+    body += "&" + UriEncode(name, false) + "=" + UriEncode(value, false);
+  }
+  return body;
 }
 
 namespace {

@@ -133,6 +133,32 @@ std::optional<Clock::WallTime> ServerTimeOf(const HttpResponse& response);
 // "https://host:port" of a URL: what "no answer from ..." names.
 std::string EndpointOf(std::string_view url);
 
+// Where a service's calls go, as the AWS tools resolve it: `configured`
+// (non-empty), then the first of `env_names` set in `env`, then
+// `default_endpoint`. A trailing '/' is dropped.
+std::string ResolveServiceEndpoint(const std::optional<std::string>& configured,
+                                   const std::vector<std::string>& env_names,
+                                   const std::string& default_endpoint,
+                                   const std::map<std::string, std::string>& env);
+// "https://<prefix>.<region>.amazonaws.com" (".amazonaws.com.cn" for the cn- regions).
+std::string AwsDefaultEndpoint(std::string_view prefix, const std::string& region);
+
+// An endpoint URL cut for a SignedRequest: "https://host:port/base" ->
+// scheme "https://", authority "host:port", path "/base" ("/" when none).
+struct EndpointParts {
+  std::string scheme, authority, path;
+};
+// nullopt unless `endpoint` is an http:// or https:// URL with a host.
+std::optional<EndpointParts> SplitEndpoint(const std::string& endpoint);
+
+// Ordered (name, value) pairs of a query API call (Auto Scaling, EC2),
+// without the signature.
+using QueryParameters = std::vector<std::pair<std::string, std::string>>;
+// "Action=<action>&Version=<version>&<name>=<value>..." with names and
+// values percent-encoded (RFC 3986: all but A-Za-z0-9-._~).
+std::string BuildQueryBody(std::string_view action, std::string_view version,
+                           const QueryParameters& parameters);
+
 class SignedCallExecutor {
  public:
   struct Options {

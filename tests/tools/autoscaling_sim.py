@@ -125,8 +125,10 @@ class Sim:
 
     # --- signature -------------------------------------------------------
 
-    def check_signature(self, method, path, query, headers, body):
+    def check_signature(self, method, path, query, headers, body, service="autoscaling",
+                        region=None):
         """Returns (access_key, region, service, signed_headers) or raises ApiError."""
+        region = region or self.region
         auth = headers.get("Authorization")
         if not auth:
             raise ApiError(403, "MissingAuthenticationToken",
@@ -150,10 +152,10 @@ class Sim:
         if m["ak"] != self.access_key:
             raise ApiError(403, "InvalidClientTokenId",
                            "The security token included in the request is invalid.")
-        if m["service"] != "autoscaling":
+        if m["service"] != service:
             raise ApiError(403, "SignatureDoesNotMatch",
-                           "Credential should be scoped to correct service: 'autoscaling'.")
-        if m["region"] != self.region:
+                           "Credential should be scoped to correct service: '%s'." % service)
+        if m["region"] != region:
             raise ApiError(403, "SignatureDoesNotMatch",
                            "Credential should be scoped to a valid region, not '%s'."
                            % m["region"])
