@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "agent/cli/report_cost.h"
 #include "common/log.h"
 
 namespace sg {
@@ -21,7 +22,7 @@ nlohmann::ordered_json Causes(const CauseMs& ms) {
   return out;
 }
 
-nlohmann::ordered_json AttemptJson(const AttemptGoodput& g) {
+nlohmann::ordered_json AttemptJson(const AttemptGoodput& g, const PriceTable& prices) {
   const LedgerAttempt& a = *g.attempt;
   nlohmann::ordered_json j;
   j["id"] = a.id;
@@ -40,6 +41,7 @@ nlohmann::ordered_json AttemptJson(const AttemptGoodput& g) {
   j["exit_code"] = a.exit_code ? nlohmann::ordered_json(*a.exit_code) : nullptr;
   j["resumed_step"] = g.resumed_step ? nlohmann::ordered_json(*g.resumed_step) : nullptr;
   j["kept_until"] = TimeOrNull(g.kept_until);
+  AddAttemptCost(j, g, prices);
   j["causes"] = Causes(g.ms);
   nlohmann::ordered_json commits = nlohmann::ordered_json::array();
   for (const LedgerCommit& c : a.commits) {
@@ -57,39 +59,6 @@ nlohmann::ordered_json AttemptJson(const AttemptGoodput& g) {
   }
   j["segments"] = std::move(segments);
   return j;
-}
-
-// Each attempt's hours (launch to last event) at its type's price: spot,
-// or on-demand for an on-demand instance; and the same hours on demand.
-nlohmann::ordered_json CostJson(const Goodput& g, const PriceTable& prices) {
-  if (prices.empty()) return nullptr;
-  double usd = 0, on_demand = 0, hours_total = 0;
-  bool complete = true;
-  std::vector<std::string> unpriced;
-  for (const AttemptGoodput& a : g.attempts) {
-    const double hours = static_cast<double>(a.end - a.begin) / 3.6e6;
-    hours_total += hours;
-    auto it = prices.find(a.attempt->instance_type);
-    const InstancePrice p = it == prices.end() ? InstancePrice{} : it->second;
-    const std::optional<double> paid = a.attempt->lifecycle == "on-demand" ? p.on_demand : p.spot;
-    if (!paid || !p.on_demand) {
-      complete = false;
-      if (std::find(unpriced.begin(), unpriced.end(), a.attempt->instance_type) == unpriced.end()) {
-        unpriced.push_back(a.attempt->instance_type);
-      }
-      continue;
-    }
-    usd += hours * *paid;
-    on_demand += hours * *p.on_demand;
-  }
-  return {{"usd", usd},
-          {"on_demand_usd", on_demand},
-          {"saving_usd", on_demand - usd},
-          {"saving_fraction", on_demand > 0 ? (on_demand - usd) / on_demand : 0.0},
-          {"instance_hours", hours_total},
-          {"prices", "configured"},
-          {"complete", complete},
-          {"unpriced", unpriced}};
 }
 
 Ledger SinceOnly(Ledger ledger, std::optional<LedgerMs> since) {
@@ -140,7 +109,7 @@ nlohmann::ordered_json BuildReport(const ReportInput& input) {
     r["longest_loss"] = nullptr;
   }
   nlohmann::ordered_json attempts = nlohmann::ordered_json::array();
-  for (const AttemptGoodput& a : g.attempts) attempts.push_back(AttemptJson(a));
+  for (const AttemptGoodput& a : g.attempts) attempts.push_back(AttemptJson(a, input.prices));
   r["attempts"] = std::move(attempts);
   return r;
 }
@@ -164,18 +133,7 @@ std::string ReportToText(const nlohmann::ordered_json& r) {
     const double s = r["goodput"][name].get<double>();
     out << Format("  {:<18} {:>10.1f} s  {:>5.1f}%\n", name, s, total > 0 ? 100 * s / total : 0);
   }
-  if (const auto& cost = r["cost"]; cost.is_null()) {
-    out << "cost: unknown (no prices configured: the `prices` key, docs/operations.md)\n";
-  } else {
-    out << Format("cost: ${:.2f} for {:.2f} instance-hours; on demand ${:.2f}; saving ${:.2f} "
-                  "({:.0f}%); prices configured\n",
-                  cost["usd"].get<double>(), cost["instance_hours"].get<double>(),
-                  cost["on_demand_usd"].get<double>(), cost["saving_usd"].get<double>(),
-                  100 * cost["saving_fraction"].get<double>());
-    if (!cost["complete"].get<bool>()) {
-      out << "  not counted, no price configured for: " << cost["unpriced"].dump() << "\n";
-    }
-  }
+  out << CostText(r["cost"]);
   out << Format("interruptions: {} ({:.2f} per instance-day", r["interruptions"].get<int>(),
                 r["interruptions_per_instance_day"].get<double>());
   if (!r["mtbf_hours"].is_null()) {
@@ -203,14 +161,15 @@ std::string ReportToText(const nlohmann::ordered_json& r) {
   }
   out << "attempts:\n";
   for (const auto& a : attempts) {
-    out << Format("  node {} {} {} {} {:.0f} s, productive {:.0f} s, lost {:.0f} s, ended: {}\n",
+    out << Format("  node {} {} {} {} {:.0f} s, productive {:.0f} s, lost {:.0f} s, ended: {}{}\n",
                   a["node"].get<std::string>(), a["id"].get<std::string>(),
                   a["instance_type"].get<std::string>().empty() ? "-"
                                                                 : a["instance_type"].get<std::string>(),
                   a["lifecycle"].get<std::string>().empty() ? "-" : a["lifecycle"].get<std::string>(),
                   a["seconds"].get<double>(), a["causes"]["productive"].get<double>(),
                   a["causes"]["lost_work"].get<double>(),
-                  a["exit_reason"].get<std::string>().empty() ? "?" : a["exit_reason"].get<std::string>());
+                  a["exit_reason"].get<std::string>().empty() ? "?" : a["exit_reason"].get<std::string>(),
+                  AttemptCostText(a));
   }
   return out.str();
 }

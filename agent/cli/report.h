@@ -20,7 +20,9 @@ struct ReportInput {
   std::vector<nlohmann::json> events;  // the job's, any order
   // Only attempts that were still running at or after this time.
   std::optional<LedgerMs> since;
-  PriceTable prices;  // configured; empty: the cost is unknown
+  // The `prices` key: each price set wins over the one the agent measured
+  // (agent/cli/report_cost.h).
+  PriceTable prices;
 };
 
 // The report as one object; every time is UTC ("...Z"), every duration seconds.

@@ -137,10 +137,28 @@ void Breakdown(std::ostream& o, const nlohmann::ordered_json& r) {
   o << "</div>";
 }
 
+// "$0.4523/h measured" and the attempt's cost; "-" without a price.
+std::string PriceCells(const nlohmann::ordered_json& a) {
+  if (!a.contains("cost_usd") || a["cost_usd"].is_null()) return "<td>-</td><td>-</td>";
+  return Format("<td class=\"price\">${:.4f}/h {}</td><td>${:.2f}</td>",
+                a["price_usd_per_hour"].get<double>(), Esc(Str(a["price_source"])),
+                a["cost_usd"].get<double>());
+}
+
+// The job's cost in the summary, and which prices it came from.
+std::string CostSummary(const nlohmann::ordered_json& cost) {
+  if (cost.is_null()) return "<span id=\"cost\">cost unknown (no prices)</span>";
+  return Format("<span id=\"cost\">cost ${:.2f}, on demand ${:.2f}, saving ${:.2f} ({:.0f}%); "
+                "prices {}</span>",
+                cost["usd"].get<double>(), cost["on_demand_usd"].get<double>(),
+                cost["saving_usd"].get<double>(), 100 * cost["saving_fraction"].get<double>(),
+                Esc(Str(cost["prices"])));
+}
+
 void Table(std::ostream& o, const nlohmann::ordered_json& r) {
   o << "<table id=\"attempts\"><tr><th>node</th><th>attempt</th><th>instance</th><th>type</th>"
        "<th>zone</th><th>lifecycle</th><th>begin</th><th>seconds</th><th>productive</th>"
-       "<th>lost</th><th>restore</th><th>ended</th></tr>";
+       "<th>lost</th><th>restore</th><th>ended</th><th>price</th><th>cost</th></tr>";
   for (const auto& a : r["attempts"]) {
     o << "<tr data-attempt=\"" << Esc(Str(a["id"])) << "\"><td>" << Esc(Str(a["node"]))
       << "</td><td class=\"l\">" << Esc(Str(a["id"])) << "</td><td class=\"l\">"
@@ -150,7 +168,7 @@ void Table(std::ostream& o, const nlohmann::ordered_json& r) {
       << Format("<td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td>",
                 a["seconds"].get<double>(), a["causes"]["productive"].get<double>(),
                 a["causes"]["lost_work"].get<double>(), a["causes"]["restore"].get<double>())
-      << "<td class=\"l\">" << Esc(Str(a["exit_reason"])) << "</td></tr>";
+      << "<td class=\"l\">" << Esc(Str(a["exit_reason"])) << "</td>" << PriceCells(a) << "</tr>";
   }
   o << "</table>";
 }
@@ -182,6 +200,7 @@ std::string ReportToHtml(const nlohmann::ordered_json& r) {
   o << Format("<span>{} attempts on {} nodes</span>", r["attempts"].size(), r["nodes"].size());
   o << Format("<span>goodput {:.1f}%</span>", 100 * r["goodput"]["fraction"].get<double>());
   o << Format("<span>{} interruptions</span>", r["interruptions"].get<int>());
+  o << CostSummary(r["cost"]);
   if (!r["first"].is_null()) {
     o << "<span>" << Esc(Str(r["first"])) << " .. " << Esc(Str(r["last"])) << "</span>";
   }

@@ -46,6 +46,16 @@ void AddCommit(LedgerAttempt& a, const nlohmann::json& e, LedgerMs t) {
   a.commits.push_back(c);
 }
 
+// A "prices" event's measured price `which` ({"usd_per_hour": ...}); nullopt
+// when it could not be read ({"error": ...}).
+std::optional<double> MeasuredPrice(const nlohmann::json& e, const char* which) {
+  auto p = e.find(which);
+  if (p == e.end() || !p->is_object()) return std::nullopt;
+  auto usd = p->find("usd_per_hour");
+  if (usd == p->end() || !usd->is_number() || usd->get<double>() < 0) return std::nullopt;
+  return usd->get<double>();
+}
+
 // Adds one event, of time t, to its attempt.
 void Apply(LedgerAttempt& a, const nlohmann::json& e, LedgerMs t) {
   const std::string kind = Str(e, "kind");
@@ -55,6 +65,9 @@ void Apply(LedgerAttempt& a, const nlohmann::json& e, LedgerMs t) {
     a.availability_zone = Str(e, "availability_zone");
     a.lifecycle = Str(e, "lifecycle");
     if (auto launch = ParseLedgerTime(Str(e, "launch_time"))) a.launch = launch;
+  } else if (kind == "prices") {
+    a.spot_price = MeasuredPrice(e, "spot");
+    a.on_demand_price = MeasuredPrice(e, "on_demand");
   } else if (kind == "lease" || kind == "group-joined") {
     SetOnce(a.lease, t);
   } else if (kind == "restore-start") {

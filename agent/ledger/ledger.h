@@ -34,6 +34,9 @@ struct LedgerAttempt {
   std::string node;  // the lane: the rank in a group, the engine index, else "0"
   std::string instance;
   std::string instance_type, availability_zone, lifecycle;
+  // The prices the agent read at start ("prices" event), USD per hour;
+  // nullopt when not read (docs/operations.md, "Cost").
+  std::optional<double> spot_price, on_demand_price;
   std::optional<LedgerMs> launch, agent_start, lease, restore_start, restore_end;
   std::vector<LedgerMs> trainer_starts;
   std::optional<LedgerMs> trainer_exit;  // the trainer finished by itself

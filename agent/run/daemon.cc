@@ -37,6 +37,10 @@ void Agent::Finish(int exit_code) {
 
 AgentResult Agent::Run() {
   AgentResult result = RunJob();
+  // Prices that came after the loop (a short job) join the ledger's events;
+  // after a notice nothing waits for them. Reads still running use their
+  // clients: left to end with the process.
+  TakePrices(result.abandoned || policy_.deadline() ? milliseconds(0) : kMetadataPollWait);
   // A start that ended early (a failure, a stop, a complete job) may leave
   // the ledger's first events on the store-work queue, whose tasks use the
   // agent: waited for briefly; what still runs keeps the agent (RunAgent
@@ -47,8 +51,9 @@ AgentResult Agent::Run() {
     result.abandoned = true;
   }
   // A metadata poll still running uses the monitor (a service that does not
-  // answer): briefly waited for, else left to end with the process.
-  if (metadata_ && !metadata_->Finish(kMetadataPollWait)) {
+  // answer): briefly waited for, else left to end with the process; so do
+  // price reads still running, with their clients.
+  if ((metadata_ && !metadata_->Finish(kMetadataPollWait)) || prices_.running()) {
     threads_left_ = true;
     result.abandoned = true;
   }
@@ -69,6 +74,7 @@ AgentResult Agent::RunJob() {
   // After the signals are blocked: the first task starts the store-work
   // thread, which inherits the mask (a SIGTERM must not end it).
   attempt_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
+  StartPriceRead();
   ClaimedDir claimed = ClaimCheckpointDir(cfg_);
   if (!claimed.status.ok()) return Fail(claimed.status, claimed.exit_code);
   host_lock_ = std::move(claimed.lock);

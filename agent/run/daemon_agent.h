@@ -20,6 +20,7 @@
 #include "agent/config/exit_codes.h"
 #include "agent/repo/fencing.h"
 #include "agent/trainer/host_lock.h"
+#include "agent/run/instance_prices.h"
 #include "agent/run/interruption_monitor.h"
 #include "agent/run/metadata_poll.h"
 #include "agent/run/job_end.h"
@@ -95,6 +96,10 @@ class Agent {
   // on this one; a stop cancels it (docs/design.md §9, "The start").
   JobStart RunStart(StartWatch& watch);
   void WaitAtStart();
+  // The instance's prices (agent/run/instance_prices.h): read once, off
+  // the loop, and recorded when read; `wait` bounds a wait for them.
+  void StartPriceRead();
+  void TakePrices(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   // A stop before the trainer started: nothing changed, exit 75.
   AgentResult StoppedAtStart(const StartWatch& watch);
   // A failure at start. Once the lease is held it is released, so the next
@@ -171,6 +176,7 @@ class Agent {
   MetricsFile metrics_{cfg_.metrics_file, cfg_.job, events_.attempt_id()};
   AttemptRecorder attempt_{events_, store_work_, c_.clock, metrics_};  // every event goes here
   std::optional<MetadataPoll> metadata_;  // the loop's reads of the metadata service
+  InstancePriceRead prices_{c_.ports.inline_store_work};
   WatchdogPinger watchdog_{c_.notifier};
   bool done_ = false;
   bool threads_left_ = false;

@@ -68,6 +68,7 @@ void Agent::Loop() {
       if (done_) break;
     }
     if (done_) break;
+    TakePrices();
     if (trainer_) {
       if (auto ended = trainer_->Poll()) {
         const std::optional<std::string> unearned = Unearned(*ended);

@@ -54,6 +54,7 @@ Status Agent::Prepare() {
 }
 
 void Agent::WaitAtStart() {
+  TakePrices();
   if (c_.ports.idle) {
     c_.ports.idle(kTick);
     return;
@@ -61,6 +62,34 @@ void Agent::WaitAtStart() {
   pollfd fd{signal_fd_.get(), POLLIN, 0};
   ::poll(&fd, 1, static_cast<int>(kTick.count()));
   if (pid1_) ReapOrphanedChildren();
+}
+
+void Agent::StartPriceRead() {
+  PriceReaders readers;
+  if (c_.ports.prices) {
+    readers = *c_.ports.prices;
+  } else if (c_.aws) {
+    if (!c_.identity) {
+      LogWarn("the instance is unknown (not on EC2, or its metadata service did not answer): "
+              "its prices are not read, and report prices its hours with the `prices` config "
+              "key only");
+      return;
+    }
+    readers = AwsPriceReaders(*c_.aws, c_.clock, c_.identity->region);
+  } else {
+    return;  // no AWS parts (a drill)
+  }
+  if (c_.identity) prices_.Start(std::move(readers), *c_.identity, c_.clock.Now());
+}
+
+void Agent::TakePrices(std::chrono::milliseconds wait) {
+  std::optional<InstancePriceRead::Result> read = prices_.Take(wait);
+  if (!read) return;
+  if (std::string warning = PriceReadWarning(read->details); !warning.empty()) {
+    LogWarn("{}", warning);
+  }
+  // At the time the reads began: a late answer never lengthens the attempt.
+  attempt_.Record("prices", std::move(read->details), read->began);
 }
 
 JobStart Agent::RunStart(StartWatch& watch) {

@@ -10,13 +10,16 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "agent/detect/checkpoint.h"
 #include "agent/repo/snapshot_writer.h"
 #include "common/autoscaling_client.h"
 #include "common/clock.h"
+#include "common/pricing_client.h"
 #include "common/process.h"
+#include "common/spot_price_client.h"
 #include "common/status.h"
 
 namespace sg {
@@ -89,6 +92,17 @@ class SnapshotUploader {
   virtual std::optional<Result> Wait(std::chrono::milliseconds limit) = 0;
 };
 
+// How the agent reads its instance's prices for the ledger
+// (agent/run/instance_prices.h): EC2's spot price of a type in a zone, the
+// Price List's on-demand price of a type in a region. An empty one is not read.
+struct PriceReaders {
+  std::function<StatusOr<SpotPrice>(const std::string& instance_type, const std::string& zone)>
+      spot;
+  std::function<StatusOr<OnDemandPrice>(const std::string& instance_type,
+                                        const std::string& region)>
+      on_demand;
+};
+
 // The real parts the loop uses when none are given. The group executor
 // (agent/group/group_agent.h) takes them too, all but `uploader` (its parts go up
 // through a writer of its own, inline with `inline_store_work`), and
@@ -98,6 +112,9 @@ struct AgentPorts {
   CheckpointSource* checkpoints = nullptr;  // else the inotify watcher, once restored
   SnapshotUploader* uploader = nullptr;     // else a thread that captures and writes
   AutoScalingApi* autoscaling = nullptr;    // else the Auto Scaling client, made on first use
+  // The instance's prices, read once at start; else the EC2 and Price List
+  // clients over the command's AWS parts (none without them).
+  std::optional<PriceReaders> prices;
   // Waits up to the given time for news; else poll() on the signal and
   // watcher descriptors.
   std::function<void(std::chrono::milliseconds)> idle;
