@@ -60,7 +60,10 @@ must_reject "a stop timeout shorter than the stop" "ECS_CONTAINER_STOP_TIMEOUT 3
 # shellcheck disable=SC2016 # the template's own ${...}, not the shell's
 mutate "$batch" 's|${B}/spotguard/${SweepName}-\*/\*|${B}/*|' "$work/b5.yaml"
 must_reject "a job role on the whole bucket" "not the sweep's prefix" node "$cfn/batch_contract.js" "$work/b5.yaml" "$work/ud.sh"
-echo "ok: the contract holds; the user data passes ShellCheck; 5 broken copies are rejected"
+mutate "$batch" 's/Action: \[ec2:DescribeSpotPriceHistory, pricing:GetProducts\]/Action: [ec2:DescribeSpotPriceHistory]/' "$work/b6.yaml"
+must_reject "a job role that cannot read the on-demand price" "cannot read the instance's prices" \
+  node "$cfn/batch_contract.js" "$work/b6.yaml" "$work/ud.sh"
+echo "ok: the contract holds; the user data passes ShellCheck; 6 broken copies are rejected"
 
 echo "== Kubernetes: examples/kubernetes/sweep-job.yaml"
 k8s=$here/k8s

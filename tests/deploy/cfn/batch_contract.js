@@ -10,7 +10,9 @@
 //     15 s, docs/agent.md "How it ends") and the whole two-minute notice;
 //   - the job: {index} in the job name, GPU, the job role, no init in front
 //     of spotguard;
-//   - the job role: S3 on the sweep's prefix only, nothing else.
+//   - the job role: S3 on the sweep's prefix only, and the two price reads
+//     (ec2:DescribeSpotPriceHistory, pricing:GetProducts, which take no
+//     resource), nothing else.
 // Writes the user data's shell script to SHELL_OUT for ShellCheck.
 // Exit 0 when clean, 1 with every broken promise listed.
 //   node batch_contract.js TEMPLATE.yaml SHELL_OUT
@@ -118,7 +120,10 @@ if (typeof userData !== 'string') {
   }
 }
 
-// The job role: S3 on the sweep's prefix, nothing else.
+// The job role: S3 on the sweep's prefix, and the instance's prices for
+// `spotguard report` (docs/operations.md, "Cost"), nothing else.
+const PRICE_ACTIONS = ['ec2:DescribeSpotPriceHistory', 'pricing:GetProducts'];
+const isPriceStatement = (s) => JSON.stringify([].concat(s.Action).sort()) === JSON.stringify(PRICE_ACTIONS);
 const role = R[cp.JobRoleArn && cp.JobRoleArn['Fn::GetAtt'] && cp.JobRoleArn['Fn::GetAtt'][0]];
 expect(role && role.Type === 'AWS::IAM::Role', 'JobRoleArn is not a role of this stack');
 const trust = role ? JSON.stringify(role.Properties.AssumeRolePolicyDocument) : '';
@@ -128,6 +133,11 @@ const statements = role ? role.Properties.Policies.flatMap((p) => p.PolicyDocume
 for (const s of statements) {
   const actions = [].concat(s.Action);
   const where = JSON.stringify(s.Resource);
+  if (isPriceStatement(s)) {
+    expect(s.Effect === 'Allow' && s.Resource === '*' && !s.Condition,
+           `the price reads ${actions} on ${where}: they take no resource, "*" only`);
+    continue;
+  }
   expect(actions.every((a) => /^s3:[A-Za-z]+$/.test(a)), `the job role allows ${actions}: only S3 actions are needed`);
   expect(s.Effect === 'Allow' && !where.includes('"*"'), `a statement on ${where}`);
   if (actions.some((a) => /Object|Multipart(Upload|UploadParts)$/.test(a) && a !== 's3:ListBucketMultipartUploads')) {
@@ -138,6 +148,8 @@ for (const s of statements) {
   }
 }
 expect(statements.some((s) => [].concat(s.Action).includes('s3:PutObject')), 'the job role cannot write snapshots');
+expect(statements.some(isPriceStatement), 'the job role cannot read the instance\'s prices (' +
+       PRICE_ACTIONS.join(', ') + ')');
 
 if (problems.length) {
   console.error(`${file}: ${problems.length} broken promise(s):\n  ` + problems.join('\n  '));
@@ -145,4 +157,4 @@ if (problems.length) {
 }
 console.log(`${file}: retries 75, 74 and Host EC2 terminations, exits on the rest; Spot ` +
             `${cr.AllocationStrategy} over ${typeList.length} types; IMDSv2, hop limit 2; ` +
-            `spot draining, stop timeout fits; job role on the sweep's prefix only`);
+            `spot draining, stop timeout fits; job role on the sweep's prefix and the price reads only`);

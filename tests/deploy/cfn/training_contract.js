@@ -10,7 +10,11 @@
 //     launch template's then, and lets in only itself: every ingress names it
 //     as the source (no CIDR, so never 0.0.0.0/0), on TCP TrainingPort and
 //     the ephemeral range 32768-65535 where gloo and NCCL listen;
-//   - a rule refuses NodeCount above 1 without VpcId.
+//   - a rule refuses NodeCount above 1 without VpcId;
+//   - the instance role may read the instance's prices
+//     (ec2:DescribeSpotPriceHistory, pricing:GetProducts), and nothing is
+//     allowed on "*" but those and autoscaling:DescribeAutoScalingInstances
+//     (none of the three takes a resource).
 // Exit 0 when clean, 1 with every broken promise listed.
 //   node training_contract.js TEMPLATE.yaml
 'use strict';
@@ -98,8 +102,18 @@ expect(same(rule.RuleCondition, C.MultiNode) &&
        (rule.Assertions || []).some((a) => same(a.Assert, {'Fn::Not': [{'Fn::Equals': [{Ref: 'VpcId'}, '']}]})),
        'no rule MultiNodeNeedsVpc asserting VpcId when NodeCount != 1');
 
+// The actions the instance role allows on every resource.
+const statements = ofType('AWS::IAM::Role').flatMap(([, r]) =>
+  ((r.Properties || {}).Policies || []).flatMap((p) => p.PolicyDocument.Statement));
+const onAll = statements.filter((s) => s.Resource === '*').flatMap((s) => [].concat(s.Action)).sort();
+expect(same(onAll, ['autoscaling:DescribeAutoScalingInstances', 'ec2:DescribeSpotPriceHistory',
+                    'pricing:GetProducts']),
+       `the role allows ${JSON.stringify(onAll)} on "*": want the price reads ` +
+       '(ec2:DescribeSpotPriceHistory, pricing:GetProducts) and autoscaling:DescribeAutoScalingInstances, no more');
+
 if (problems.length) {
   console.error(`${file}: ${problems.length} broken promise(s):\n  ` + problems.join('\n  '));
   process.exit(1);
 }
-console.log(`${file}: the multi-node wiring holds (NodeCount, placement group, security group)`);
+console.log(`${file}: the multi-node wiring holds (NodeCount, placement group, security group); ` +
+            'the role reads the prices and nothing more on "*"');
