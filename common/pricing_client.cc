@@ -96,7 +96,8 @@ StatusOr<OnDemandPrice> ParseOnDemandPrice(const std::string& body,
   std::optional<double> lowest;
   for (const nlohmann::json& entry : *list) {
     // Each product is a JSON document in a string, not an object.
-    if (!entry.is_string()) return Status::Corruption("GetProducts: a PriceList entry is not a string");
+    if (!entry.is_string())
+      return Status::Corruption("GetProducts: a PriceList entry is not a string");
     const auto product = nlohmann::json::parse(entry.get<std::string>(), nullptr, false);
     if (!product.is_object()) {
       return Status::Corruption("GetProducts: a PriceList entry is not a JSON object");
@@ -120,9 +121,12 @@ StatusOr<OnDemandPrice> ParseOnDemandPrice(const std::string& body,
 
 AwsErrorInfo PricingErrorOf(const HttpResponse& response) {
   static const std::map<long, std::string> kStatusCodes = {
-      {400, "BadRequest"},         {403, "AccessDeniedException"},
-      {404, "NotFoundException"},  {429, "ThrottlingException"},
-      {500, "InternalErrorException"}, {503, "ServiceUnavailableException"},
+      {400, "BadRequest"},
+      {403, "AccessDeniedException"},
+      {404, "NotFoundException"},
+      {429, "ThrottlingException"},
+      {500, "InternalErrorException"},
+      {503, "ServiceUnavailableException"},
   };
   AwsErrorInfo e;
   const auto doc = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
@@ -160,8 +164,8 @@ Status PricingErrorStatus(const AwsErrorInfo& error) {
         "SerializationException", "UnknownOperationException"}},
       {StatusCode::kNotFound, {"NotFoundException"}},
       {StatusCode::kPermissionDenied,
-       {"InvalidSignatureException", "UnrecognizedClientException",
-        "IncompleteSignatureException", "MissingAuthenticationTokenException"}},
+       {"InvalidSignatureException", "UnrecognizedClientException", "IncompleteSignatureException",
+        "MissingAuthenticationTokenException"}},
       {StatusCode::kUnavailable, {"InternalErrorException", "ServiceUnavailableException"}},
   };
   return AwsErrorStatus(AwsErrorCode(error, kCodes), "Price List GetProducts", error);
@@ -174,11 +178,11 @@ PricingClient::PricingClient(HttpTransport& transport, CredentialsProvider& cred
           options_.endpoint.empty() ? std::nullopt : std::optional(options_.endpoint),
           options_.api_region, {})),
       executor_(transport, credentials, clock,
-                {"pricing", options_.api_region, "Price List", options_.retry},
-                std::move(random)) {}
+                {"pricing", options_.api_region, "Price List", options_.retry}, std::move(random)) {
+}
 
 StatusOr<OnDemandPrice> PricingClient::OnDemandPriceOf(const std::string& instance_type,
-                                                      const std::string& region) {
+                                                       const std::string& region) {
   const std::optional<EndpointParts> parts = SplitEndpoint(endpoint_);
   if (!parts) {
     return Status::InvalidArgument("Price List endpoint \"" + endpoint_ +

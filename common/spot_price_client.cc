@@ -9,8 +9,8 @@ namespace {
 
 AwsErrorInfo Ec2ErrorOf(const HttpResponse& resp) {
   static const std::map<long, std::string> kStatusCodes = {
-      {400, "BadRequest"},    {401, "AuthFailure"},   {403, "UnauthorizedOperation"},
-      {429, "Throttling"},    {500, "InternalError"}, {503, "Unavailable"},
+      {400, "BadRequest"}, {401, "AuthFailure"},   {403, "UnauthorizedOperation"},
+      {429, "Throttling"}, {500, "InternalError"}, {503, "Unavailable"},
   };
   AwsErrorInfo e = ParseEc2ErrorXml(resp.body).value_or(AwsErrorInfo{});
   CompleteErrorInfo(e, resp, kStatusCodes, "x-amzn-requestid");
@@ -115,8 +115,7 @@ Status Ec2ErrorStatus(std::string_view action, const AwsErrorInfo& error) {
 }
 
 SpotPriceClient::SpotPriceClient(HttpTransport& transport, CredentialsProvider& credentials,
-                                 Clock& clock, SpotPriceClientOptions options,
-                                 UniformRandom random)
+                                 Clock& clock, SpotPriceClientOptions options, UniformRandom random)
     : options_(std::move(options)),
       endpoint_(ResolveEc2Endpoint(
           options_.endpoint.empty() ? std::nullopt : std::optional(options_.endpoint),

@@ -88,8 +88,9 @@ nlohmann::ordered_json CostJson(const Goodput& g, const PriceTable& configured) 
           {"saving_usd", on_demand - usd},
           {"saving_fraction", on_demand > 0 ? (on_demand - usd) / on_demand : 0.0},
           {"instance_hours", hours_total},
-          {"prices", measured && set ? "measured and configured" : measured ? "measured"
-                                                                            : "configured"},
+          {"prices", measured && set ? "measured and configured"
+                     : measured      ? "measured"
+                                     : "configured"},
           {"complete", complete},
           {"unpriced", unpriced}};
 }

@@ -29,7 +29,8 @@ AttemptPrices PricesOf(const LedgerAttempt& attempt, const PriceTable& configure
 // Adds an attempt's "price_usd_per_hour", "price_source",
 // "on_demand_usd_per_hour", "on_demand_price_source" and "cost_usd" (null
 // when unpriced) to its report object `j`.
-void AddAttemptCost(nlohmann::ordered_json& j, const AttemptGoodput& g, const PriceTable& configured);
+void AddAttemptCost(nlohmann::ordered_json& j, const AttemptGoodput& g,
+                    const PriceTable& configured);
 
 // The job's cost: "usd", "on_demand_usd", "saving_usd", "saving_fraction",
 // "instance_hours", "prices" ("measured", "configured" or "measured and

@@ -77,8 +77,8 @@ std::string PriceReadWarning(const nlohmann::ordered_json& details) {
     out += (out.empty() ? "" : "; ") + std::string(name) + ": " + (*it)["error"].get<std::string>();
   }
   if (out.empty()) return out;
-  return "reading the prices of " + details.value("instance_type", std::string("?")) +
-         " failed (" + out +
+  return "reading the prices of " + details.value("instance_type", std::string("?")) + " failed (" +
+         out +
          "); report prices those hours with the `prices` config key, if set (docs/operations.md, "
          "\"Cost\")";
 }
@@ -90,9 +90,8 @@ void InstancePriceRead::Start(PriceReaders readers, const InstanceIdentity& iden
     return;
   }
   began_ = now;
-  call_.Start([readers = std::move(readers), identity] {
-    return ReadInstancePrices(readers, identity);
-  });
+  call_.Start(
+      [readers = std::move(readers), identity] { return ReadInstancePrices(readers, identity); });
 }
 
 std::optional<InstancePriceRead::Result> InstancePriceRead::Take(std::chrono::milliseconds wait) {

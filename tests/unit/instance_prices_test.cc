@@ -2,6 +2,8 @@
 // to the report: read once per attempt through the price readers, recorded
 // as the "prices" event whether or not they could be read, and used by
 // `report` per attempt unless the `prices` key sets them (agent/cli/report_cost.h).
+#include "agent/run/instance_prices.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include "agent/config/exit_codes.h"
 #include "agent/ledger/ledger.h"
 #include "agent/run/daemon.h"
-#include "agent/run/instance_prices.h"
 #include "common/file_store.h"
 #include "common/sd_notify.h"
 #include "tests/support/agent_fakes.h"

@@ -24,15 +24,17 @@ constexpr char kPriceSecret[] = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
 
 std::string SpotItem(const std::string& type, const std::string& zone, const std::string& price,
                      const std::string& time) {
-  return "<item><instanceType>" + type + "</instanceType><productDescription>Linux/UNIX"
-         "</productDescription><spotPrice>" + price + "</spotPrice><timestamp>" + time +
-         "</timestamp><availabilityZone>" + zone + "</availabilityZone></item>";
+  return "<item><instanceType>" + type +
+         "</instanceType><productDescription>Linux/UNIX"
+         "</productDescription><spotPrice>" +
+         price + "</spotPrice><timestamp>" + time + "</timestamp><availabilityZone>" + zone +
+         "</availabilityZone></item>";
 }
 
 std::string SpotAnswer(const std::string& items) {
   return "<DescribeSpotPriceHistoryResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">"
-         "<requestId>r-1</requestId><spotPriceHistorySet>" + items +
-         "</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>";
+         "<requestId>r-1</requestId><spotPriceHistorySet>" +
+         items + "</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>";
 }
 
 std::string Ec2Error(const std::string& code, const std::string& message) {
@@ -79,8 +81,8 @@ class PriceClientsTest : public ::testing::Test {
 };
 
 TEST_F(PriceClientsTest, SpotPriceAsksForTheTypeInTheZoneAsLinuxAtThisSecond) {
-  transport_.Reply(200, SpotAnswer(SpotItem("g5.xlarge", "eu-west-1b", "0.452300",
-                                            "2026-03-01T11:00:00.000Z")));
+  transport_.Reply(
+      200, SpotAnswer(SpotItem("g5.xlarge", "eu-west-1b", "0.452300", "2026-03-01T11:00:00.000Z")));
   auto p = Spot().CurrentSpotPrice("g5.xlarge", "eu-west-1b");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_DOUBLE_EQ(p->usd_per_hour, 0.4523);
@@ -100,12 +102,10 @@ TEST_F(PriceClientsTest, SpotPriceAsksForTheTypeInTheZoneAsLinuxAtThisSecond) {
 }
 
 TEST_F(PriceClientsTest, TheNewestSpotPriceOfThatTypeAndZoneIsTaken) {
-  transport_.Reply(200, SpotAnswer(SpotItem("g5.xlarge", "eu-west-1a", "0.100000",
-                                            "2026-03-01T12:00:00.000Z") +
-                                   SpotItem("g5.xlarge", "eu-west-1b", "0.400000",
-                                            "2026-03-01T09:00:00.000Z") +
-                                   SpotItem("g5.xlarge", "eu-west-1b", "0.420000",
-                                            "2026-03-01T10:00:00.000Z")));
+  transport_.Reply(
+      200, SpotAnswer(SpotItem("g5.xlarge", "eu-west-1a", "0.100000", "2026-03-01T12:00:00.000Z") +
+                      SpotItem("g5.xlarge", "eu-west-1b", "0.400000", "2026-03-01T09:00:00.000Z") +
+                      SpotItem("g5.xlarge", "eu-west-1b", "0.420000", "2026-03-01T10:00:00.000Z")));
   auto p = Spot().CurrentSpotPrice("g5.xlarge", "eu-west-1b");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_DOUBLE_EQ(p->usd_per_hour, 0.42);
@@ -120,15 +120,15 @@ TEST_F(PriceClientsTest, NoSpotPriceIsNotFound) {
 }
 
 TEST_F(PriceClientsTest, ASpotPriceThatIsNoNumberIsCorruption) {
-  transport_.Reply(200, SpotAnswer(SpotItem("g5.xlarge", "eu-west-1b", "cheap",
-                                            "2026-03-01T10:00:00.000Z")));
+  transport_.Reply(
+      200, SpotAnswer(SpotItem("g5.xlarge", "eu-west-1b", "cheap", "2026-03-01T10:00:00.000Z")));
   auto p = Spot().CurrentSpotPrice("g5.xlarge", "eu-west-1b");
   EXPECT_TRUE(p.status().Is(StatusCode::kCorruption)) << p.status().ToString();
 }
 
 TEST_F(PriceClientsTest, AnEc2PermissionErrorIsNotRetriedAndCarriesTheCode) {
-  transport_.Reply(403, Ec2Error("UnauthorizedOperation",
-                                 "You are not authorized to perform this operation."));
+  transport_.Reply(
+      403, Ec2Error("UnauthorizedOperation", "You are not authorized to perform this operation."));
   auto p = Spot().CurrentSpotPrice("g5.xlarge", "eu-west-1b");
   EXPECT_TRUE(p.status().Is(StatusCode::kPermissionDenied)) << p.status().ToString();
   EXPECT_EQ(p.status().reason(), "UnauthorizedOperation");
@@ -138,7 +138,8 @@ TEST_F(PriceClientsTest, AnEc2PermissionErrorIsNotRetriedAndCarriesTheCode) {
 
 TEST_F(PriceClientsTest, Ec2ThrottlingIsRetried) {
   transport_.Reply(503, Ec2Error("RequestLimitExceeded", "Request limit exceeded."));
-  transport_.Reply(200, SpotAnswer(SpotItem("g5.xlarge", "eu-west-1b", "0.5", "2026-03-01T10:00:00Z")));
+  transport_.Reply(200,
+                   SpotAnswer(SpotItem("g5.xlarge", "eu-west-1b", "0.5", "2026-03-01T10:00:00Z")));
   auto p = Spot().CurrentSpotPrice("g5.xlarge", "eu-west-1b");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(transport_.sent.size(), 2u);
@@ -198,9 +199,9 @@ TEST_F(PriceClientsTest, GetProductsSendsTheSixFiltersAsJson11ToThePricingServic
 }
 
 TEST_F(PriceClientsTest, TheLowestNonZeroPriceOfTheProductsIsTaken) {
-  transport_.Reply(200, PriceListAnswer({PriceProduct("RESERVED", "0.0000000000"),
-                                         PriceProduct("B", "1.2000000000"),
-                                         PriceProduct("A", "1.0060000000")}));
+  transport_.Reply(
+      200, PriceListAnswer({PriceProduct("RESERVED", "0.0000000000"),
+                            PriceProduct("B", "1.2000000000"), PriceProduct("A", "1.0060000000")}));
   auto p = Pricing().OnDemandPriceOf("g5.xlarge", "us-east-1");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_DOUBLE_EQ(p->usd_per_hour, 1.006);
@@ -209,8 +210,9 @@ TEST_F(PriceClientsTest, TheLowestNonZeroPriceOfTheProductsIsTaken) {
 }
 
 TEST_F(PriceClientsTest, APriceListEntryMustBeAJsonString) {
-  transport_.Reply(200, nlohmann::json({{"PriceList", {nlohmann::json::parse(PriceProduct("A", "1.0"))}}})
-                            .dump());
+  transport_.Reply(
+      200,
+      nlohmann::json({{"PriceList", {nlohmann::json::parse(PriceProduct("A", "1.0"))}}}).dump());
   auto p = Pricing().OnDemandPriceOf("g5.xlarge", "us-east-1");
   EXPECT_TRUE(p.status().Is(StatusCode::kCorruption)) << p.status().ToString();
 }
@@ -247,10 +249,14 @@ TEST_F(PriceClientsTest, PricingThrottlingIsRetriedAndTheHeaderNamesTheError) {
 }
 
 TEST_F(PriceClientsTest, AnEndpointThatIsNoUrlIsRefusedWithoutSending) {
-  EXPECT_TRUE(Spot("us-east-1", "ec2.example.com").CurrentSpotPrice("a.b", "z").status().Is(
-      StatusCode::kInvalidArgument));
-  EXPECT_TRUE(Pricing("us-east-1", "pricing.example.com").OnDemandPriceOf("a.b", "r").status().Is(
-      StatusCode::kInvalidArgument));
+  EXPECT_TRUE(Spot("us-east-1", "ec2.example.com")
+                  .CurrentSpotPrice("a.b", "z")
+                  .status()
+                  .Is(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(Pricing("us-east-1", "pricing.example.com")
+                  .OnDemandPriceOf("a.b", "r")
+                  .status()
+                  .Is(StatusCode::kInvalidArgument));
   EXPECT_TRUE(transport_.sent.empty());
 }
 
