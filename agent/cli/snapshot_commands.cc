@@ -85,7 +85,8 @@ StatusOr<std::map<std::string, std::string>> SourcesFor(const Config& config,
 // unless a snapshot of it, or of a later step, is already in the store.
 int SnapshotNewestCheckpoint(const Config& config, ObjectStore& store) {
   const CheckpointDetector detector = CheckpointDetector::ForConfig(config);
-  auto found = DetectSettledNow(detector, SettleTime(config), SystemClock());
+  // A checkpoint written just before the command is waited for, not refused.
+  auto found = DetectOnceSettled(detector, SettleTime(config), SystemClock());
   if (!found.ok()) return Fail("snapshot", found.status());
   if (found->empty()) {
     return Fail(

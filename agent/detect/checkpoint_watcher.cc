@@ -269,4 +269,17 @@ StatusOr<std::vector<Checkpoint>> DetectSettledNow(const CheckpointDetector& det
   return detector.Detect(files, RecentlyModified(files, clock.Now(), settle));
 }
 
+StatusOr<std::vector<Checkpoint>> DetectOnceSettled(const CheckpointDetector& detector,
+                                                    std::chrono::nanoseconds settle, Clock& clock,
+                                                    int looks) {
+  for (int look = 1;; ++look) {
+    SG_ASSIGN_OR_RETURN(std::vector<ListedFile> files,
+                        ListCheckpointDir(detector.checkpoint_dir()));
+    const std::set<std::string> settling = RecentlyModified(files, clock.Now(), settle);
+    std::vector<Checkpoint> found = detector.Detect(files, settling);
+    if (!found.empty() || settling.empty() || look >= looks) return found;
+    clock.SleepFor(settle);
+  }
+}
+
 }  // namespace sg

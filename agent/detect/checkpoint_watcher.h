@@ -138,4 +138,12 @@ std::set<std::string> RecentlyModified(const std::vector<ListedFile>& files, Clo
 StatusOr<std::vector<Checkpoint>> DetectSettledNow(const CheckpointDetector& detector,
                                                    std::chrono::nanoseconds settle, Clock& clock);
 
+// DetectSettledNow for a command run right after a checkpoint was written
+// (`spotguard snapshot`): while nothing has settled and files are still
+// settling, waits one settle time and looks again, at most `looks` times.
+// A dir whose files keep changing gives what has settled by then.
+StatusOr<std::vector<Checkpoint>> DetectOnceSettled(const CheckpointDetector& detector,
+                                                    std::chrono::nanoseconds settle, Clock& clock,
+                                                    int looks = 5);
+
 }  // namespace sg

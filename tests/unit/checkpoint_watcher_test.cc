@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "common/files.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/temp_dir.h"
 
@@ -56,6 +57,31 @@ class CheckpointWatcherTest : public ::testing::Test {
   CheckpointDetector detector_{dir_.path(), Preset::kPytorch, {"*.pt"}};
   std::unique_ptr<CheckpointWatcher> watcher_;
 };
+
+// `spotguard snapshot` right after the trainer wrote: the checkpoint still
+// settling is waited for (one settle time on the fake clock), not refused; a
+// dir with nothing settling is answered at once.
+TEST_F(CheckpointWatcherTest, ACommandRightAfterAWriteWaitsForTheCheckpointToSettle) {
+  ASSERT_TRUE(WriteFileAtomic(dir_.Join("step_5.pt"), "weights").ok());
+  SetMtime("step_5.pt", milliseconds(-10));
+  auto now = DetectSettledNow(detector_, kSettle, clock_);
+  ASSERT_TRUE(now.ok());
+  EXPECT_TRUE(now->empty()) << "still settling";
+  const auto before = clock_.Monotonic();
+  auto settled = DetectOnceSettled(detector_, kSettle, clock_);
+  ASSERT_TRUE(settled.ok()) << settled.status().ToString();
+  ASSERT_EQ(settled->size(), 1u);
+  EXPECT_EQ(settled->front().id, "step_5.pt");
+  EXPECT_EQ(clock_.Monotonic() - before, kSettle) << "one settle time waited";
+
+  testing::TempDir empty;
+  const CheckpointDetector none{empty.path(), Preset::kPytorch, {"*.pt"}};
+  const auto at = clock_.Monotonic();
+  auto nothing = DetectOnceSettled(none, kSettle, clock_);
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_TRUE(nothing->empty());
+  EXPECT_EQ(clock_.Monotonic(), at) << "nothing settling: no wait";
+}
 
 TEST_F(CheckpointWatcherTest, FileOpenForWritingNeverSettlesUntilClosed) {
   const int fd = ::open(dir_.Join("a.pt").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
