@@ -51,6 +51,16 @@ nlohmann::ordered_json AttemptJson(const AttemptGoodput& g, const PriceTable& pr
                        {"reused_bytes", c.reused_bytes}});
   }
   j["commits"] = std::move(commits);
+  nlohmann::ordered_json cadence = nlohmann::ordered_json::array();
+  for (const LedgerCadence& c : a.cadence) {
+    cadence.push_back({{"time", FormatLedgerTime(c.time)},
+                       {"interval_seconds", c.interval_seconds},
+                       {"cost_seconds", c.cost_seconds},
+                       {"mtbf_seconds", c.mtbf_seconds},
+                       {"rate_factor", c.rate_factor},
+                       {"why", c.why}});
+  }
+  j["cadence"] = std::move(cadence);
   nlohmann::ordered_json segments = nlohmann::ordered_json::array();
   for (const LedgerSegment& s : g.segments) {
     segments.push_back({{"cause", CauseName(s.cause)},
@@ -114,6 +124,35 @@ nlohmann::ordered_json BuildReport(const ReportInput& input) {
   return r;
 }
 
+namespace {
+
+// "checkpoint interval (checkpoint_cadence auto): 3 changes, newest 208 s on
+// node 0 at ... (rebalance recommendation; C 60.0 s, MTBF 360 s)"; "" without any.
+std::string CadenceText(const nlohmann::ordered_json& attempts) {
+  int changes = 0;
+  const nlohmann::ordered_json* newest = nullptr;
+  std::string node;
+  for (const auto& a : attempts) {
+    for (const auto& c : a["cadence"]) {
+      ++changes;
+      if (!newest || c["time"].get<std::string>() >= (*newest)["time"].get<std::string>()) {
+        newest = &c;
+        node = a["node"].get<std::string>();
+      }
+    }
+  }
+  if (!newest) return "";
+  const auto& c = *newest;
+  return Format(
+      "checkpoint interval (checkpoint_cadence auto): {} change{}, newest {:.0f} s on node {} at "
+      "{} ({}; C {:.1f} s, MTBF {:.0f} s)\n",
+      changes, changes == 1 ? "" : "s", c["interval_seconds"].get<double>(), node,
+      c["time"].get<std::string>(), c["why"].get<std::string>(), c["cost_seconds"].get<double>(),
+      c["mtbf_seconds"].get<double>());
+}
+
+}  // namespace
+
 std::string ReportToText(const nlohmann::ordered_json& r) {
   std::ostringstream out;
   const auto& attempts = r["attempts"];
@@ -154,6 +193,7 @@ std::string ReportToText(const nlohmann::ordered_json& r) {
         ck["mean_answer_to_commit_seconds"].get<double>(),
         ck["max_answer_to_commit_seconds"].get<double>());
   }
+  out << CadenceText(attempts);
   if (const auto& worst = r["longest_loss"]; !worst.is_null() && worst["seconds"].get<double>() > 0) {
     out << Format("longest loss: {:.1f} s of work, attempt {} (node {})\n",
                   worst["seconds"].get<double>(), worst["attempt"].get<std::string>(),

@@ -80,6 +80,13 @@ void Apply(LedgerAttempt& a, const nlohmann::json& e, LedgerMs t) {
     SetOnce(a.trainer_exit, t);
   } else if (kind == "snapshot") {
     AddCommit(a, e, t);
+  } else if (kind == "cadence") {
+    auto num = [&](const char* key, double none) {
+      auto it = e.find(key);
+      return it != e.end() && it->is_number() ? it->get<double>() : none;
+    };
+    a.cadence.push_back({t, num("interval_seconds", 0), num("cost_seconds", 0),
+                         num("mtbf_seconds", 0), num("rate_factor", 1), Str(e, "why")});
   } else if (kind == "checkpoint-request") {
     a.requests.push_back(t);
   } else if (kind == "checkpoint-answer") {

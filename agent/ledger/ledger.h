@@ -29,6 +29,14 @@ struct LedgerAnswer {
   bool answered = false;  // a new checkpoint came; false: the wait ran out
 };
 
+// A change of the checkpoint interval (checkpoint_cadence auto; a `cadence`
+// event): the interval and what it was computed from.
+struct LedgerCadence {
+  LedgerMs time = 0;
+  double interval_seconds = 0, cost_seconds = 0, mtbf_seconds = 0, rate_factor = 1;
+  std::string why;
+};
+
 struct LedgerAttempt {
   std::string id;    // the events' attempt_id (the instance, for older agents)
   std::string node;  // the lane: the rank in a group, the engine index, else "0"
@@ -42,6 +50,7 @@ struct LedgerAttempt {
   std::optional<LedgerMs> trainer_exit;  // the trainer finished by itself
   std::vector<LedgerCommit> commits;
   std::vector<LedgerMs> requests;
+  std::vector<LedgerCadence> cadence;  // the interval's changes, oldest first
   std::vector<LedgerAnswer> answers;
   std::optional<LedgerMs> notice, trainer_stop, exit;
   std::optional<int> exit_code;

@@ -50,6 +50,37 @@ TEST(Report, TheObjectHasTheAttemptsTheCausesAndTheLongestLoss) {
   EXPECT_NE(text.find("longest loss: 20.0 s of work, attempt a"), std::string::npos) << text;
 }
 
+// Every change of the checkpoint interval is in the report (issue 35: "so
+// report can show it"): per attempt in the object, the count and the newest
+// in the text.
+TEST(Report, TheCheckpointIntervalsChangesAreShown) {
+  std::vector<nlohmann::json> events = TwoAttempts();
+  events.push_back(ReportEv("a", 3, "cadence",
+                            {{"interval_seconds", 657.3}, {"cost_seconds", 60.0},
+                             {"mtbf_seconds", 3600.0}, {"rate_factor", 1.0}, {"why", "start"}}));
+  events.push_back(ReportEv("b", 60, "cadence",
+                            {{"interval_seconds", 207.8}, {"cost_seconds", 60.0},
+                             {"mtbf_seconds", 360.0}, {"rate_factor", 10.0},
+                             {"why", "rebalance recommendation"}}));
+  const nlohmann::ordered_json r = BuildReport({"job", events, std::nullopt, {}});
+  ASSERT_EQ(r["attempts"].size(), 2u);
+  ASSERT_EQ(r["attempts"][0]["cadence"].size(), 1u);
+  EXPECT_EQ(r["attempts"][0]["cadence"][0]["why"], "start");
+  ASSERT_EQ(r["attempts"][1]["cadence"].size(), 1u);
+  EXPECT_DOUBLE_EQ(r["attempts"][1]["cadence"][0]["rate_factor"].get<double>(), 10.0);
+  const std::string text = ReportToText(r);
+  EXPECT_NE(text.find("checkpoint interval (checkpoint_cadence auto): 2 changes, newest 208 s on "
+                      "node 0"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(rebalance recommendation; C 60.0 s, MTBF 360 s)"), std::string::npos)
+      << text;
+  EXPECT_EQ(ReportToText(BuildReport({"job", TwoAttempts(), std::nullopt, {}}))
+                .find("checkpoint interval"),
+            std::string::npos)
+      << "no line without a cadence";
+}
+
 TEST(Report, SinceKeepsOnlyTheAttemptsThatRanSinceThen) {
   const nlohmann::ordered_json r = BuildReport({"job", TwoAttempts(), kReportT0 + 48'000, {}});
   ASSERT_EQ(r["attempts"].size(), 1u);
