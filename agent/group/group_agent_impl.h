@@ -32,6 +32,7 @@
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
 #include "agent/trainer/host_lock.h"
+#include "agent/run/instance_prices.h"
 #include "agent/run/interruption_monitor.h"
 #include "agent/run/metadata_poll.h"
 #include "agent/run/start_watch.h"
@@ -250,7 +251,11 @@ class GroupAgent {
   // time, and written once the trainer is stopped (FlushEvents), as one
   // node's agent defers them (docs/design.md §9): no PUT stands between the
   // notice and the round's end.
-  void Event(std::string_view kind, nlohmann::ordered_json details = {});
+  void Event(std::string_view kind, nlohmann::ordered_json details = {},
+             std::optional<Clock::WallTime> at = std::nullopt);
+  // The instance's prices, read once off the loop as one node's agent reads
+  // them (agent/run/instance_prices.h); the `prices` event once they end.
+  void TakePrices(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   void FlushEvents();
 
   const AgentContext& c_;
@@ -343,6 +348,7 @@ class GroupAgent {
   std::vector<DeferredEvent> deferred_events_;
   bool defer_events_ = false;  // set by a notice or a stop signal
   WatchdogPinger watchdog_{c_.notifier};  // once READY=1 was said
+  InstancePriceRead prices_{c_.ports.inline_store_work};
   bool ready_ = false;
   bool stopping_said_ = false;
   bool lifecycle_due_ = false;             // a notice: the hook's CONTINUE after the stop

@@ -52,6 +52,10 @@ AgentResult GroupAgent::Run() {
   }
   // The ledger's first event of this attempt (docs/operations.md, "The ledger").
   Event("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
+  if (std::optional<PriceReaders> readers =
+          AgentPriceReaders(c_.ports.prices, c_.aws, c_.clock, c_.identity)) {
+    prices_.Start(std::move(*readers), *c_.identity, c_.clock.Now());
+  }
   // READY=1 comes once this node's part is restored (SayReady).
   (void)c_.notifier.Notify("STATUS=waiting for " + std::to_string(cfg_.nodes) + " members");
   Loop();
@@ -118,6 +122,7 @@ void GroupAgent::Loop() {
     Watch(now);
     if (state_ == State::kDone) break;
     logs_.Tick(now, state_ == State::kInRound, log_round_);
+    TakePrices();
     Beat(now);
     KeepLease(now);
     Look(now);
@@ -165,6 +170,8 @@ AgentResult GroupAgent::End() {
     return std::max(milliseconds(0), duration_cast<milliseconds>(until - c_.clock.Monotonic()));
   };
   const bool upload_left = EndTransfers(until);
+  // Prices still being read join the events; after a notice nothing waits.
+  TakePrices(deadline_ ? milliseconds(0) : kMetadataPollWait);
   FlushEvents();
   LeaveMembership();
   calls_.Post([this] {
@@ -200,6 +207,7 @@ AgentResult GroupAgent::End() {
   // A metadata poll still running uses the monitor (a service that does not
   // answer): briefly waited for, else left to end with the process.
   if (metadata_ && !metadata_->Finish(kMetadataPollWait)) threads_left_ = true;
+  if (prices_.running()) threads_left_ = true;  // its thread uses the clients
   result_.abandoned = threads_left_;
   result_.exit_code = exit_code_.value_or(kExitFailure);
   return result_;

@@ -75,8 +75,9 @@ void GroupAgent::Noted(const Status& st, std::string_view what) {
   if (!st.ok()) LogWarn("{} failed: {}", what, st.message());
 }
 
-void GroupAgent::Event(std::string_view kind, nlohmann::ordered_json details) {
-  const Clock::WallTime at = c_.clock.Now();
+void GroupAgent::Event(std::string_view kind, nlohmann::ordered_json details,
+                       std::optional<Clock::WallTime> when) {
+  const Clock::WallTime at = when.value_or(c_.clock.Now());
   if (defer_events_) {
     deferred_events_.push_back({std::string(kind), std::move(details), at});
     return;
@@ -85,6 +86,16 @@ void GroupAgent::Event(std::string_view kind, nlohmann::ordered_json details) {
   calls_.Post([this, kind = std::string(kind), details = std::move(details), at] {
     events_.Note(kind, details, at);
   });
+}
+
+void GroupAgent::TakePrices(std::chrono::milliseconds wait) {
+  std::optional<InstancePriceRead::Result> read = prices_.Take(wait);
+  if (!read) return;
+  if (std::string warning = PriceReadWarning(read->details); !warning.empty()) {
+    LogWarn("{}", warning);
+  }
+  // At the time the reads began: a late answer never lengthens the attempt.
+  Event("prices", std::move(read->details), read->began);
 }
 
 void GroupAgent::FlushEvents() {

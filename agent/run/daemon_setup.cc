@@ -65,21 +65,9 @@ void Agent::WaitAtStart() {
 }
 
 void Agent::StartPriceRead() {
-  PriceReaders readers;
-  if (c_.ports.prices) {
-    readers = *c_.ports.prices;
-  } else if (c_.aws) {
-    if (!c_.identity) {
-      LogWarn("the instance is unknown (not on EC2, or its metadata service did not answer): "
-              "its prices are not read, and report prices its hours with the `prices` config "
-              "key only");
-      return;
-    }
-    readers = AwsPriceReaders(*c_.aws, c_.clock, c_.identity->region);
-  } else {
-    return;  // no AWS parts (a drill)
-  }
-  if (c_.identity) prices_.Start(std::move(readers), *c_.identity, c_.clock.Now());
+  std::optional<PriceReaders> readers =
+      AgentPriceReaders(c_.ports.prices, c_.aws, c_.clock, c_.identity);
+  if (readers) prices_.Start(std::move(*readers), *c_.identity, c_.clock.Now());
 }
 
 void Agent::TakePrices(std::chrono::milliseconds wait) {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "common/aws_environment.h"
+#include "common/log.h"
 
 namespace sg {
 namespace {
@@ -99,6 +100,19 @@ std::optional<InstancePriceRead::Result> InstancePriceRead::Take(std::chrono::mi
   std::optional<nlohmann::ordered_json> done = call_.WaitFor(wait);
   if (!done) return std::nullopt;
   return Result{std::move(*done), began_};
+}
+
+std::optional<PriceReaders> AgentPriceReaders(const std::optional<PriceReaders>& ports,
+                                              AwsEnvironment* aws, Clock& clock,
+                                              const std::optional<InstanceIdentity>& identity) {
+  if (!ports && !aws) return std::nullopt;  // no AWS parts (a drill)
+  if (!identity) {
+    LogWarn("the instance is unknown (not on EC2, or its metadata service did not answer): its "
+            "prices are not read, and report prices its hours with the `prices` config key only");
+    return std::nullopt;
+  }
+  if (ports) return *ports;
+  return AwsPriceReaders(*aws, clock, identity->region);
 }
 
 }  // namespace sg

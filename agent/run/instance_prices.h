@@ -27,6 +27,14 @@ class AwsEnvironment;
 // AWS's). Each call of the readers makes its request with a short retry.
 PriceReaders AwsPriceReaders(AwsEnvironment& aws, Clock& clock, const std::string& region);
 
+// The readers an agent reads its prices with: the ports' (tests), else the
+// AWS clients of the instance's region; nullopt when there are no AWS parts
+// (a drill), or when the instance is unknown (logged: report then prices its
+// hours with the `prices` config key only). One node's and a group node's.
+std::optional<PriceReaders> AgentPriceReaders(const std::optional<PriceReaders>& ports,
+                                              AwsEnvironment* aws, Clock& clock,
+                                              const std::optional<InstanceIdentity>& identity);
+
 // Reads both prices of `identity`'s instance; the "prices" event's details:
 // "instance_type", "availability_zone", "region", and "spot" and
 // "on_demand", each {"usd_per_hour", "source": "ec2" | "pricing", ...} or

@@ -250,6 +250,10 @@ WorldNode& FakeGroupWorld::Start(int slot, const std::map<std::string, std::stri
     context.ports.idle = [this, &n](milliseconds) { baton_.Yield(n.id); };
     context.ports.stop_requested = [&n] { return std::exchange(n.stop_requested, false); };
     context.ports.inline_store_work = true;
+    if (prices) {
+      context.ports.prices = prices;
+      context.identity = InstanceIdentity{n.instance, "us-east-1", "us-east-1a", "g5.xlarge", "spot"};
+    }
     context.ports.loop_calls = [&n](std::function<void()> call) {
       n.calls.push_back(std::move(call));
     };

@@ -191,6 +191,9 @@ class FakeGroupWorld {
   MemoryStore store{&clock};
   TrainerPlan trainer;
   bool trainer_failed_once = false;  // TrainerPlan::fail_once: the one failure happened
+  // Set: every node runs on a g5.xlarge spot instance in us-east-1a and reads
+  // its prices with these (AgentPorts::prices).
+  std::optional<PriceReaders> prices;
 
   // Starts an agent in `slot` on a new instance ("i-<slot>-<n>"), with an
   // empty checkpoint dir; `flags` on top of the world's (a config that does

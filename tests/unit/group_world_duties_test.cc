@@ -184,5 +184,41 @@ TEST(GroupWorld, AnExitZeroBelowCompleteWhenIsACrashAndNeverCompletesTheJob) {
   EXPECT_TRUE(met.store.Head(CompleteKey("job")).ok());
 }
 
+// A group node reads its instance's prices once, as one node's agent does,
+// and the ledger prices its attempt with them (docs/operations.md, "Cost").
+TEST(GroupWorld, EveryNodeRecordsItsInstancesPricesForTheReport) {
+  FakeGroupWorld w(2);
+  int spot_reads = 0;
+  w.prices = PriceReaders{
+      [&](const std::string& type, const std::string& zone) -> StatusOr<SpotPrice> {
+        ++spot_reads;
+        SpotPrice p;
+        p.instance_type = type;
+        p.availability_zone = zone;
+        p.usd_per_hour = 0.4;
+        return p;
+      },
+      [](const std::string& type, const std::string& region) -> StatusOr<OnDemandPrice> {
+        OnDemandPrice p;
+        p.instance_type = type;
+        p.region = region;
+        p.usd_per_hour = 1.2;
+        return p;
+      }};
+  w.trainer.steps = 20;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntilExited(120s));
+  EXPECT_EQ(spot_reads, 2) << "once per node's attempt";
+  auto events = ReadJobEvents(w.store, "job");
+  ASSERT_TRUE(events.ok());
+  const Ledger ledger = BuildLedger(*events);
+  ASSERT_EQ(ledger.attempts.size(), 2u);
+  for (const LedgerAttempt& a : ledger.attempts) {
+    EXPECT_EQ(a.spot_price, 0.4) << a.id;
+    EXPECT_EQ(a.on_demand_price, 1.2) << a.id;
+    EXPECT_EQ(a.instance_type, "g5.xlarge") << a.id;
+  }
+}
+
 }  // namespace
 }  // namespace sg::testing
