@@ -133,6 +133,9 @@ void GroupAgent::FinishLeaving() {
   stop_deadline_ = {};
   trainer_.reset();  // what it left in its group is finished off the loop (supervisor.h)
   state_ = State::kWaiting;
+  // The ledger's end of this round for a node that stays (docs/operations.md,
+  // "Goodput"): the wait for the next round starts here.
+  if (plan_ && !noticed_) Event("round-end", {{"round", plan_->round}});
   plan_.reset();
   // A node on its way out whose round ended otherwise (a crash, a member
   // gone) before the answer was committed: nothing more to wait for.

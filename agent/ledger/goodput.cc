@@ -69,6 +69,22 @@ LedgerMs KeptUntil(const LedgerAttempt& a, const std::vector<LedgerCommit>& comm
   return kept;
 }
 
+// The run's end after the trainer's useful run ended at `te`: the wait for
+// the answer to a request made by then, then the shutdown up to `end`.
+void CutTail(Cutter& cut, const LedgerAttempt& a, LedgerMs started, LedgerMs te, LedgerMs end) {
+  if (auto request = FirstFrom(a.requests, started); request && *request <= te) {
+    std::optional<LedgerMs> answer;
+    for (const LedgerAnswer& x : a.answers) {
+      if (x.time >= *request) {
+        answer = x.time;
+        break;
+      }
+    }
+    cut.To(Cause::kCheckpointAnswer, answer ? answer : a.trainer_stop);
+  }
+  cut.To(Cause::kShutdown, end);
+}
+
 void Cut(AttemptGoodput& g, const std::vector<LedgerCommit>& commits,
          std::optional<LedgerMs> next_start) {
   const LedgerAttempt& a = *g.attempt;
@@ -83,15 +99,41 @@ void Cut(AttemptGoodput& g, const std::vector<LedgerCommit>& commits,
   g.kept_until = std::clamp(KeptUntil(a, commits, started, te, next_start), started, te);
   cut.To(Cause::kProductive, g.kept_until);
   cut.To(Cause::kLostWork, te);
-  if (auto request = FirstFrom(a.requests, started); request && *request <= te) {
-    std::optional<LedgerMs> answer;
-    for (const LedgerAnswer& x : a.answers) {
-      if (x.time >= *request) {
-        answer = x.time;
-        break;
-      }
+  CutTail(cut, a, started, te, g.end);
+}
+
+// A group member's attempt of several rounds: each round is cut as one run
+// (joined, restored, trained, its trainer stopped at the round's end), and
+// the time from a round's end to the next round's join is waiting. Work of a
+// round is kept up to the newest commit before the next round restored.
+void CutRounds(AttemptGoodput& g, const std::vector<LedgerCommit>& commits,
+               std::optional<LedgerMs> next_start) {
+  const LedgerAttempt& a = *g.attempt;
+  Cutter cut(g);
+  cut.To(Cause::kStartup, a.agent_start);
+  for (size_t i = 0; i < a.rounds.size(); ++i) {
+    const LedgerRound& r = a.rounds[i];
+    const bool last = i + 1 == a.rounds.size();
+    const LedgerMs round_end = last ? g.end : r.end.value_or(a.rounds[i + 1].join);
+    cut.To(Cause::kWaiting, r.join);
+    cut.To(Cause::kStartup, r.restore_start);
+    if (r.restore_start) cut.To(Cause::kRestore, r.restore_end);
+    if (!r.trainer_start) continue;  // the round ended first: waiting, at the next join
+    const LedgerMs started = std::max(*r.trainer_start, cut.now());
+    cut.To(Cause::kStartup, started);
+    const LedgerMs te = TrainingEnd(a, started, round_end);
+    const std::optional<LedgerMs> resumed =
+        last ? next_start : a.rounds[i + 1].restore_start.value_or(a.rounds[i + 1].join);
+    const LedgerMs kept =
+        std::clamp(KeptUntil(a, commits, started, te, resumed), started, te);
+    cut.To(Cause::kProductive, kept);
+    cut.To(Cause::kLostWork, te);
+    if (last) {
+      g.kept_until = kept;
+      CutTail(cut, a, started, te, g.end);
+    } else {
+      cut.To(Cause::kShutdown, round_end);  // the trainer stopping at the round's end
     }
-    cut.To(Cause::kCheckpointAnswer, answer ? answer : a.trainer_stop);
   }
   cut.To(Cause::kShutdown, g.end);
 }
@@ -210,7 +252,11 @@ Goodput ComputeGoodput(const Ledger& ledger) {
     }
     std::optional<LedgerMs> next_start;
     if (next) next_start = next->restore_start.value_or(next->first);
-    Cut(ag, commits, next_start);
+    if (a.rounds.size() > 1) {
+      CutRounds(ag, commits, next_start);
+    } else {
+      Cut(ag, commits, next_start);
+    }
     AddCheckpointCost(a, commits, g.checkpoint);
     g.first = i == 0 ? ag.begin : std::min(g.first, ag.begin);
     g.last = std::max(g.last, ag.end);

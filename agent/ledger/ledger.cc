@@ -56,9 +56,24 @@ std::optional<double> MeasuredPrice(const nlohmann::json& e, const char* which) 
   return usd->get<double>();
 }
 
+// A group member's rounds: joined, restored, trained, ended.
+void ApplyRound(LedgerAttempt& a, const std::string& kind, LedgerMs t) {
+  if (kind == "group-joined") {
+    a.rounds.emplace_back();
+    a.rounds.back().join = t;
+  }
+  if (a.rounds.empty()) return;
+  LedgerRound& r = a.rounds.back();
+  if (kind == "restore-start") SetOnce(r.restore_start, t);
+  if (kind == "restore-end") SetOnce(r.restore_end, t);
+  if (kind == "trainer-start") SetOnce(r.trainer_start, t);
+  if (kind == "round-end") SetOnce(r.end, t);
+}
+
 // Adds one event, of time t, to its attempt.
 void Apply(LedgerAttempt& a, const nlohmann::json& e, LedgerMs t) {
   const std::string kind = Str(e, "kind");
+  ApplyRound(a, kind, t);
   if (kind == "agent-start") {
     SetOnce(a.agent_start, t);
     a.instance_type = Str(e, "instance_type");

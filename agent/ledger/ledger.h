@@ -37,6 +37,13 @@ struct LedgerCadence {
   std::string why;
 };
 
+// One round of a group member's attempt: from its `group-joined` to its
+// `round-end` (none for the round the attempt ends in).
+struct LedgerRound {
+  LedgerMs join = 0;
+  std::optional<LedgerMs> restore_start, restore_end, trainer_start, end;
+};
+
 struct LedgerAttempt {
   std::string id;    // the events' attempt_id (the instance, for older agents)
   std::string node;  // the lane: the rank in a group, the engine index, else "0"
@@ -51,6 +58,7 @@ struct LedgerAttempt {
   std::vector<LedgerCommit> commits;
   std::vector<LedgerMs> requests;
   std::vector<LedgerCadence> cadence;  // the interval's changes, oldest first
+  std::vector<LedgerRound> rounds;     // a group member's, in order; empty for one node
   std::vector<LedgerAnswer> answers;
   std::optional<LedgerMs> notice, trainer_stop, exit;
   std::optional<int> exit_code;

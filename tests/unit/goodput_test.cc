@@ -184,6 +184,38 @@ TEST(Goodput, EachNodeOfAGroupIsItsOwnLaneAndItsCausesAddUpToItsSpan) {
 
 // An answer that its attempt never committed (the final upload failed) has
 // no answer-to-commit time: a later attempt's commit is not it.
+// A group member that stays through two rounds in one attempt: each round is
+// cut as one run, the wait between them is waiting, and the first round's
+// work after the group snapshot the second resumed from is lost.
+TEST(Goodput, AGroupMembersRoundsWithinOneAttemptAreCutOneByOne) {
+  const std::vector<nlohmann::json> events = {
+      LedgerEv("a", 0, "agent-start"),
+      LedgerEv("a", 2, "group-joined", {{"round", 1}}),
+      LedgerEv("a", 5, "trainer-start", {{"round", 1}}),
+      LedgerEv("a", 30, "snapshot", {{"step", 100}, {"checkpoint_time", LedgerAt(28)}}),
+      LedgerEv("a", 40, "round-end", {{"round", 1}}),
+      LedgerEv("a", 100, "group-joined", {{"round", 2}}),
+      LedgerEv("a", 101, "restore-start"),
+      LedgerEv("a", 105, "restore-end"),
+      LedgerEv("a", 106, "trainer-start", {{"round", 2}}),
+      LedgerEv("a", 150, "snapshot", {{"step", 300}, {"checkpoint_time", LedgerAt(148)}}),
+      LedgerEv("a", 160, "exit", {{"reason", "complete"}})};
+  const Ledger ledger = BuildLedger(events);
+  ASSERT_EQ(ledger.attempts.size(), 1u);
+  ASSERT_EQ(ledger.attempts[0].rounds.size(), 2u);
+  EXPECT_EQ(ledger.attempts[0].rounds[0].end, kLedgerT0 + 40'000);
+  const Goodput g = ComputeGoodput(ledger);
+  const CauseMs& ms = g.attempts[0].ms;
+  EXPECT_EQ(CauseSec(ms, Cause::kWaiting), 2 + 60) << "the group forming, then between rounds";
+  EXPECT_EQ(CauseSec(ms, Cause::kStartup), 3 + 1 + 1);
+  EXPECT_EQ(CauseSec(ms, Cause::kRestore), 4);
+  EXPECT_EQ(CauseSec(ms, Cause::kProductive), 23 + 54);
+  EXPECT_EQ(CauseSec(ms, Cause::kLostWork), 12) << "round 1 after its step-100 checkpoint";
+  int64_t sum = 0;
+  for (int64_t c : ms) sum += c;
+  EXPECT_EQ(sum, 160'000);
+}
+
 TEST(Goodput, AnAnswerNeverCommittedHasNoAnswerToCommitTime) {
   std::vector<nlohmann::json> events = {
       LedgerEv("a", 0, "agent-start"), LedgerEv("a", 1, "start"), LedgerEv("a", 10, "notice"),

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "agent/config/exit_codes.h"
+#include "agent/ledger/ledger.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
 #include "agent/repo/round_backups.h"
@@ -44,6 +45,18 @@ TEST(GroupWorld, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameResult) 
   // The replacement resumed from the group snapshot, not from step 0.
   ASSERT_FALSE(w.node(1).launches.empty());
   EXPECT_FALSE(w.node(1).launches.front().resume.empty());
+  // The survivor's ledger holds both its rounds, the first ended (round-end),
+  // so the wait between them is not counted as training.
+  auto events = ReadJobEvents(w.store, "job");
+  ASSERT_TRUE(events.ok());
+  const Ledger ledger = BuildLedger(*events);
+  const auto survivor =
+      std::find_if(ledger.attempts.begin(), ledger.attempts.end(),
+                   [&](const LedgerAttempt& a) { return a.instance == w.node(0).instance; });
+  ASSERT_NE(survivor, ledger.attempts.end());
+  ASSERT_EQ(survivor->rounds.size(), 2u);
+  EXPECT_TRUE(survivor->rounds[0].end.has_value());
+  EXPECT_TRUE(survivor->rounds[1].restore_start.has_value());
 }
 
 TEST(GroupWorld, ACrashOnOneNodeEndsTheRoundAndTheNextResumesFromTheGroupSnapshot) {
