@@ -35,6 +35,7 @@
 #include "agent/run/instance_prices.h"
 #include "agent/run/interruption_monitor.h"
 #include "agent/run/metadata_poll.h"
+#include "agent/run/metrics_file.h"
 #include "agent/run/start_watch.h"
 #include "agent/logs/job_logs.h"
 #include "agent/run/job_ports_real.h"
@@ -136,6 +137,7 @@ class GroupAgent {
   std::optional<StartRead> ReadStart(StartWatch& watch);
   // Exit 75, nothing changed, after a stop or notice during ReadStart.
   AgentResult StoppedAtStart(const StartWatch& watch);
+  static std::string_view GroupPhaseName(State state);
   // True once per stop signal (SIGTERM, SIGINT) read since the last call.
   bool TakeStopSignal();
   // Turns the state machine until the node is done.
@@ -349,6 +351,9 @@ class GroupAgent {
   bool defer_events_ = false;  // set by a notice or a stop signal
   WatchdogPinger watchdog_{c_.notifier};  // once READY=1 was said
   InstancePriceRead prices_{c_.ports.inline_store_work};
+  // The opt-in metrics file (metrics_file), as one node's agent writes it;
+  // its phases are the group states' (GroupPhaseName).
+  MetricsFile metrics_{cfg_.metrics_file, cfg_.job, events_.attempt_id()};
   bool ready_ = false;
   bool stopping_said_ = false;
   bool lifecycle_due_ = false;             // a notice: the hook's CONTINUE after the stop

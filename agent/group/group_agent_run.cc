@@ -92,6 +92,26 @@ AgentResult GroupAgent::StoppedAtStart(const StartWatch& watch) {
   return result_;
 }
 
+std::string_view GroupAgent::GroupPhaseName(State state) {
+  // The metrics file's phases (kMetricPhases): waiting for the group is the
+  // group's lease, ending a round on a notice its final snapshot.
+  switch (state) {
+    case State::kWaiting:
+      return "lease";
+    case State::kJoining:
+      return "restore";
+    case State::kInRound:
+      return "training";
+    case State::kEnding:
+      return "final_snapshot";
+    case State::kStopping:
+      return "stopping";
+    case State::kDone:
+      return "done";
+  }
+  return "lease";
+}
+
 bool GroupAgent::TakeStopSignal() {
   return c_.ports.stop_requested ? c_.ports.stop_requested() : std::exchange(signalled_, false);
 }
@@ -123,6 +143,7 @@ void GroupAgent::Loop() {
     if (state_ == State::kDone) break;
     logs_.Tick(now, state_ == State::kInRound, log_round_);
     TakePrices();
+    metrics_.Tick(c_.clock.Now(), GroupPhaseName(state_));
     Beat(now);
     KeepLease(now);
     Look(now);
@@ -208,6 +229,7 @@ AgentResult GroupAgent::End() {
   // answer): briefly waited for, else left to end with the process.
   if (metadata_ && !metadata_->Finish(kMetadataPollWait)) threads_left_ = true;
   if (prices_.running()) threads_left_ = true;  // its thread uses the clients
+  metrics_.Tick(c_.clock.Now(), "done", /*force=*/true);
   result_.abandoned = threads_left_;
   result_.exit_code = exit_code_.value_or(kExitFailure);
   return result_;

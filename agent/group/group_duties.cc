@@ -78,6 +78,9 @@ void GroupAgent::Noted(const Status& st, std::string_view what) {
 void GroupAgent::Event(std::string_view kind, nlohmann::ordered_json details,
                        std::optional<Clock::WallTime> when) {
   const Clock::WallTime at = when.value_or(c_.clock.Now());
+  // The metrics count the group snapshots every node reads (RoundRead), not
+  // the coordinator's commits alone.
+  if (kind != "snapshot") metrics_.Observe(kind, details, at);
   if (defer_events_) {
     deferred_events_.push_back({std::string(kind), std::move(details), at});
     return;

@@ -269,6 +269,7 @@ void GroupAgent::TakeUploadResult() {
         // The rate a notice's budget counts with: of what went over the
         // wire, as one node's (reused frames cost no upload time).
         if (seconds > 0.05 && fresh > 0) part_rate_ = static_cast<double>(fresh) / seconds;
+        metrics_.AddBytes(fresh, part.stored - std::min(fresh, part.stored));
         if (!plan_ || plan_->round != round) return;  // the round ended meanwhile
         if (!part_step_ || part.step > *part_step_) part_step_ = part.step;
         CadenceStored(part.step);

@@ -61,6 +61,9 @@ void GroupAgent::Do(const GroupAction& action) {
     LeaveRound(leave->why);
   } else if (const auto* read = std::get_if<a::RoundRead>(&action)) {
     if (read->parts) round_parts_ = *read->parts;
+    if (read->group_step && (!group_step_ || *read->group_step > *group_step_)) {
+      metrics_.Observe("snapshot", {{"step", *read->group_step}}, c_.clock.Now());
+    }
     if (read->group_step) group_step_ = read->group_step;
     if (state_ == State::kInRound) TakeFlushes(now, read->flushes);
     if (state_ == State::kEnding && read->answered) final_ = true;

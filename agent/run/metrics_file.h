@@ -41,6 +41,12 @@ class MetricsFile {
 
   // An event of this attempt, at the time it happened.
   void Observe(std::string_view kind, const nlohmann::ordered_json& details, Clock::WallTime at);
+  // Bytes a group node's part uploaded and referenced (its `snapshot`
+  // observations are the group snapshots it reads, which carry none).
+  void AddBytes(uint64_t uploaded, uint64_t reused) {
+    uploaded_ += uploaded;
+    reused_ += reused;
+  }
   // Rewrites the file when `interval` has passed since the last write, or
   // when `force`. A failure is logged once and tried again next time.
   void Tick(Clock::WallTime now, std::string_view phase, bool force = false);

@@ -220,5 +220,28 @@ TEST(GroupWorld, EveryNodeRecordsItsInstancesPricesForTheReport) {
   }
 }
 
+// A group node writes the metrics file as one node's agent does: its phase,
+// the newest group snapshot's step it read, its own part's bytes.
+TEST(GroupWorld, EveryNodeWritesTheMetricsFile) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 20;
+  TempDir dir;
+  for (int s = 0; s < 2; ++s) {
+    w.Start(s, {{"metrics_file", dir.Join("node" + std::to_string(s) + ".prom")}});
+  }
+  ASSERT_TRUE(w.RunUntilExited(120s));
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(w.node(s).result.exit_code, kExitOk) << s;
+    auto prom = ReadFileToString(dir.Join("node" + std::to_string(s) + ".prom"));
+    ASSERT_TRUE(prom.ok()) << s;
+    EXPECT_NE(prom->find("spotguard_phase{job=\"job\",phase=\"done\"} 1"), std::string::npos)
+        << *prom;
+    EXPECT_NE(prom->find("spotguard_committed_step{job=\"job\"} 20"), std::string::npos)
+        << *prom;
+    EXPECT_EQ(prom->find("spotguard_uploaded_bytes_total{job=\"job\"} 0\n"), std::string::npos)
+        << "its parts' bytes: " << *prom;
+  }
+}
+
 }  // namespace
 }  // namespace sg::testing
