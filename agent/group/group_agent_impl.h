@@ -138,6 +138,8 @@ class GroupAgent {
   // Exit 75, nothing changed, after a stop or notice during ReadStart.
   AgentResult StoppedAtStart(const StartWatch& watch);
   static std::string_view GroupPhaseName(State state);
+  // The exit event's reason: "complete", "notice", "signal", "failed", "none".
+  std::string_view ExitReason() const;
   // True once per stop signal (SIGTERM, SIGINT) read since the last call.
   bool TakeStopSignal();
   // Turns the state machine until the node is done.

@@ -92,6 +92,12 @@ AgentResult GroupAgent::StoppedAtStart(const StartWatch& watch) {
   return result_;
 }
 
+std::string_view GroupAgent::ExitReason() const {
+  if (complete_) return "complete";
+  if (noticed_) return deadline_ ? "notice" : "signal";
+  return exit_code_.value_or(kExitFailure) == kExitFailure ? "failed" : "none";
+}
+
 std::string_view GroupAgent::GroupPhaseName(State state) {
   // The metrics file's phases (kMetricPhases): waiting for the group is the
   // group's lease, ending a round on a notice its final snapshot.
@@ -193,6 +199,8 @@ AgentResult GroupAgent::End() {
   const bool upload_left = EndTransfers(until);
   // Prices still being read join the events; after a notice nothing waits.
   TakePrices(deadline_ ? milliseconds(0) : kMetadataPollWait);
+  // The ledger's last event of the attempt, as one node's agent records it.
+  Event("exit", {{"code", exit_code_.value_or(kExitFailure)}, {"reason", ExitReason()}});
   FlushEvents();
   LeaveMembership();
   calls_.Post([this] {

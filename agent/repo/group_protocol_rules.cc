@@ -166,10 +166,26 @@ std::optional<RoundPlan> PlanNextRound(const MemberRecord& coordinator,
   p.port = port;
   p.resume_seq = resume_seq;
   p.resume_step = resume_step;
-  p.members.push_back({coordinator.instance, coordinator.agent, coordinator.address});
-  for (int i = 0; i + 1 < nodes; ++i) {
-    p.members.push_back({others[i]->instance, others[i]->agent, others[i]->address});
+  // The coordinator is rank 0 (the launcher's master). A member of the last
+  // round keeps its rank when it is free, so a survivor restores its own
+  // part (mostly on its disk already); the others fill the free ranks in the
+  // order above.
+  std::vector<const MemberRecord*> slots(static_cast<size_t>(nodes), nullptr);
+  slots[0] = &coordinator;
+  std::vector<const MemberRecord*> rest;
+  for (const MemberRecord* m : others) {
+    const int r = previous_rank(m);
+    if (r > 0 && r < nodes && slots[static_cast<size_t>(r)] == nullptr) {
+      slots[static_cast<size_t>(r)] = m;
+    } else {
+      rest.push_back(m);
+    }
   }
+  auto next = rest.begin();
+  for (const MemberRecord*& slot : slots) {
+    if (slot == nullptr) slot = *next++;
+  }
+  for (const MemberRecord* m : slots) p.members.push_back({m->instance, m->agent, m->address});
   return p;
 }
 

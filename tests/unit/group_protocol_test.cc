@@ -144,13 +144,22 @@ TEST(GroupProtocolTest, TheCoordinatorIsRankZeroAndMembersKeepTheirOrder) {
   EXPECT_EQ(first->members[2].agent, "a-9");
   EXPECT_EQ(first->generation, 7u);
 
-  // a-1 is replaced by a newcomer: a-9 keeps its place before it.
+  // a-1 is replaced by a newcomer: a-9 keeps its rank (its own part, on its
+  // disk already), the newcomer takes the free one.
   const std::vector<MemberRecord> next = {c, Member("i-9", "a-9"), Member("i-0", "a-0")};
   auto second = PlanNextRound(c, next, 3, first, 2, 7, 29500, 4, 1200);
   ASSERT_TRUE(second);
-  EXPECT_EQ(second->members[1].agent, "a-9");
-  EXPECT_EQ(second->members[2].agent, "a-0");
+  EXPECT_EQ(second->members[1].agent, "a-0");
+  EXPECT_EQ(second->members[2].agent, "a-9");
   EXPECT_EQ(second->resume_seq, 4u);
+  // The coordinator is gone and a-9 coordinates: it is rank 0; a-0 keeps 1.
+  const MemberRecord c9 = Member("i-9", "a-9");
+  auto third = PlanNextRound(c9, {c9, Member("i-0", "a-0"), Member("i-5", "a-5")}, 3, second, 3,
+                             8, 29500, 5, 1300);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->members[0].agent, "a-9");
+  EXPECT_EQ(third->members[1].agent, "a-0");
+  EXPECT_EQ(third->members[2].agent, "a-5");
 
   // A member whose settings differ takes no part.
   const std::vector<MemberRecord> odd = {c, Member("i-1", "a-1"), Member("i-2", "a-2", 2)};

@@ -37,6 +37,7 @@ TEST(GroupWorld, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameResult) 
   // The noticed node's trainer was asked for a checkpoint, then stopped.
   EXPECT_EQ(w.node(1).signals.front(), SIGUSR1);
   // The Auto Scaling group replaces the instance.
+  const std::string noticed = w.node(1).instance;
   w.Start(1);
   ASSERT_TRUE(w.RunUntilExited(300s));
   EXPECT_EQ(w.node(0).result.exit_code, kExitOk);
@@ -57,6 +58,17 @@ TEST(GroupWorld, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameResult) 
   ASSERT_EQ(survivor->rounds.size(), 2u);
   EXPECT_TRUE(survivor->rounds[0].end.has_value());
   EXPECT_TRUE(survivor->rounds[1].restore_start.has_value());
+  // Every attempt ends with its exit event; the replacement is in the
+  // noticed node's lane (it took its rank), the survivor in its own.
+  ASSERT_EQ(ledger.attempts.size(), 3u);
+  std::string noticed_lane, replacement_lane;
+  for (const LedgerAttempt& a : ledger.attempts) {
+    EXPECT_EQ(a.exit_reason, a.instance == noticed ? "notice" : "complete") << a.id;
+    if (a.instance == noticed) noticed_lane = a.node;
+    if (a.instance == w.node(1).instance) replacement_lane = a.node;
+  }
+  EXPECT_EQ(replacement_lane, noticed_lane);
+  EXPECT_NE(survivor->node, noticed_lane);
 }
 
 TEST(GroupWorld, ACrashOnOneNodeEndsTheRoundAndTheNextResumesFromTheGroupSnapshot) {
