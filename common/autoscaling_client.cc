@@ -117,16 +117,7 @@ AutoScalingClient::AutoScalingClient(HttpTransport& transport, CredentialsProvid
 
 StatusOr<HttpResponse> AutoScalingClient::Execute(std::string_view action,
                                                   const QueryParameters& parameters) {
-  const std::optional<EndpointParts> parts = SplitEndpoint(endpoint_);
-  if (!parts) {
-    return Status::InvalidArgument("Auto Scaling endpoint \"" + endpoint_ +
-                                   "\" must be an http(s):// URL");
-  }
-  SignedRequest request;
-  request.method = "POST";
-  request.url = parts->scheme + parts->authority + parts->path;
-  request.host = parts->authority;
-  request.path = parts->path;
+  SG_ASSIGN_OR_RETURN(SignedRequest request, PostTo(endpoint_, "Auto Scaling"));
   request.headers = {{"content-type", "application/x-www-form-urlencoded; charset=utf-8"}};
   request.body = BuildAutoScalingBody(action, parameters);
   request.timeout = options_.timeout;

@@ -147,6 +147,20 @@ std::optional<EndpointParts> SplitEndpoint(const std::string& endpoint) {
   return p;
 }
 
+StatusOr<SignedRequest> PostTo(const std::string& endpoint, std::string_view service) {
+  const std::optional<EndpointParts> parts = SplitEndpoint(endpoint);
+  if (!parts) {
+    return Status::InvalidArgument(std::string(service) + " endpoint \"" + endpoint +
+                                   "\" must be an http(s):// URL");
+  }
+  SignedRequest request;
+  request.method = "POST";
+  request.url = parts->scheme + parts->authority + parts->path;
+  request.host = parts->authority;
+  request.path = parts->path;
+  return request;
+}
+
 std::string BuildQueryBody(std::string_view action, std::string_view version,
                            const QueryParameters& parameters) {
   std::string body = "Action=" + UriEncode(action, /*keep_slash=*/false) +

@@ -150,6 +150,9 @@ struct EndpointParts {
 };
 // nullopt unless `endpoint` is an http:// or https:// URL with a host.
 std::optional<EndpointParts> SplitEndpoint(const std::string& endpoint);
+// A POST to `endpoint` (its url, host and path set); InvalidArgument naming
+// `service` ("EC2 endpoint \"x\" must be an http(s):// URL") when it is not one.
+StatusOr<SignedRequest> PostTo(const std::string& endpoint, std::string_view service);
 
 // Ordered (name, value) pairs of a query API call (Auto Scaling, EC2),
 // without the signature.

@@ -183,16 +183,7 @@ PricingClient::PricingClient(HttpTransport& transport, CredentialsProvider& cred
 
 StatusOr<OnDemandPrice> PricingClient::OnDemandPriceOf(const std::string& instance_type,
                                                        const std::string& region) {
-  const std::optional<EndpointParts> parts = SplitEndpoint(endpoint_);
-  if (!parts) {
-    return Status::InvalidArgument("Price List endpoint \"" + endpoint_ +
-                                   "\" must be an http(s):// URL");
-  }
-  SignedRequest request;
-  request.method = "POST";
-  request.url = parts->scheme + parts->authority + parts->path;
-  request.host = parts->authority;
-  request.path = parts->path;
+  SG_ASSIGN_OR_RETURN(SignedRequest request, PostTo(endpoint_, "Price List"));
   request.headers = {{"content-type", "application/x-amz-json-1.1"},
                      {"x-amz-target", std::string(kPricingTarget)}};
   request.body = OnDemandPriceQuery(instance_type, region);

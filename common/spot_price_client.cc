@@ -127,15 +127,7 @@ SpotPriceClient::SpotPriceClient(HttpTransport& transport, CredentialsProvider& 
 StatusOr<SpotPrice> SpotPriceClient::CurrentSpotPrice(const std::string& instance_type,
                                                       const std::string& zone) {
   constexpr std::string_view kAction = "DescribeSpotPriceHistory";
-  const std::optional<EndpointParts> parts = SplitEndpoint(endpoint_);
-  if (!parts) {
-    return Status::InvalidArgument("EC2 endpoint \"" + endpoint_ + "\" must be an http(s):// URL");
-  }
-  SignedRequest request;
-  request.method = "POST";
-  request.url = parts->scheme + parts->authority + parts->path;
-  request.host = parts->authority;
-  request.path = parts->path;
+  SG_ASSIGN_OR_RETURN(SignedRequest request, PostTo(endpoint_, "EC2"));
   request.headers = {{"content-type", "application/x-www-form-urlencoded; charset=utf-8"}};
   request.body =
       BuildQueryBody(kAction, kEc2ApiVersion, SpotPriceQuery(instance_type, zone, clock_.Now()));
