@@ -40,6 +40,10 @@ void GroupAgent::BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool
   asked_ = true;
   answer_step_.reset();
   final_ = false;
+  // The ledger's request (docs/operations.md, "The ledger"), at the time the
+  // notice or signal was read when Act asked already.
+  Event("checkpoint-request",
+        {{"signal", cfg_.checkpoint_signal.has_value()}, {"round", plan_->round}}, asked_at);
   Write([this, round = plan_->round, rank = rank_, after = asked_after_] {
     return group_.MarkAsked(round, rank, after);
   },
@@ -77,6 +81,7 @@ void GroupAgent::Ending(Clock::MonoTime now) {
   }
   (void)::unlink(notice_file_.c_str());
   checkpoints_->SetUrgent(false);
+  Event("checkpoint-answer", {{"answered", committed}, {"round", plan_->round}});
   if (noticed_) {
     Exit(committed ? kExitInterrupted : kExitNotCommitted);
     if (trainer_) {
@@ -87,6 +92,7 @@ void GroupAgent::Ending(Clock::MonoTime now) {
         LogInfo("the trainer stopped: {}", stopped->ToString());
       }
       trainer_.reset();
+      Event("trainer-stop", {{"round", plan_->round}});
     }
     Event("stop", {{"round", plan_->round}, {"committed", committed}});
     return;

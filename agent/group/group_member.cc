@@ -287,6 +287,7 @@ void GroupAgent::InRound(Clock::MonoTime now) {
       if (ended->success() && !unearned) {
         LogInfo("rank {}'s trainer finished", rank_);
         trainer_done_ = true;
+        Event("trainer-exit", {{"exit", ended->ToString()}, {"round", plan_->round}});
       } else if (unearned) {
         // As one node's: a crash, restarted from the newest group snapshot
         // and counted against restart.max; never complete.

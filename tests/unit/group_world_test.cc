@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "agent/config/exit_codes.h"
+#include "agent/ledger/goodput.h"
 #include "agent/ledger/ledger.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
@@ -69,6 +70,18 @@ TEST(GroupWorld, ANoticeCommitsTheGroupAndAReplacementResumesItToTheSameResult) 
   }
   EXPECT_EQ(replacement_lane, noticed_lane);
   EXPECT_NE(survivor->node, noticed_lane);
+  // The noticed node's request, its answer and its trainer's stop; the
+  // survivor's trainer finishing: what goodput's causes and the checkpoint
+  // cost are computed from.
+  for (const LedgerAttempt& a : ledger.attempts) {
+    if (a.instance != noticed) continue;
+    EXPECT_FALSE(a.requests.empty());
+    ASSERT_FALSE(a.answers.empty());
+    EXPECT_TRUE(a.answers.front().answered);
+    EXPECT_TRUE(a.trainer_stop.has_value());
+  }
+  EXPECT_TRUE(survivor->trainer_exit.has_value());
+  EXPECT_GE(ComputeGoodput(ledger).checkpoint.samples, 1);
 }
 
 TEST(GroupWorld, ACrashOnOneNodeEndsTheRoundAndTheNextResumesFromTheGroupSnapshot) {
