@@ -28,6 +28,9 @@ test_packages=(
   git ca-certificates clang-format bsdutils
   # the test runners and benches (built by the test build), tools the tests call
   libgtest-dev libgmock-dev libbenchmark-dev python3 zstd xxhash curl procps openssl time bc
+  # scripts/restore-by-hand.sh's tools (its test restores with aws, jq and
+  # zstd); `file`, which cpack's Debian generator needs for dpkg-shlibdeps
+  jq file
   # real S3 for integration tests: a single-node Ceph RADOS Gateway; awscli
   # and botocore for the cross-checks against the stock tools
   ceph-mon ceph-osd radosgw ceph-common python3-botocore awscli
