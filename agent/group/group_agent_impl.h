@@ -359,6 +359,7 @@ class GroupAgent {
   bool ready_ = false;
   bool stopping_said_ = false;
   bool lifecycle_due_ = false;             // a notice: the hook's CONTINUE after the stop
+  bool notice_read_ = false;               // a notice came (the exit's reason)
   const bool pid1_ = ::getpid() == 1;      // reaps orphans (docs/design.md §11)
   // The node's logs (docs/design.md §13); the attempt a segment is shipped
   // under is the round.

@@ -94,7 +94,8 @@ AgentResult GroupAgent::StoppedAtStart(const StartWatch& watch) {
 
 std::string_view GroupAgent::ExitReason() const {
   if (complete_) return "complete";
-  if (noticed_) return deadline_ ? "notice" : "signal";
+  if (notice_read_) return "notice";
+  if (noticed_ || deadline_) return "signal";
   return exit_code_.value_or(kExitFailure) == kExitFailure ? "failed" : "none";
 }
 

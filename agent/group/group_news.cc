@@ -72,7 +72,7 @@ void GroupAgent::TakeNews(Clock::MonoTime now, const News& news) {
   for (const InterruptionEvent& e : news.others) TakeRebalance(now, e);
   if (news.stop_signal || !news.notices.empty()) SayStopping();
   // The Auto Scaling hook waits for this node's CONTINUE, sent after the stop.
-  if (!news.notices.empty()) lifecycle_due_ = true;
+  if (!news.notices.empty()) lifecycle_due_ = notice_read_ = true;
   if ((news.stop_signal || !news.notices.empty()) && state_ == State::kJoining) {
     // Leaving while the part is restored: the round cannot go on without
     // this node; its trainer never started. Out of the membership first (no

@@ -140,6 +140,17 @@ TEST(GroupWorld, AStopSignalOnOneNodeCommitsTheGroupAndExits75) {
   EXPECT_EQ(w.node(0).result.exit_code, kExitInterrupted);
   EXPECT_EQ(FirstEnd(w, 1), "stop");
   EXPECT_FALSE(w.GroupSeqs().empty());
+  // Its exit event says why: a stop signal, not a notice.
+  auto events = ReadJobEvents(w.store, "job");
+  ASSERT_TRUE(events.ok());
+  const Ledger ledger = BuildLedger(*events);
+  const auto stopped = std::find_if(ledger.attempts.begin(), ledger.attempts.end(),
+                                    [&](const LedgerAttempt& a) {
+                                      return a.instance == w.node(0).instance;
+                                    });
+  ASSERT_NE(stopped, ledger.attempts.end());
+  EXPECT_EQ(stopped->exit_reason, "signal");
+  EXPECT_EQ(stopped->exit_code, kExitInterrupted);
 }
 
 TEST(GroupWorld, EveryNodeCompletesTheJobAndExitsZero) {
