@@ -246,7 +246,8 @@ StatusOr<std::unique_ptr<ObjectWriter>> FileStore::NewWriter(const std::string& 
       new Writer(*this, key, std::move(path), std::move(staged), std::move(fd)));
 }
 
-StatusOr<int> FileStore::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) {
+StatusOr<int> FileStore::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                          const KeyFilter& spare) {
   const auto cutoff = std::chrono::system_clock::now() - age;
   int removed = 0;
   std::error_code ec;
@@ -255,6 +256,7 @@ StatusOr<int> FileStore::CleanStaleWrites(const std::string& prefix, std::chrono
     // key (an older writer's) only when the whole store is cleaned.
     const std::optional<std::string> key = StagedKeyOf(entry.path().filename().string());
     if (!prefix.empty() && !(key && key->starts_with(prefix))) continue;
+    if (spare && key && spare(*key)) continue;
     struct stat st {};
     if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (InfoOf("", st).modified < cutoff && ::unlink(entry.path().c_str()) == 0) ++removed;

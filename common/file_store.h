@@ -37,7 +37,8 @@ class FileStore final : public ObjectStore {
                           int max_keys) override;
   Status Delete(const std::string& key) override;
   StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override;
-  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override;
+  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                 const KeyFilter& spare) override;
   std::string Describe() const override { return "file://" + root_; }
 
  private:

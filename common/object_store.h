@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,9 @@ struct ObjectInfo {
 };
 
 // A write precondition, as S3's If-None-Match / If-Match on PUT.
+// Says yes to the keys a call must leave alone.
+using KeyFilter = std::function<bool(const std::string& key)>;
+
 struct PutCondition {
   enum class Kind { kNone, kCreateOnly, kIfMatch };
   Kind kind = Kind::kNone;
@@ -105,8 +109,11 @@ class ObjectStore {
 
   // Removes the leftovers of writers that died before committing and started
   // more than `age` ago: S3 multipart uploads under `prefix`, staged files of
-  // the file store. Returns how many were removed.
-  virtual StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) = 0;
+  // the file store. A write whose key `spare` accepts stays, whatever its age
+  // (a live writer's, docs/design.md §4); an empty `spare` spares none.
+  // Returns how many were removed.
+  virtual StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                         const KeyFilter& spare) = 0;
 
   // The store's URL for logs and messages (never holds a secret).
   virtual std::string Describe() const = 0;

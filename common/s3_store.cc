@@ -66,6 +66,11 @@ std::string S3Store::FullKey(const std::string& key) const {
   return prefix_.empty() ? key : prefix_ + "/" + key;
 }
 
+std::string S3Store::StoreKeyOf(const std::string& full_key) const {
+  const size_t strip = prefix_.empty() ? 0 : prefix_.size() + 1;
+  return full_key.substr(std::min(strip, full_key.size()));
+}
+
 std::string S3Store::Describe() const {
   return "s3://" + bucket_ + (prefix_.empty() ? "" : "/" + prefix_);
 }
@@ -106,8 +111,7 @@ StatusOr<ListPage> S3Store::List(const std::string& prefix, const std::string& t
                                  int max_keys) {
   SG_ASSIGN_OR_RETURN(ListPage page, client_->ListObjectsV2(bucket_, FullKey(prefix), token,
                                                             std::min(max_keys, 1000)));
-  const size_t strip = prefix_.empty() ? 0 : prefix_.size() + 1;
-  for (ObjectInfo& o : page.objects) o.key = o.key.substr(std::min(strip, o.key.size()));
+  for (ObjectInfo& o : page.objects) o.key = StoreKeyOf(o.key);
   return page;
 }
 
@@ -175,7 +179,8 @@ StatusOr<std::unique_ptr<ObjectWriter>> S3Store::NewWriter(const std::string& ke
   return std::unique_ptr<ObjectWriter>(new Writer(*this, FullKey(key)));
 }
 
-StatusOr<int> S3Store::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) {
+StatusOr<int> S3Store::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                        const KeyFilter& spare) {
   SG_ASSIGN_OR_RETURN(std::vector<MultipartUploadInfo> uploads,
                       client_->ListMultipartUploads(bucket_, FullKey(prefix)));
   const auto cutoff = parts_->aws->clock().Now() - age;
@@ -183,6 +188,7 @@ StatusOr<int> S3Store::CleanStaleWrites(const std::string& prefix, std::chrono::
   for (const MultipartUploadInfo& u : uploads) {
     auto initiated = ParseIso8601(u.initiated);
     if (!initiated.ok() || *initiated >= cutoff) continue;
+    if (spare && spare(StoreKeyOf(u.key))) continue;
     SG_RETURN_IF_ERROR(client_->AbortMultipartUpload(bucket_, u.key, u.upload_id));
     ++aborted;
   }

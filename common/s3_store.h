@@ -46,8 +46,7 @@ struct ResolvedS3Target {
   std::string region;
   std::string endpoint;  // "" for AWS
 };
-StatusOr<ResolvedS3Target> ResolveS3Target(const S3TargetSettings& settings,
-                                           MetadataService* imds);
+StatusOr<ResolvedS3Target> ResolveS3Target(const S3TargetSettings& settings, MetadataService* imds);
 
 class S3Store final : public ObjectStore {
  public:
@@ -64,13 +63,16 @@ class S3Store final : public ObjectStore {
                           int max_keys) override;
   Status Delete(const std::string& key) override;
   StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override;
-  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override;
+  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                 const KeyFilter& spare) override;
   std::string Describe() const override;
 
   S3Client& client() { return *client_; }
   const std::string& bucket() const { return bucket_; }
   // The bucket key for a store key.
   std::string FullKey(const std::string& key) const;
+  // The inverse: a bucket key under the prefix as this store's key.
+  std::string StoreKeyOf(const std::string& full_key) const;
 
   ~S3Store() override;
 

@@ -5,18 +5,18 @@
 #include <iostream>
 #include <optional>
 
-#include "agent/config/config.h"
-#include "agent/run/daemon.h"
 #include "agent/cli/doctor_command.h"
 #include "agent/cli/drill.h"
 #include "agent/cli/group_commands.h"
-#include "agent/config/exit_codes.h"
 #include "agent/cli/logs_command.h"
 #include "agent/cli/report_command.h"
 #include "agent/cli/snapshot_commands.h"
 #include "agent/cli/status_command.h"
-#include "agent/run/suspect.h"
 #include "agent/cli/watch_command.h"
+#include "agent/config/config.h"
+#include "agent/config/exit_codes.h"
+#include "agent/run/daemon.h"
+#include "agent/run/suspect.h"
 #include "common/log.h"
 #include "common/version.h"
 
@@ -142,6 +142,7 @@ struct ExtraOptions {
   std::optional<int> rank;  // restore: the node's part of a group snapshot
   std::vector<std::string> files;
   bool json = false, once = false, use_store = false, force = false, follow = false;
+  bool break_claims = false;
 };
 
 void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, ExtraOptions& x) {
@@ -198,9 +199,12 @@ void AddExtraOptions(CLI::App* sub, std::string_view name, Invocation& inv, Extr
         ->type_name("CMD");
   } else if (name == "gc") {
     sub->add_option("--older-than", x.older_than,
-                    "Unfinished snapshots and uploads older than this are abandoned (default 1h); "
-                    "shorter only when no agent of the job is running")
+                    "Unfinished snapshots and uploads older than this are abandoned (default 1h), "
+                    "unless their writer's claim is live (renewed in the last 10m)")
         ->type_name("DUR");
+    sub->add_flag("--break-claims", x.break_claims,
+                  "Take every writer for dead, live claims too: only when no agent or "
+                  "snapshot of the job is running (e.g. right after a crash)");
   } else if (name == "drill") {
     sub->add_option("--after", x.after, "Inject the interruption after this long (default 20s)")
         ->type_name("DUR");
@@ -253,7 +257,7 @@ int RunGcFromCli(const Config& config, const std::map<std::string, std::string>&
   if (!ReadDurationFlag("gc", "--older-than", extra.older_than, d)) return kExitUsage;
   std::optional<std::chrono::seconds> older_than;
   if (d) older_than = std::chrono::duration_cast<std::chrono::seconds>(*d);
-  return RunGcCommand(config, env, older_than);
+  return RunGcCommand(config, env, older_than, extra.break_claims);
 }
 
 int RunLogsFromCli(const Config& config, const std::map<std::string, std::string>& env,

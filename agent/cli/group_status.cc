@@ -24,10 +24,10 @@ constexpr const char* kHowToGoOn =
 // Each member record's age, by agent, from the store's own times: a record
 // not rewritten within group.timeout is stale.
 template <typename Members>
-StatusOr<std::map<std::string, double>> MemberAges(ObjectStore& store, const std::string& job,
+StatusOr<std::map<std::string, double>> MemberAges(ObjectStore& store,
                                                    GroupStore& group, const Members& members) {
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed,
-                      ListAll(store, JobPrefix(job) + "group/members/"));
+                      ListAll(store, group.MembersPrefix()));
   const auto now = std::chrono::system_clock::now();
   std::map<std::string, double> age;
   for (const ObjectInfo& o : listed) {
@@ -50,7 +50,7 @@ StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectSto
   const std::optional<RoundPlan>& plan = plans.newest;
   const std::vector<GroupCommit>& groups = listing.groups;
   SG_ASSIGN_OR_RETURN(auto members, group.Members());
-  SG_ASSIGN_OR_RETURN(auto age, MemberAges(store, config.job, group, members));
+  SG_ASSIGN_OR_RETURN(auto age, MemberAges(store, group, members));
   const double timeout = std::chrono::duration<double>(config.group.timeout).count();
   std::vector<RoundEnd> ends;
   if (plan) {

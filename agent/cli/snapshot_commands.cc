@@ -8,14 +8,14 @@
 #include <iostream>
 #include <map>
 
+#include "agent/cli/group_commands.h"
+#include "agent/config/exit_codes.h"
 #include "agent/detect/capture.h"
 #include "agent/detect/checkpoint_watcher.h"
-#include "agent/config/exit_codes.h"
-#include "agent/repo/fencing.h"
-#include "agent/cli/group_commands.h"
-#include "agent/repo/group_retention.h"
-#include "agent/logs/log_store.h"
 #include "agent/detect/presets.h"
+#include "agent/logs/log_store.h"
+#include "agent/repo/fencing.h"
+#include "agent/repo/group_retention.h"
 #include "agent/repo/progress.h"
 #include "agent/repo/restore_placement.h"
 #include "agent/repo/restorer.h"
@@ -336,14 +336,13 @@ int RunVerifyCommand(const Config& config, const Environment& env, std::optional
 }
 
 int RunGcCommand(const Config& config, const Environment& env,
-                 std::optional<std::chrono::seconds> older_than) {
+                 std::optional<std::chrono::seconds> older_than, bool break_claims) {
   auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
   if (!store.ok()) return Fail("gc", store.status());
-  GcOptions options{.keep = config.keep};
+  GcOptions options{.keep = config.keep, .break_claims = break_claims};
   if (older_than) options.abandoned_after = *older_than;
   if (config.nodes > 1) {
-    auto g = CollectGroupGarbage(**store, SystemClock(), config.job, config.keep,
-                                 options.abandoned_after);
+    auto g = CollectGroupGarbage(**store, SystemClock(), config.job, options);
     if (!g.ok()) return Fail("gc", g.status());
     std::cout << "removed " << g->deleted.size() << " old group snapshots, " << g->parts_deleted
               << " parts no kept group snapshot needs, the records of " << g->rounds_deleted

@@ -32,10 +32,13 @@ int RunRestoreCommand(const Config& config, const Environment& env, const Restor
 int RunLsCommand(const Config& config, const Environment& env, bool json);
 int RunVerifyCommand(const Config& config, const Environment& env, std::optional<uint64_t> seq);
 // `older_than` (gc --older-than) replaces the hour after which unfinished
-// snapshot dirs and multipart uploads count as abandoned; only safe when no
-// agent of the job is writing (e.g. after a crash, or in tests).
+// snapshot dirs and multipart uploads count as abandoned; a writer whose
+// claim is live (renewed within 10 minutes) is never taken for dead by age.
+// `break_claims` (gc --break-claims) takes every writer for dead: only safe
+// when no agent of the job is writing (e.g. after a crash, or in tests).
 int RunGcCommand(const Config& config, const Environment& env,
-                 std::optional<std::chrono::seconds> older_than = std::nullopt);
+                 std::optional<std::chrono::seconds> older_than = std::nullopt,
+                 bool break_claims = false);
 
 // "42" or "0000000042".
 std::optional<uint64_t> ParseSeqArgument(const std::string& text);

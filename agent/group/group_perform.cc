@@ -148,8 +148,7 @@ void GroupAgent::Retain() {
   store_work_.Post([this, wanted = retention_wanted_, running = retention_running_] {
     do {
       while (wanted->exchange(false)) {
-        auto gc = CollectGroupGarbage(c_.store, c_.clock, cfg_.job, cfg_.keep,
-                                      std::chrono::hours(1));
+        auto gc = CollectGroupGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
         if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
         // The logs of old rounds go with them (logs_keep, docs/design.md §13).
         auto logs = PruneLogs(c_.store, cfg_.job, cfg_.logs_keep);

@@ -51,8 +51,7 @@ size_t FirstKeptGroup(const std::vector<GroupCommit>& groups, const std::set<uin
 // (`referenced`) and whose step is not newer than `newest_step`: group
 // snapshots only ever commit steps newer than the newest, so such a part can
 // join no later one. Returns how many went.
-StatusOr<uint64_t> PruneUnreferencedParts(ObjectStore& store, const std::string& part_job,
-                                          int rank,
+StatusOr<uint64_t> PruneUnreferencedParts(ObjectStore& store, const std::string& part_job, int rank,
                                           const std::set<std::pair<int, uint64_t>>& referenced,
                                           int64_t newest_step) {
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store, SnapshotsPrefix(part_job)));
@@ -96,8 +95,8 @@ StatusOr<uint64_t> PruneRoundRecords(ObjectStore& store, const std::string& job,
 }  // namespace
 
 StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
-                                            const std::string& job, int keep,
-                                            std::chrono::seconds abandoned_after) {
+                                            const std::string& job, const GcOptions& options) {
+  const int keep = options.keep;
   if (keep < 1) return Status::InvalidArgument("keep must be at least 1");
   GroupStore group(store, job);
   SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, group.Groups());
@@ -135,7 +134,8 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
     // live: one node's proof, docs/design.md §4), parts whose writer died
     // before their commit, and unfinished uploads; committed parts are never
     // taken here (keep is unbounded).
-    GcOptions abandoned{.keep = 1 << 30, .abandoned_after = abandoned_after};
+    GcOptions abandoned = options;
+    abandoned.keep = 1 << 30;
     SG_ASSIGN_OR_RETURN(GcResult r, CollectGarbage(store, clock, part_job, abandoned));
     result.abandoned += static_cast<int>(r.abandoned.size()) + r.stale_writes;
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/repo/retention.h"
 #include "common/clock.h"
 #include "common/object_store.h"
 #include "common/status.h"
@@ -26,9 +27,10 @@ struct GroupGcResult {
 // newest group snapshot's (a newer part may still join the next one: group
 // snapshots only commit steps newer than the newest); the records of rounds
 // before the oldest kept group snapshot's go too.
-// Unfinished part uploads older than `abandoned_after` are removed.
+// Keeps `options.keep` group snapshots; part dirs abandoned by their writers
+// and unfinished uploads go by `options.abandoned_after` and the writers'
+// claims, as one node's do (agent/repo/retention.h).
 StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
-                                            const std::string& job, int keep,
-                                            std::chrono::seconds abandoned_after);
+                                            const std::string& job, const GcOptions& options);
 
 }  // namespace sg

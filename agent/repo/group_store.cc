@@ -80,8 +80,10 @@ StatusOr<std::optional<T>> GroupStore::ReadOnce(std::map<std::string, T>& cache,
   return std::optional<T>(std::move(*parsed));
 }
 
+std::string GroupStore::MembersPrefix() const { return JobPrefix(job_) + "group/members/"; }
+
 std::string GroupStore::MemberKey(const std::string& agent) const {
-  return JobPrefix(job_) + "group/members/" + agent + std::string(kJson);
+  return MembersPrefix() + agent + std::string(kJson);
 }
 
 std::string GroupStore::RoundPrefix(uint64_t round) const {
@@ -99,7 +101,7 @@ Status GroupStore::WriteMember(const MemberRecord& m) {
 Status GroupStore::RemoveMember(const std::string& agent) { return store_.Delete(MemberKey(agent)); }
 
 StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> GroupStore::Members() {
-  const std::string prefix = JobPrefix(job_) + "group/members/";
+  const std::string prefix = MembersPrefix();
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
   Forget(unreadable_, prefix, listed);
   std::map<std::string, std::pair<std::string, MemberRecord>> out;

@@ -136,6 +136,7 @@ class GroupStore {
   StatusOr<GroupListing> ListGroups();
 
   std::string MemberKey(const std::string& agent) const;
+  std::string MembersPrefix() const;
   std::string RoundPrefix(uint64_t round) const;
   std::string GroupKey(uint64_t seq) const;
   std::string FailureKey() const;

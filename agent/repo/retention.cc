@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "agent/repo/claim_keeper.h"
 #include "agent/repo/manifest.h"
 #include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/store_layout.h"
@@ -19,6 +20,7 @@ struct Dir {
   bool fenced = false;
   bool suspect = false;  // marked: the trainer could not resume from it (agent/run/suspect.h)
   std::chrono::system_clock::time_point newest{};
+  std::chrono::system_clock::time_point claim_written{};  // renewed by a live writer
   std::vector<std::string> keys;
 };
 using Dirs = std::map<uint64_t, Dir, std::greater<>>;  // newest seq first
@@ -34,7 +36,10 @@ StatusOr<Dirs> ListDirs(ObjectStore& store, const std::string& job,
     d.keys.push_back(o.key);
     d.newest = std::max(d.newest, o.modified);
     if (o.key == ManifestKey(job, *seq)) d.committed = true;
-    if (o.key == ClaimKey(job, *seq)) d.claimed = true;
+    if (o.key == ClaimKey(job, *seq)) {
+      d.claimed = true;
+      d.claim_written = o.modified;
+    }
     if (o.key == SuspectKey(job, *seq)) d.suspect = true;
   }
   return dirs;
@@ -66,6 +71,22 @@ StatusOr<std::set<std::string>> Referenced(SnapshotCatalog& catalog, const std::
   return keys;
 }
 
+// When gc takes the writers of a job for live (docs/design.md §4, "Live
+// writers"): a claim renewed within kClaimTtl, whatever `--older-than` says;
+// or, for a writer that does not renew its claim (an older agent), an
+// object of its dir younger than `cutoff`. `break_claims` takes every
+// writer for dead.
+struct Liveness {
+  Clock::WallTime cutoff;
+  Clock::WallTime claims_after;
+  bool break_claims = false;
+
+  bool Live(const Dir& d) const {
+    if (!d.claimed || d.committed || break_claims) return false;
+    return d.claim_written >= claims_after || d.newest >= cutoff;
+  }
+};
+
 // Step 1 of gc for snapshot dir `seq`: the claim, then the manifest. With
 // the manifest gone, what remains is never restored, and no writer that
 // lists afterwards indexes it.
@@ -94,11 +115,11 @@ void GcPrefetchKept(SnapshotCatalog& catalog, const Dirs& dirs, int keep) {
 }
 
 // 1. Uncommits the fenced snapshots, the committed ones beyond the newest
-// `keep` good ones, and abandoned uncommitted ones (claimed before `cutoff`).
+// `keep` good ones, and abandoned uncommitted ones (a claim not live).
 // Retention never deletes the last snapshot with a readable manifest: if
 // every kept one is damaged, the older ones stay.
 Status GcUncommitOld(ObjectStore& store, SnapshotCatalog& catalog, const std::string& job,
-                     const Dirs& dirs, const GcOptions& options, Clock::WallTime cutoff,
+                     const Dirs& dirs, const GcOptions& options, const Liveness& liveness,
                      GcResult& result) {
   int kept = 0, kept_readable = 0;
   for (const auto& [seq, d] : dirs) {
@@ -125,7 +146,7 @@ Status GcUncommitOld(ObjectStore& store, SnapshotCatalog& catalog, const std::st
       }
       SG_RETURN_IF_ERROR(GcUncommitDir(store, job, seq, d, result));
       result.deleted.push_back(seq);
-    } else if (d.claimed && d.newest < cutoff) {
+    } else if (d.claimed && !liveness.Live(d)) {
       SG_RETURN_IF_ERROR(GcUncommitDir(store, job, seq, d, result));
       result.abandoned.push_back(seq);
     }
@@ -133,16 +154,20 @@ Status GcUncommitOld(ObjectStore& store, SnapshotCatalog& catalog, const std::st
   return Status::Ok();
 }
 
-// Steps 2 and 3 on the second listing `now`: while a writer whose claim is in
-// it is live (claimed since `cutoff`), no data object goes; otherwise every
-// object of a dir without claim or manifest goes, unless a manifest of this
-// listing references it.
-Status GcDeleteUnreferenced(ObjectStore& store, SnapshotCatalog& catalog, const std::string& job,
-                            const Dirs& now, Clock::WallTime cutoff, GcResult& result) {
+// The uncommitted snapshots of `dirs` whose writers are live.
+std::vector<uint64_t> LiveWriters(const Dirs& dirs, const Liveness& liveness) {
   std::vector<uint64_t> live;
-  for (const auto& [seq, d] : now) {
-    if (d.claimed && !d.committed && d.newest >= cutoff) live.push_back(seq);
+  for (const auto& [seq, d] : dirs) {
+    if (liveness.Live(d)) live.push_back(seq);
   }
+  return live;
+}
+
+// Steps 2 and 3 on the second listing `now`: while a writer whose claim is in
+// it is live, no data object goes; otherwise every object of a dir without
+// claim or manifest goes, unless a manifest of this listing references it.
+Status GcDeleteUnreferenced(ObjectStore& store, SnapshotCatalog& catalog, const std::string& job,
+                            const Dirs& now, const std::vector<uint64_t>& live, GcResult& result) {
   if (!live.empty()) {
     LogInfo("gc of job {}: snapshot {} is being written; old objects stay until the next gc", job,
             SeqName(live.front()));
@@ -184,16 +209,26 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   GcResult result;
   // 1. Uncommit.
   GcPrefetchKept(catalog, dirs, options.keep);
-  const auto cutoff = clock.Now() - options.abandoned_after;
-  SG_RETURN_IF_ERROR(GcUncommitOld(store, catalog, job, dirs, options, cutoff, result));
+  const Clock::WallTime now_time = clock.Now();
+  const Liveness liveness{.cutoff = now_time - options.abandoned_after,
+                          .claims_after = now_time - kClaimTtl,
+                          .break_claims = options.break_claims};
+  SG_RETURN_IF_ERROR(GcUncommitOld(store, catalog, job, dirs, options, liveness, result));
 
   // 2. List again. A writer whose claim is in this listing may have indexed
   // what step 1 uncommitted: while one is live, no data object goes. 3. The
   // objects no manifest of this listing references.
   SG_ASSIGN_OR_RETURN(Dirs now, ListDirs(store, job, &objects));
-  SG_RETURN_IF_ERROR(GcDeleteUnreferenced(store, catalog, job, now, cutoff, result));
+  const std::vector<uint64_t> live = LiveWriters(now, liveness);
+  SG_RETURN_IF_ERROR(GcDeleteUnreferenced(store, catalog, job, now, live, result));
+  // A live writer's unfinished upload stays, however old: one file may take
+  // longer than `--older-than` to upload.
+  const KeyFilter spare_live = [&](const std::string& key) {
+    auto seq = SnapshotSeqOfKey(job, key);
+    return seq && std::find(live.begin(), live.end(), *seq) != live.end();
+  };
   SG_ASSIGN_OR_RETURN(result.stale_writes,
-                      store.CleanStaleWrites(JobPrefix(job), options.abandoned_after));
+                      store.CleanStaleWrites(JobPrefix(job), options.abandoned_after, spare_live));
   if (!result.deleted.empty() || !result.abandoned.empty() || result.stale_writes > 0) {
     LogInfo("gc of job {}: removed {} old and {} abandoned snapshots ({} objects), {} stale writes",
             job, result.deleted.size(), result.abandoned.size(), result.objects_deleted,

@@ -18,8 +18,13 @@ struct GcOptions {
   // kept good one.
   int keep = 3;
   // Uncommitted snapshot dirs (a claim or objects, no manifest) and
-  // unfinished uploads are removed once this old: a live writer is younger.
+  // unfinished uploads are removed once this old, unless their writer's
+  // claim is live: renewed within kClaimTtl (agent/repo/claim_keeper.h;
+  // docs/design.md §4, "Live writers").
   std::chrono::seconds abandoned_after{3600};
+  // Takes every writer of the job for dead, live claims too (`gc
+  // --break-claims`): only when no agent or snapshot of the job is running.
+  bool break_claims = false;
 };
 
 struct GcResult {

@@ -126,15 +126,17 @@ SnapshotWriter::SnapshotWriter(ObjectStore& store, Clock& clock, SnapshotOptions
       threads_(options.threads > 0 ? options.threads
                                    : std::max(1u, std::thread::hardware_concurrency())) {}
 
-StatusOr<uint64_t> SnapshotWriter::ClaimSeq(const std::string& job, const std::string& claim_body) {
+StatusOr<ClaimedSeq> SnapshotWriter::ClaimSeq(const std::string& job,
+                                              const std::string& claim_body) {
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, SnapshotsPrefix(job)));
   uint64_t highest = 0;
   for (const ObjectInfo& o : objects) {
     if (auto seq = SnapshotSeqOfKey(job, o.key)) highest = std::max(highest, *seq);
   }
   for (uint64_t seq = highest + 1; seq <= highest + kClaimAttempts; ++seq) {
+    const Clock::MonoTime sent = clock_.Monotonic();
     auto claimed = store_.Put(ClaimKey(job, seq), claim_body, PutCondition::CreateOnly());
-    if (claimed.ok()) return seq;
+    if (claimed.ok()) return ClaimedSeq{seq, *claimed, sent};
     if (!claimed.status().Is(StatusCode::kPreconditionFailed)) return claimed.status();
   }
   return Status::Unavailable("could not claim a snapshot seq after " +
@@ -309,19 +311,27 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
     });
   }
   auto claim_seq = ClaimSeq(request.job, claim.dump());
-  claimed.set_value(claim_seq.ok() ? *claim_seq : 0);
+  claimed.set_value(claim_seq.ok() ? claim_seq->seq : 0);
   if (!claim_seq.ok()) {
     if (reader.joinable()) reader.join();
     return claim_seq.status();
   }
-  manifest.seq = *claim_seq;
+  manifest.seq = claim_seq->seq;
   const uint64_t seq = manifest.seq;
+  // Renewed while the files upload, so that gc knows this writer is live
+  // however long one upload takes; checked before the commit.
+  ClaimKeeper keeper(store_, clock_, ClaimKey(request.job, seq), claim, claim_seq->etag,
+                     claim_seq->sent, options_.claim);
+  keeper.Start();
+  claim_ = &keeper;
   if (options_.reuse) index_ = &index;
   cancel_ = request.cancel;
   auto result = UploadAndCommit(capture, request, std::move(manifest), progress);
+  keeper.Stop();
   if (reader.joinable()) reader.join();
   cancel_ = nullptr;
   index_ = nullptr;
+  claim_ = nullptr;
   if (!result.ok()) {
     // Take back what this attempt uploaded (best effort; what a crash leaves
     // behind, gc removes once it is an hour old). The manifest was never

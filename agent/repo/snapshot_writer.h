@@ -6,14 +6,15 @@
 #pragma once
 
 #include <atomic>
-#include <future>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/detect/capture.h"
+#include "agent/repo/claim_keeper.h"
 #include "agent/repo/frame_index.h"
 #include "agent/repo/manifest.h"
 #include "common/clock.h"
@@ -53,6 +54,16 @@ struct SnapshotOptions {
   // Reference frames already stored for the job instead of uploading them
   // again (config key `reuse`; docs/design.md §4, "Frame reuse").
   bool reuse = true;
+  // How the claim is kept alive while the snapshot is written
+  // (docs/design.md §4, "Live writers").
+  ClaimTiming claim;
+};
+
+// A seq taken by ClaimSeq: its claim's ETag, and when its write was sent.
+struct ClaimedSeq {
+  uint64_t seq = 0;
+  std::string etag;
+  Clock::MonoTime sent;
 };
 
 struct SnapshotResult {
@@ -79,7 +90,7 @@ class SnapshotWriter {
                                  const ProgressFn& progress = {});
 
   // Takes the next free seq with a create-only claim object.
-  StatusOr<uint64_t> ClaimSeq(const std::string& job, const std::string& claim_body);
+  StatusOr<ClaimedSeq> ClaimSeq(const std::string& job, const std::string& claim_body);
 
  private:
   StatusOr<SnapshotResult> UploadAndCommit(const CapturedCheckpoint& capture,
@@ -95,8 +106,8 @@ class SnapshotWriter {
   // Uploads `sources` as pack number `number` of snapshot `seq`: one object,
   // each file one zstd frame in it, into `out` (one entry per source).
   Status UploadPack(const std::string& job, uint64_t seq, int number,
-                    const std::vector<const CapturedFile*>& sources,
-                    std::vector<ManifestFile*> out, const ProgressFn& progress);
+                    const std::vector<const CapturedFile*>& sources, std::vector<ManifestFile*> out,
+                    const ProgressFn& progress);
 
   // Reads the manifests of the job's history, and once `claimed` is ready
   // (the seq this writer claimed; 0: the claim failed), lists the history
@@ -111,6 +122,7 @@ class SnapshotWriter {
   const int threads_;
   const std::atomic<bool>* cancel_ = nullptr;  // of the Write in progress
   FrameIndex* index_ = nullptr;                // of the Write in progress; null: no reuse
+  ClaimKeeper* claim_ = nullptr;               // of the Write in progress
 };
 
 }  // namespace sg

@@ -137,6 +137,10 @@ StatusOr<SnapshotResult> SnapshotWriter::UploadAndCommit(const CapturedCheckpoin
   if (request.cancel && request.cancel->load()) return Status::Cancelled("snapshot cancelled");
   SG_RETURN_IF_ERROR(capture.Verify());
   if (request.verify_before_commit) SG_RETURN_IF_ERROR(request.verify_before_commit());
+  // Every object the manifest references is still there if the claim was
+  // held throughout: gc deletes none while a live claim stands (docs/design.md
+  // §4, "Live writers").
+  if (claim_) SG_RETURN_IF_ERROR(claim_->CheckHeld());
 
   // The commit point.
   SG_RETURN_IF_ERROR(store_

@@ -41,7 +41,7 @@ class CrashTrials : public E2EBase {
   void TearDown() override {
     if (!store_) return;
     // Whatever the outcome, leave nothing on the shared gateway.
-    (void)store_->CleanStaleWrites("", std::chrono::seconds(0));
+    (void)store_->CleanStaleWrites("", std::chrono::seconds(0), {});
     if (auto all = ListAll(*store_, ""); all.ok()) {
       for (const ObjectInfo& o : *all) (void)store_->Delete(o.key);
     }
@@ -265,7 +265,7 @@ TEST_F(CrashTrials, KillNineDuringSnapshotNeverTearsOrLosesACommittedSnapshot) {
   EXPECT_LE(before_gc.multipart_uploads, late) << JoinCounts(phases);
   // Multipart uploads are dated to the second: be sure the last is older.
   std::this_thread::sleep_for(1100ms);
-  CommandResult gc = cli_.Run({"gc", "-c", config, "--older-than", "0s"});
+  CommandResult gc = cli_.Run({"gc", "-c", config, "--older-than", "0s", "--break-claims"});
   ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;
   const PrefixAudit after_gc = AuditJob(*s3_store_, s3_, prefix_, "job");
   EXPECT_EQ(after_gc.multipart_uploads, 0u);
@@ -699,7 +699,7 @@ TEST_F(CrashTrials, KillNineOfTheAgentAndTrainerAndAFreshAgentResumesFromTheNewe
   // gc, then the audit.
   const PrefixAudit before_gc = AuditJob(*s3_store_, s3_, prefix_, "job");
   std::this_thread::sleep_for(1100ms);
-  CommandResult gc = cli_.Run({"gc", "-c", config, "--older-than", "0s"});
+  CommandResult gc = cli_.Run({"gc", "-c", config, "--older-than", "0s", "--break-claims"});
   ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;
   const PrefixAudit after_gc = AuditJob(*s3_store_, s3_, prefix_, "job");
   EXPECT_EQ(after_gc.multipart_uploads, 0u);

@@ -166,7 +166,7 @@ class FencingTrials : public ::testing::Test {
   void RunTrials(Mode mode, const std::string& record_name, const std::string& faults);
   // Deletes everything a trial left under its prefix.
   static void DeletePrefixOf(S3Store& store) {
-    (void)store.CleanStaleWrites("", std::chrono::seconds(-3600));
+    (void)store.CleanStaleWrites("", std::chrono::seconds(-3600), {});
     if (auto all = ListAll(store, ""); all.ok()) {
       for (const ObjectInfo& o : *all) (void)store.Delete(o.key);
     }

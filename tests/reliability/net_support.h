@@ -108,7 +108,7 @@ inline CommandResult RunAgent(const AgentTarget& t, std::vector<std::string> arg
 inline void DeletePrefix(const S3TestEnv& env, const std::string& prefix) {
   auto store = OpenTestS3Store(env, prefix);
   if (!store) return;
-  (void)store->CleanStaleWrites("", std::chrono::seconds(-3600));
+  (void)store->CleanStaleWrites("", std::chrono::seconds(-3600), {});
   std::string token;
   do {
     auto page = store->List("", token, 1000);

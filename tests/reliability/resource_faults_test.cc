@@ -77,7 +77,7 @@ class ResourceFaults : public E2EBase {
   }
   void TearDown() override {
     if (!store_) return;
-    (void)store_->CleanStaleWrites("", std::chrono::seconds(0));
+    (void)store_->CleanStaleWrites("", std::chrono::seconds(0), {});
     if (auto all = ListAll(*store_, ""); all.ok()) {
       for (const ObjectInfo& o : *all) (void)store_->Delete(o.key);
     }

@@ -131,7 +131,8 @@ class NodeStore final : public ObjectStore {
                           int max_keys) override;
   Status Delete(const std::string& key) override;
   StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override;
-  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override;
+  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                 const KeyFilter& spare) override;
   std::string Describe() const override { return "node(" + base_.Describe() + ")"; }
 
  private:
@@ -166,7 +167,7 @@ struct WorldNode {
   std::unique_ptr<NodeStore> store;
   std::unique_ptr<TrainerLauncher> launcher;
   std::vector<TrainerLaunch> launches;
-  std::vector<int> signals;  // every signal its trainers got
+  std::vector<int> signals;          // every signal its trainers got
   std::optional<std::string> final;  // "rank step total" once its trainer finished
   WorldTrainer* trainer = nullptr;   // the running one, if any
   bool stop_requested = false;       // a SIGTERM for the agent

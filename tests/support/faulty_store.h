@@ -70,9 +70,10 @@ class FaultyStore final : public ObjectStore {
     return base_.Delete(key);
   }
   StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override;
-  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override {
+  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                 const KeyFilter& spare) override {
     if (dead_) return Dead();
-    return base_.CleanStaleWrites(prefix, age);
+    return base_.CleanStaleWrites(prefix, age, spare);
   }
   std::string Describe() const override { return "faulty(" + base_.Describe() + ")"; }
 

@@ -71,7 +71,8 @@ class MemoryStore final : public ObjectStore {
   StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
     return std::unique_ptr<ObjectWriter>(new Writer(*this, key));
   }
-  StatusOr<int> CleanStaleWrites(const std::string&, std::chrono::seconds) override {
+  StatusOr<int> CleanStaleWrites(const std::string&, std::chrono::seconds,
+                                 const KeyFilter&) override {
     return 0;  // an unfinished writer holds its bytes itself: nothing is left
   }
   std::string Describe() const override { return "memory://"; }

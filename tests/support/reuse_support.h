@@ -71,9 +71,10 @@ class StepStore final : public ObjectStore {
     SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, base_.NewWriter(key));
     return std::unique_ptr<ObjectWriter>(new Writer(*this, std::move(w), key));
   }
-  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override {
+  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                 const KeyFilter& spare) override {
     SG_RETURN_IF_ERROR(Step({Kind::kClean, prefix}));
-    return base_.CleanStaleWrites(prefix, age);
+    return base_.CleanStaleWrites(prefix, age, spare);
   }
   std::string Describe() const override { return "steps(" + base_.Describe() + ")"; }
 

@@ -83,9 +83,10 @@ StatusOr<std::unique_ptr<ObjectWriter>> NodeStore::NewWriter(const std::string& 
   SG_RETURN_IF_ERROR(Gate(key));
   return base_.NewWriter(key);
 }
-StatusOr<int> NodeStore::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) {
+StatusOr<int> NodeStore::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                          const KeyFilter& spare) {
   SG_RETURN_IF_ERROR(Gate(prefix));
-  return base_.CleanStaleWrites(prefix, age);
+  return base_.CleanStaleWrites(prefix, age, spare);
 }
 
 }  // namespace sg::testing

@@ -36,8 +36,9 @@ class ForwardingStore : public ObjectStore {
   StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
     return base_.NewWriter(key);
   }
-  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override {
-    return base_.CleanStaleWrites(prefix, age);
+  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                 const KeyFilter& spare) override {
+    return base_.CleanStaleWrites(prefix, age, spare);
   }
   std::string Describe() const override { return "fake://" + base_.Describe(); }
 

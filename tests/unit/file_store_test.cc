@@ -118,10 +118,10 @@ TEST_F(FileStoreTest, StaleStagedFilesOfADeadWriterAreCleaned) {
   // What a writer killed mid-object leaves: a staged file nobody will commit.
   dir_.WriteFile("root/.spotguard-tmp/0123456789abcdef", "partial");
   ASSERT_EQ(StagedFiles(), 1u);
-  auto young = store_->CleanStaleWrites("", std::chrono::hours(1));
+  auto young = store_->CleanStaleWrites("", std::chrono::hours(1), {});
   ASSERT_TRUE(young.ok());
   EXPECT_EQ(*young, 0);
-  auto old = store_->CleanStaleWrites("", std::chrono::seconds(0));
+  auto old = store_->CleanStaleWrites("", std::chrono::seconds(0), {});
   ASSERT_TRUE(old.ok());
   EXPECT_EQ(*old, 1);
   EXPECT_EQ(StagedFiles(), 0u);
@@ -140,7 +140,7 @@ TEST_F(FileStoreTest, AGcOfOneJobLeavesAnotherJobsUploadInProgressAlone) {
   for (auto* w : {&*a, &*b, &*b_long, &*ab}) ASSERT_TRUE((*w)->Append("part").ok());
   ASSERT_EQ(StagedFiles(), 4u);
   // Every staged file counts as stale (the cutoff is in the future).
-  auto removed = store_->CleanStaleWrites("a/", std::chrono::seconds(-3600));
+  auto removed = store_->CleanStaleWrites("a/", std::chrono::seconds(-3600), {});
   ASSERT_TRUE(removed.ok()) << removed.status().ToString();
   EXPECT_EQ(*removed, 1);
   EXPECT_EQ(StagedFiles(), 3u);
@@ -152,8 +152,8 @@ TEST_F(FileStoreTest, AGcOfOneJobLeavesAnotherJobsUploadInProgressAlone) {
   // The long key's staged file names only its head, enough to tell its job.
   auto c_long = store_->NewWriter(long_key);
   ASSERT_TRUE(c_long.ok());
-  EXPECT_EQ(*store_->CleanStaleWrites("a/", std::chrono::seconds(-3600)), 0);
-  EXPECT_EQ(*store_->CleanStaleWrites("b/", std::chrono::seconds(-3600)), 1);
+  EXPECT_EQ(*store_->CleanStaleWrites("a/", std::chrono::seconds(-3600), {}), 0);
+  EXPECT_EQ(*store_->CleanStaleWrites("b/", std::chrono::seconds(-3600), {}), 1);
 }
 
 TEST_F(FileStoreTest, ListRefusesAPrefixThatClimbsOut) {

@@ -23,11 +23,11 @@ class GroupRetentionTest : public FileStoreTest {
   // Rank `rank`'s part of `step`: the shared weights and a small file that
   // changes every step. Frames already stored are referenced (reuse).
   PartRecord WritePart(int rank, int64_t step, SnapshotResult* result = nullptr) {
-    return WriteTreePart(
-        *store_, clock_, dir_.Join("part-" + std::to_string(rank) + "-" + std::to_string(step)),
-        {{"weights.bin", {RandomBytes(3 << 20, 7 + rank)}},
-         {"state.json", {"{\"step\": " + std::to_string(step) + "}"}}},
-        rank, step, ".", result);
+    return WriteTreePart(*store_, clock_,
+                         dir_.Join("part-" + std::to_string(rank) + "-" + std::to_string(step)),
+                         {{"weights.bin", {RandomBytes(3 << 20, 7 + rank)}},
+                          {"state.json", {"{\"step\": " + std::to_string(step) + "}"}}},
+                         rank, step, ".", result);
   }
 
   GroupCommit Commit(uint64_t seq, int64_t step) {
@@ -61,7 +61,7 @@ TEST_F(GroupRetentionTest, APartDroppedByRetentionKeepsTheFramesALaterPartRefere
   const std::string first_dir = SnapshotsPrefix(PartJob("job", 0)) + SeqName(first.parts[0].seq);
   const size_t before = Objects(first_dir);
 
-  auto gc = CollectGroupGarbage(*store_, clock_, "job", 1, std::chrono::hours(1));
+  auto gc = CollectGroupGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)});
   ASSERT_TRUE(gc.ok()) << gc.status().ToString();
   EXPECT_EQ(gc->deleted, std::vector<uint64_t>{1});
   EXPECT_EQ(gc->parts_deleted, 2u);
@@ -72,8 +72,8 @@ TEST_F(GroupRetentionTest, APartDroppedByRetentionKeepsTheFramesALaterPartRefere
   // The kept group snapshot restores whole on both ranks.
   for (int rank = 0; rank < 2; ++rank) {
     const std::string target = dir_.Join("restored-" + std::to_string(rank));
-    auto r = RestoreGroupPart(*store_, "job", Preset::kPytorch, second, rank, target,
-                              RestoreOptions{});
+    auto r =
+        RestoreGroupPart(*store_, "job", Preset::kPytorch, second, rank, target, RestoreOptions{});
     ASSERT_TRUE(r.ok()) << rank << ": " << r.status().ToString();
     const Tree restored = ReadTree(target);
     EXPECT_EQ(restored.at("weights.bin").content, RandomBytes(3 << 20, 7 + rank));
@@ -92,7 +92,7 @@ TEST_F(GroupRetentionTest, NoObjectOfAnUncommittedPartGoesWhileAWriterOfTheRankI
   const std::string first_dir = SnapshotsPrefix(part_job) + SeqName(first.parts[0].seq);
   const size_t before = Objects(first_dir);
 
-  auto gc = CollectGroupGarbage(*store_, clock_, "job", 1, std::chrono::hours(1));
+  auto gc = CollectGroupGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)});
   ASSERT_TRUE(gc.ok()) << gc.status().ToString();
   EXPECT_EQ(gc->parts_deleted, 2u);
   EXPECT_FALSE(store_->Head(ManifestKey(part_job, first.parts[0].seq)).ok()) << "uncommitted";
@@ -100,7 +100,7 @@ TEST_F(GroupRetentionTest, NoObjectOfAnUncommittedPartGoesWhileAWriterOfTheRankI
 
   // Two hours on, the writer is abandoned: the unreferenced objects go.
   clock_.Advance(std::chrono::hours(2));
-  auto later = CollectGroupGarbage(*store_, clock_, "job", 1, std::chrono::hours(1));
+  auto later = CollectGroupGarbage(*store_, clock_, "job", GcOptions{1, std::chrono::hours(1)});
   ASSERT_TRUE(later.ok()) << later.status().ToString();
   EXPECT_LT(Objects(first_dir), before - 2);
 }

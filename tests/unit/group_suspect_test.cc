@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "agent/cli/group_commands.h"
-#include "agent/repo/group_retention.h"
 #include "agent/cli/group_status.h"
+#include "agent/repo/group_retention.h"
 #include "agent/repo/group_store.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/group_records.h"
@@ -61,7 +61,7 @@ TEST(GroupSuspects, RetentionNeverCountsASuspectGroupSnapshotAmongTheKeptOnes) {
   for (uint64_t seq : {1u, 4u, 5u}) {
     ASSERT_TRUE(MarkGroupSuspect(store, "job", seq, {{"seq", seq}}).ok());
   }
-  auto gc = CollectGroupGarbage(store, clock, "job", 2, std::chrono::hours(1));
+  auto gc = CollectGroupGarbage(store, clock, "job", GcOptions{2, std::chrono::hours(1)});
   ASSERT_TRUE(gc.ok()) << gc.status().ToString();
   EXPECT_EQ(gc->deleted, std::vector<uint64_t>{1});
   auto left = group.Groups();

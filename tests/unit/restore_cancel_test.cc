@@ -72,8 +72,9 @@ class StallingStore final : public ObjectStore {
   StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
     return base_.NewWriter(key);
   }
-  StatusOr<int> CleanStaleWrites(const std::string& p, std::chrono::seconds age) override {
-    return base_.CleanStaleWrites(p, age);
+  StatusOr<int> CleanStaleWrites(const std::string& p, std::chrono::seconds age,
+                                 const KeyFilter& spare) override {
+    return base_.CleanStaleWrites(p, age, spare);
   }
   std::string Describe() const override { return "stalling"; }
 
@@ -97,7 +98,8 @@ TEST_F(RestoreCancelTest, ACancelEndsAStalledReadRemovesTheTempDirAndLeavesTheTa
   options.cancel = &cancel;
   options.replace_foreign = true;
   std::optional<StatusOr<RestoreResult>> result;
-  std::thread restore([&] { result.emplace(Restorer(stalling, options).Restore("job", target, {})); });
+  std::thread restore(
+      [&] { result.emplace(Restorer(stalling, options).Restore("job", target, {})); });
   ASSERT_TRUE(stalling.WaitForStall());
   cancel = true;
   restore.join();

@@ -79,8 +79,9 @@ class GateStore final : public ObjectStore {
   StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
     return base_.NewWriter(key);
   }
-  StatusOr<int> CleanStaleWrites(const std::string& p, std::chrono::seconds age) override {
-    return base_.CleanStaleWrites(p, age);
+  StatusOr<int> CleanStaleWrites(const std::string& p, std::chrono::seconds age,
+                                 const KeyFilter& spare) override {
+    return base_.CleanStaleWrites(p, age, spare);
   }
   std::string Describe() const override { return "gate(" + base_.Describe() + ")"; }
 
@@ -291,7 +292,8 @@ TEST_F(RestorePipelineTest, FilesWithFrameDigestsRoundTrip) {
   m.job = "job";
   m.seq = 1;
   m.files = {Put("big", big, 8192, Codec::kZstdShuffle4, true, 1),
-             Put("small", small, 8192, Codec::kZstd, true), Put("empty", "", 8192, Codec::kZstd, true)};
+             Put("small", small, 8192, Codec::kZstd, true),
+             Put("empty", "", 8192, Codec::kZstd, true)};
   std::map<std::string, std::string> got;
   ASSERT_TRUE(ReadInto(store_, m, &got).ok());
   EXPECT_EQ(got["big"], big);
@@ -324,7 +326,8 @@ TEST_F(RestorePipelineTest, ADamagedPackNamesTheBadFile) {
   Manifest m;
   m.job = "job";
   m.seq = 1;
-  m.files = PutPack({{"a", RandomBytes(5000, 1)}, {"b", RandomBytes(5000, 2)}, {"c", RandomBytes(5000, 3)}});
+  m.files = PutPack(
+      {{"a", RandomBytes(5000, 1)}, {"b", RandomBytes(5000, 2)}, {"c", RandomBytes(5000, 3)}});
   const std::string key = JobPrefix("job") + "objects/pack-1";
   std::string object = *store_.Get(key, std::nullopt, nullptr);
   object[m.files[1].frames[0].offset + 100] ^= 0x01;  // inside b

@@ -1,0 +1,240 @@
+// Crash points of group commits and group retention (docs/design.md §4,
+// "Retention with shared objects" and "Live writers"; §14), on the file://
+// store, as tests/reliability/reuse_crash_test.cc does for one node: a group
+// commit (both ranks' parts, then the group record) and group gc each die
+// before every one of their writes in turn; a whole group gc runs before
+// every write of a group commit, and a whole group commit before every
+// operation of group gc. After each trial, and after the survivors' next
+// group snapshot and gc, every part of every kept group snapshot must have
+// all the objects it references, and the newest group snapshot must restore
+// byte-identical on both ranks. Reported as "0 kept parts with a missing
+// reference".
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "agent/repo/group_protocol.h"
+#include "agent/repo/group_restore.h"
+#include "agent/repo/group_retention.h"
+#include "agent/repo/group_store.h"
+#include "agent/repo/store_layout.h"
+#include "common/file_store.h"
+#include "tests/support/capture_in_place.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/reliability_record.h"
+#include "tests/support/reuse_support.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tree.h"
+
+namespace sg::testing {
+namespace {
+
+constexpr int kRanks = 2;
+const GcOptions kKeepOneGroup{1, std::chrono::hours(1)};
+
+class GroupCrashTrials : public ::testing::Test {
+ protected:
+  // A fresh store with group snapshots of steps 10 and 20.
+  void Fresh() {
+    ++trial_;
+    store_.reset();
+    std::filesystem::remove_all(dir_.Join("store"));
+    clock_.SetNow(std::chrono::system_clock::now());
+    auto opened = FileStore::Open(dir_.Join("store"));
+    ASSERT_TRUE(opened.ok());
+    store_ = std::move(*opened);
+    for (int64_t step : {10, 20}) ASSERT_TRUE(CommitGroupOf(*store_, step).ok());
+  }
+
+  // Rank `rank`'s checkpoint at `step`: frozen weights of its own (one
+  // small frame), a state that changes every step, and a file that only
+  // odd tens share, so the third group snapshot reuses objects that only
+  // the first, which retention retires, holds.
+  static Tree RankTree(int rank, int64_t step) {
+    return {{"weights.bin", {std::string(kFrameSize / 8, static_cast<char>('a' + rank)), 0644}},
+            {"state.json",
+             {"{\"rank\": " + std::to_string(rank) + ", \"step\": " + std::to_string(step) + "}",
+              0644}},
+            {"config.json", {(step / 10) % 2 ? "odd tens" : "even tens", 0644}}};
+  }
+
+  // Both ranks' parts of `step`, then the group record, all through `store`.
+  Status CommitGroupOf(ObjectStore& store, int64_t step) {
+    GroupCommit g;
+    g.nodes = kRanks;
+    g.step = step;
+    g.created = FormatUtc(clock_.Now());
+    for (int rank = 0; rank < kRanks; ++rank) {
+      const std::string src = dir_.Join("src-" + std::to_string(++sources_));
+      WriteTree(src, RankTree(rank, step));
+      SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture, CaptureTree(src, step));
+      SnapshotRequest request;
+      request.job = PartJob("job", rank);
+      request.instance = "i-" + std::to_string(rank);
+      SG_ASSIGN_OR_RETURN(SnapshotResult part,
+                          SnapshotWriter(store, clock_, SnapshotOptions{}).Write(capture, request));
+      g.parts.push_back(
+          PartRecord{rank, step, part.seq, request.instance, part.bytes, part.stored_bytes});
+    }
+    GroupStore group(store, "job");
+    SG_ASSIGN_OR_RETURN(GroupListing listing, group.ListGroups());
+    g.seq = listing.NextSeq();
+    g.round = g.seq;
+    g.generation = g.seq;
+    SG_RETURN_IF_ERROR(group.CommitGroup(g));
+    committed_step_[g.seq] = step;
+    ++commits_;
+    return Status::Ok();
+  }
+
+  Status GroupGc(ObjectStore& store) {
+    return CollectGroupGarbage(store, clock_, "job", kKeepOneGroup).status();
+  }
+
+  // Every part of every kept group snapshot is there with all it
+  // references; the newest group snapshot restores on both ranks.
+  void Check(const std::string& when) {
+    auto groups = GroupStore(*store_, "job").Groups();
+    ASSERT_TRUE(groups.ok()) << when << ": " << groups.status().ToString();
+    ASSERT_FALSE(groups->empty()) << when;
+    int missing = 0;
+    for (const GroupCommit& g : *groups) {
+      for (const PartRecord& p : g.parts) {
+        if (!store_->Head(ManifestKey(PartJob("job", p.rank), p.seq)).ok()) ++missing;
+      }
+    }
+    for (int rank = 0; rank < kRanks; ++rank) {
+      missing += CountMissingReferences(*store_, PartJob("job", rank));
+    }
+    EXPECT_EQ(missing, 0) << when;
+    if (missing != 0) ++missing_total_;
+    const GroupCommit& newest = groups->back();
+    for (int rank = 0; rank < kRanks; ++rank) {
+      const std::string out = dir_.Join("out-" + std::to_string(++restores_));
+      auto r =
+          RestoreGroupPart(*store_, "job", Preset::kPytorch, newest, rank, out, RestoreOptions{});
+      ASSERT_TRUE(r.ok()) << when << ", rank " << rank << ": " << r.status().ToString();
+      EXPECT_EQ(ReadTree(out), RankTree(rank, committed_step_[newest.seq])) << when;
+      std::filesystem::remove_all(out);
+    }
+    ++checks_;
+  }
+
+  // What the survivors do next: another group snapshot and gc, then gc
+  // again once the dead writers' claims are no longer live.
+  void Recover(const std::string& when) {
+    ASSERT_TRUE(CommitGroupOf(*store_, 90).ok()) << when;
+    ASSERT_TRUE(GroupGc(*store_).ok()) << when;
+    clock_.Advance(std::chrono::hours(2));
+    ASSERT_TRUE(GroupGc(*store_).ok()) << when;
+    Check(when + ", then a group snapshot, and gc two hours later");
+  }
+
+  static bool IsWrite(StepStore::Kind kind) {
+    return kind == StepStore::Kind::kPut || kind == StepStore::Kind::kDelete ||
+           kind == StepStore::Kind::kNewWriter || kind == StepStore::Kind::kAppend ||
+           kind == StepStore::Kind::kCommit;
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  std::unique_ptr<FileStore> store_;
+  std::map<uint64_t, int64_t> committed_step_;
+  int commits_ = 0, sources_ = 0, restores_ = 0, trial_ = 0, checks_ = 0, missing_total_ = 0;
+};
+
+TEST_F(GroupCrashTrials, ZeroKeptPartsWithAMissingReference) {
+  // How many writes a group commit and a group gc make when nothing fails.
+  Fresh();
+  StepStore count_commit(*store_);
+  ASSERT_TRUE(CommitGroupOf(count_commit, 30).ok());
+  const int commit_writes = count_commit.writes();
+  StepStore count_gc(*store_);
+  ASSERT_TRUE(GroupGc(count_gc).ok());
+  const int gc_writes = count_gc.writes();
+  ASSERT_GE(commit_writes, 2 * 5 + 1);
+  ASSERT_GE(gc_writes, 4);
+  int injected = 0;
+
+  // 1. The group commit dies before each of its writes: in a part's
+  // upload, between the parts, or before the group record.
+  for (int n = 1; n <= commit_writes; ++n) {
+    Fresh();
+    StepStore dying(*store_);
+    dying.DieAtWrite(n);
+    EXPECT_FALSE(CommitGroupOf(dying, 30).ok()) << n;
+    ++injected;
+    Check("group commit killed before write " + std::to_string(n));
+    Recover("group commit killed before write " + std::to_string(n));
+  }
+  // 2. Group gc (retiring group snapshots 1 and 2 after a third, whose
+  // parts reference objects of theirs) dies before each of its writes.
+  for (int n = 1; n <= gc_writes; ++n) {
+    Fresh();
+    ASSERT_TRUE(CommitGroupOf(*store_, 30).ok());
+    StepStore dying(*store_);
+    dying.DieAtWrite(n);
+    EXPECT_FALSE(GroupGc(dying).ok()) << n;
+    ++injected;
+    Check("group gc killed before write " + std::to_string(n));
+    Recover("group gc killed before write " + std::to_string(n));
+  }
+  // 3. A whole group gc runs before each write of a group commit.
+  for (int n = 1; n <= commit_writes; ++n) {
+    Fresh();
+    StepStore racing(*store_);
+    int writes = 0;
+    racing.BeforeStep([&](const StepStore::Op& op) {
+      if (IsWrite(op.kind) && ++writes == n) {
+        EXPECT_TRUE(GroupGc(*store_).ok());
+      }
+    });
+    EXPECT_TRUE(CommitGroupOf(racing, 30).ok()) << n;
+    ++injected;
+    Check("group gc before the commit's write " + std::to_string(n));
+  }
+  // 4. A whole group commit runs before each operation of group gc (reads
+  // included: between its listings too).
+  Fresh();
+  ASSERT_TRUE(CommitGroupOf(*store_, 30).ok());
+  StepStore count_ops(*store_);
+  int gc_ops = 0;
+  count_ops.BeforeStep([&](const StepStore::Op&) { ++gc_ops; });
+  ASSERT_TRUE(GroupGc(count_ops).ok());
+  for (int n = 1; n <= gc_ops + 2; ++n) {
+    Fresh();
+    ASSERT_TRUE(CommitGroupOf(*store_, 30).ok());
+    StepStore racing(*store_);
+    int ops = 0;
+    racing.BeforeStep([&](const StepStore::Op&) {
+      if (++ops == n) {
+        EXPECT_TRUE(CommitGroupOf(*store_, 50).ok());
+      }
+    });
+    EXPECT_TRUE(GroupGc(racing).ok()) << n;
+    ++injected;
+    Check("a group commit before group gc's operation " + std::to_string(n));
+  }
+
+  ReliabilityRecord rec;
+  rec.test = "group_crash_points";
+  rec.area = "crash";
+  rec.faults =
+      "groups: a group commit and group gc killed before each of their writes; group gc run "
+      "before each write of a group commit; a group commit run before each operation of group gc";
+  rec.trials = trial_;
+  rec.faults_injected = injected;
+  rec.committed = commits_;
+  rec.restored = checks_ * kRanks;
+  rec.lost = missing_total_ + (::testing::Test::HasFailure() ? 1 : 0);
+  rec.detail = std::to_string(missing_total_) +
+               " checks with a kept part missing a reference, of " + std::to_string(checks_) +
+               " (group commit " + std::to_string(commit_writes) + " writes, group gc " +
+               std::to_string(gc_writes) + " writes and " + std::to_string(gc_ops) + " operations)";
+  EXPECT_TRUE(WriteReliabilityRecord(rec));
+  std::printf("%s\n", rec.detail.c_str());
+}
+
+}  // namespace
+}  // namespace sg::testing
