@@ -6,11 +6,11 @@ std::string FrameIndex::Key(Codec codec, const std::string& sha256) {
   return std::string(CodecName(codec)) + ":" + sha256;
 }
 
-void FrameIndex::AddManifest(const Manifest& m) {
+void FrameIndex::AddManifest(const Manifest& m, const std::set<std::string>& quarantined) {
   for (const ManifestFile& f : m.files) {
     if (f.frame_size != kFrameSize) continue;
     for (const FrameRef& r : f.frames) {
-      if (!r.sha256.empty()) Add(f.codec, r);
+      if (!r.sha256.empty() && !quarantined.contains(r.key)) Add(f.codec, r);
     }
   }
 }

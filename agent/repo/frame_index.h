@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -26,7 +27,10 @@ class FrameIndex {
   void MarkReady(bool usable);
   // Every frame of `m` that carries its digest (format 2) and was cut at
   // kFrameSize: only such frames decode to the same raw slice elsewhere.
-  void AddManifest(const Manifest& m);
+  // None that lives in an object of `quarantined` (keys relative to
+  // "<job>/", agent/repo/quarantine.h): a damaged object is never referenced
+  // again, its frames are stored afresh.
+  void AddManifest(const Manifest& m, const std::set<std::string>& quarantined = {});
   // Remembers a frame just stored (thread-safe); the first one stays.
   void Add(Codec codec, const FrameRef& frame);
   // The stored frame of `codec` whose raw bytes have `sha256`, if any

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <set>
 
+#include "agent/repo/quarantine.h"
 #include "agent/repo/restore_placement.h"
 #include "agent/repo/snapshot_file_reader.h"
 #include "agent/repo/store_layout.h"
@@ -240,7 +242,8 @@ Status FsyncDirsBeneath(int root_fd, const Manifest& manifest) {
 
 StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, const Manifest& manifest,
                                              const std::string& target_dir,
-                                             const ProgressFn& progress) {
+                                             const ProgressFn& progress,
+                                             std::vector<std::string>& quarantined) {
   const uint64_t seq = manifest.seq;
   const std::string parent = DirName(target_dir);
   // Refuse before downloading anything when nothing could be written.
@@ -281,6 +284,9 @@ StatusOr<RestoreResult> Restorer::RestoreOne(const std::string& job, const Manif
       st = reader.Read(
           manifest, [&](const ManifestFile& f) { return RestoredFile::Create(root->get(), f); },
           progress);
+      for (std::string& key : QuarantineDamaged(store_, job, reader, st, "restore", seq)) {
+        quarantined.push_back(std::move(key));
+      }
       if (st.ok()) st = FsyncDirsBeneath(root->get(), manifest);
     }
   }
@@ -318,8 +324,13 @@ StatusOr<RestoreResult> Restorer::Restore(const std::string& job, const std::str
                                           std::optional<uint64_t> seq, const ProgressFn& progress) {
   SnapshotCatalog catalog(store_, job);
   if (seq) {
+    // Exactly that one, also when it needs a quarantined object (whose
+    // damage may lie in frames it does not use).
     SG_ASSIGN_OR_RETURN(Manifest manifest, catalog.ReadManifest(*seq));
-    return RestoreOne(job, manifest, target_dir, progress);
+    std::vector<std::string> quarantined;
+    auto r = RestoreOne(job, manifest, target_dir, progress, quarantined);
+    if (r.ok()) r->quarantined = std::move(quarantined);
+    return r;
   }
   // The newest manifest by listing, not `latest`: a writer killed between
   // its manifest and `latest`, above a seq abandoned earlier, leaves
@@ -332,12 +343,26 @@ StatusOr<RestoreResult> Restorer::RestoreNewest(const SnapshotHistory& history,
                                                 const std::string& target_dir,
                                                 const ProgressFn& progress) {
   const std::string& job = history.job;
-  std::vector<std::string> rejected;
+  std::vector<std::string> rejected, found;
+  // What is quarantined, and what this restore quarantines as it goes.
+  std::set<std::string> quarantined = history.quarantined;
   for (const SnapshotHistory::Entry& entry : history.entries) {
-    auto r = entry.manifest.ok() ? RestoreOne(job, *entry.manifest, target_dir, progress)
+    std::vector<std::string> bad;
+    if (entry.manifest.ok()) bad = QuarantinedReferences(*entry.manifest, quarantined);
+    if (!bad.empty()) {
+      LogError("SNAPSHOT {} IS DAMAGED, falling back to the previous one: it needs the "
+               "quarantined object(s) {}",
+               SeqName(entry.seq), Join(bad, ", "));
+      rejected.push_back(SeqName(entry.seq) + ": needs the quarantined object(s) " +
+                         Join(bad, ", "));
+      continue;
+    }
+    auto r = entry.manifest.ok() ? RestoreOne(job, *entry.manifest, target_dir, progress, found)
                                  : StatusOr<RestoreResult>(entry.manifest.status());
+    quarantined.insert(found.begin(), found.end());
     if (r.ok()) {
       r->rejected = rejected;
+      r->quarantined = found;
       return r;
     }
     if (!IsDamage(r.status())) return r.status();

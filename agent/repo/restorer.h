@@ -44,6 +44,8 @@ struct RestoreResult {
   std::string resume_path;  // dir + "/" + manifest.resume (or dir)
   uint64_t bytes = 0;
   std::vector<std::string> rejected;   // "0000000007: <why>" for snapshots that failed
+  // Objects this restore found damaged and quarantined (agent/repo/quarantine.h).
+  std::vector<std::string> quarantined;
   uint64_t kept_foreign = 0;           // entries restore did not own, kept in place
   std::vector<std::string> replaced;   // foreign paths the snapshot replaced
   std::vector<std::string> unsettled;  // other entries left in the backup dir, with why
@@ -69,14 +71,20 @@ class Restorer {
 
   // The newest good snapshot of `history` (SnapshotCatalog::History, read
   // once by the caller), falling back to older ones on damage; lists
-  // nothing. NotFound when the history is empty.
+  // nothing. A snapshot that references a quarantined object is passed
+  // over; an object found damaged is quarantined, and every older snapshot
+  // that needs it passed over too (docs/design.md §7). NotFound when the
+  // history is empty.
   StatusOr<RestoreResult> RestoreNewest(const SnapshotHistory& history,
                                         const std::string& target_dir,
                                         const ProgressFn& progress = {});
 
  private:
+  // Restores `manifest`; an object found damaged is quarantined and added
+  // to `quarantined`.
   StatusOr<RestoreResult> RestoreOne(const std::string& job, const Manifest& manifest,
-                                     const std::string& target_dir, const ProgressFn& progress);
+                                     const std::string& target_dir, const ProgressFn& progress,
+                                     std::vector<std::string>& quarantined);
 
   ObjectStore& store_;
   const RestoreOptions options_;

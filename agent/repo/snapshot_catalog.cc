@@ -4,6 +4,7 @@
 #include <future>
 
 #include "agent/repo/fencing.h"
+#include "agent/repo/quarantine.h"
 #include "agent/repo/store_layout.h"
 #include "common/bounded_executor.h"
 #include "common/log.h"
@@ -89,9 +90,21 @@ std::vector<uint64_t> SnapshotCatalog::Admitted(const FenceTable& fences,
   return admitted;
 }
 
+StatusOr<std::vector<uint64_t>> SnapshotCatalog::CommittedAndQuarantined(
+    std::set<std::string>& quarantined) {
+  auto quarantine_read =
+      std::async(std::launch::async, [this] { return ReadQuarantine(store_, job_); });
+  StatusOr<std::vector<uint64_t>> committed = Committed();
+  StatusOr<std::set<std::string>> keys = quarantine_read.get();
+  SG_RETURN_IF_ERROR(keys.status());
+  quarantined = std::move(*keys);
+  return committed;
+}
+
 StatusOr<SnapshotHistory> SnapshotCatalog::History() {
-  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, Committed());
   SnapshotHistory history;
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed,
+                      CommittedAndQuarantined(history.quarantined));
   history.job = job_;
   history.fenced = fenced_;
   history.suspect = suspect_;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct SnapshotHistory {
   // Admitted snapshots marked suspect (agent/run/suspect.h), newest first: the
   // trainer could not resume from them. Still in `entries`.
   std::vector<uint64_t> suspect;
+  // The job's quarantined objects (agent/repo/quarantine.h), relative to
+  // "<job>/": a snapshot that references one is never restored without a
+  // seq. Read by History() beside the snapshots.
+  std::set<std::string> quarantined;
 
   bool empty() const { return entries.empty(); }
   bool IsSuspect(uint64_t seq) const;
@@ -47,11 +52,16 @@ class SnapshotCatalog {
   // it needs to judge (only those above the lowest fence), and keeps them for
   // ReadManifest.
   StatusOr<std::vector<uint64_t>> Committed();
+  // Committed(), and the job's quarantined objects (agent/repo/quarantine.h)
+  // into `quarantined`, listed at the same time: what the writer's index
+  // (after its claim) and History() read.
+  StatusOr<std::vector<uint64_t>> CommittedAndQuarantined(std::set<std::string>& quarantined);
   // The same from a listing of SnapshotsPrefix(job) that the caller already
   // has (retention lists every object of the snapshots anyway).
   StatusOr<std::vector<uint64_t>> CommittedIn(const std::vector<ObjectInfo>& snapshot_objects);
-  // Committed() with every admitted manifest read: one listing for restore
-  // and its fallbacks, `ls`, `status` and the agent's start.
+  // Committed() with every admitted manifest read and the quarantine list
+  // (a LIST of its own, at the same time): one listing for restore and its
+  // fallbacks, `ls`, `status` and the agent's start.
   StatusOr<SnapshotHistory> History();
   // Seqs with a manifest that the last Committed() left out as fenced.
   const std::vector<uint64_t>& Fenced() const { return fenced_; }

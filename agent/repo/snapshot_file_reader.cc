@@ -174,6 +174,7 @@ Status SnapshotFileReader::ReadAll(const Manifest& manifest, const OpenFileSink&
     Status waited = workers.Wait();
     if (st.ok()) st = waited;
   }
+  damaged_objects_ = run.DamagedObjects();
   SG_RETURN_IF_ERROR(st);
   return SnapshotDamageStatus(manifest.seq, run.damaged());
 }

@@ -98,6 +98,10 @@ class SnapshotFileReader {
   // names every damaged file.
   Status Verify(const Manifest& manifest, const ProgressFn& progress = {});
 
+  // The objects (relative to "<job>/") that the last Read or Verify found
+  // damaged, sorted: to quarantine (agent/repo/quarantine.h).
+  const std::vector<std::string>& damaged_objects() const { return damaged_objects_; }
+
  private:
   Status ReadAll(const Manifest& manifest, const OpenFileSink& open, bool name_every_damaged_file,
                  const ProgressFn& progress);
@@ -106,6 +110,7 @@ class SnapshotFileReader {
   const std::string job_;
   const int parallel_reads_;
   const std::atomic<bool>* const cancel_;
+  std::vector<std::string> damaged_objects_;
 };
 
 }  // namespace sg

@@ -50,9 +50,10 @@ Status ReadRun::ReadRange(FileRead& fr, size_t r, Sha256Stream* inline_sha) {
                              return bytes.empty() ? Status::Ok() : decoder.Feed(at, bytes);
                            });
   if (st.Is(StatusCode::kCancelled)) return st;
-  if (!decoder.error().ok()) return decoder.error();  // as the decoder named it
-  if (!st.ok()) return FileError(*fr.file, st.code(), st.message());
-  return decoder.Finish();
+  // As the decoder named it.
+  if (!decoder.error().ok()) return NoteDamage(range.key, decoder.error());
+  if (!st.ok()) return NoteDamage(range.key, FileError(*fr.file, st.code(), st.message()));
+  return NoteDamage(range.key, decoder.Finish());
 }
 
 Status ReadRun::ReadBatch(const std::vector<FileRead*>& batch) {
@@ -146,10 +147,12 @@ Status ReadRun::Open(FileRead& fr) {
 StatusOr<std::string> ReadRun::Fetch(const ManifestFile& file, const std::string& key,
                                      uint64_t offset, uint64_t length) {
   auto stored = store_.Get(JobPrefix(job_) + key, ByteRange{offset, length});
-  if (!stored.ok()) return FileError(file, stored.status().code(), stored.status().message());
+  if (!stored.ok()) {
+    return NoteDamage(key, FileError(file, stored.status().code(), stored.status().message()));
+  }
   if (stored->size() != length) {
-    return FileError(file, StatusCode::kCorruption,
-                     "object " + key + " is shorter than the manifest says");
+    return NoteDamage(key, FileError(file, StatusCode::kCorruption,
+                                     "object " + key + " is shorter than the manifest says"));
   }
   return stored;
 }
@@ -157,8 +160,8 @@ StatusOr<std::string> ReadRun::Fetch(const ManifestFile& file, const std::string
 Status ReadRun::WriteFrames(FileRead& fr, size_t r, std::string_view stored,
                             Sha256Stream* inline_sha) {
   RangeDecoder decoder(Target(fr, r, inline_sha));
-  SG_RETURN_IF_ERROR(decoder.Feed(0, stored));
-  return decoder.Finish();
+  SG_RETURN_IF_ERROR(NoteDamage(fr.ranges[r].key, decoder.Feed(0, stored)));
+  return NoteDamage(fr.ranges[r].key, decoder.Finish());
 }
 
 RangeDecoder::Target ReadRun::Target(FileRead& fr, size_t r, Sha256Stream* inline_sha) {
@@ -191,9 +194,16 @@ Status ReadRun::Complete(FileRead& fr, Sha256Stream* sha) {
   // covered frame by frame; their whole-file SHA-256 is not recomputed.)
   const bool one_frame_differs = fr.frame_digests && file.frames.size() == 1 &&
                                  file.frames[0].sha256 != file.sha256;
-  if (one_frame_differs || (sha && sha->FinishHex() != file.sha256)) {
+  if (one_frame_differs) {
+    // The manifest contradicts itself; the object may be good.
     return FileError(file, StatusCode::kCorruption,
                      "SHA-256 does not match (object " + file.key + " is damaged)");
+  }
+  if (sha && sha->FinishHex() != file.sha256) {
+    // Format 1: every frame is in the file's own object.
+    return NoteDamage(file.key, FileError(file, StatusCode::kCorruption,
+                                          "SHA-256 does not match (object " + file.key +
+                                              " is damaged)"));
   }
   std::unique_ptr<FileSink> sink;
   {
@@ -202,6 +212,20 @@ Status ReadRun::Complete(FileRead& fr, Sha256Stream* sha) {
   }
   if (!sink) return Status::Ok();
   return sink->Finish();  // closed here: only the files being read are open
+}
+
+Status ReadRun::NoteDamage(const std::string& key, Status st) {
+  // A missing object (NotFound) counts too: see agent/repo/quarantine.h.
+  if (!st.ok() && IsDamage(st)) {
+    std::lock_guard<std::mutex> lock(damaged_mu_);
+    damaged_objects_.insert(key);
+  }
+  return st;
+}
+
+std::vector<std::string> ReadRun::DamagedObjects() const {
+  std::lock_guard<std::mutex> lock(damaged_mu_);
+  return {damaged_objects_.begin(), damaged_objects_.end()};
 }
 
 void ReadRun::Report(uint64_t n) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,10 @@ class ReadRun {
   }
 
   std::vector<std::string>& damaged() { return damaged_; }
+  // The objects (relative to "<job>/") that a read found damaged
+  // (IsDamage: Corruption, OutOfRange, NotFound), sorted: what restore and
+  // `verify` quarantine (agent/repo/quarantine.h).
+  std::vector<std::string> DamagedObjects() const;
 
   // Runs a task for `fr`, naming a damaged file instead of failing in verify.
   Status Guard(FileRead& fr, const std::function<Status()>& task);
@@ -96,6 +101,8 @@ class ReadRun {
   // Checks the whole-file SHA-256 (`sha`, format 1) and finishes the sink.
   Status Complete(FileRead& fr, Sha256Stream* sha);
   void Report(uint64_t n);
+  // Notes `key` as damaged when `st` says so; returns `st`.
+  Status NoteDamage(const std::string& key, Status st);
 
   ObjectStore& store_;
   const std::string& job_;
@@ -108,6 +115,8 @@ class ReadRun {
   const std::atomic<bool>* const cancel_;
   std::atomic<uint64_t> done_{0};
   std::mutex progress_mu_;
+  mutable std::mutex damaged_mu_;
+  std::set<std::string> damaged_objects_;
 };
 
 }  // namespace sg::snapshot_read_detail

@@ -210,7 +210,11 @@ Status SnapshotWriter::BuildIndex(const std::string& job, std::shared_future<uin
   if (auto before = catalog.Committed(); before.ok()) catalog.Prefetch(*before);
   const uint64_t own = claimed.get();
   if (own == 0) return Status::Ok();  // no snapshot to index for
-  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
+  // The quarantine list is listed beside the history, once per snapshot: no
+  // frame of a damaged object is offered (docs/design.md §4, "Quarantine").
+  std::set<std::string> quarantined;
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed,
+                      catalog.CommittedAndQuarantined(quarantined));
   // Only older snapshots: a manifest may reference frames of lower seqs
   // alone (readers refuse any other: docs/format.md, "References"),
   // and a seq above this one can be committed while this one is written.
@@ -219,7 +223,7 @@ Status SnapshotWriter::BuildIndex(const std::string& job, std::shared_future<uin
   for (uint64_t seq : committed) {
     // One that cannot be read or parsed offers nothing to reuse.
     auto m = catalog.ReadManifest(seq);
-    if (m.ok()) index.AddManifest(*m);  // newest first: the first copy of a frame stays
+    if (m.ok()) index.AddManifest(*m, quarantined);  // newest first: the first copy stays
   }
   return Status::Ok();
 }

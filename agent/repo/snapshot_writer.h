@@ -111,8 +111,9 @@ class SnapshotWriter {
 
   // Reads the manifests of the job's history, and once `claimed` is ready
   // (the seq this writer claimed; 0: the claim failed), lists the history
-  // again and puts the manifests of that listing below that seq into `index`
-  // (docs/design.md §4).
+  // again and puts the manifests of that listing below that seq into `index`,
+  // without the frames of quarantined objects, listed beside it
+  // (docs/design.md §4, "Frame reuse" and "Quarantine").
   Status BuildIndex(const std::string& job, std::shared_future<uint64_t> claimed,
                     FrameIndex& index);
 

@@ -7,6 +7,7 @@ namespace {
 
 constexpr std::string_view kManifestName = "manifest.json";
 constexpr std::string_view kSuspectName = "suspect.json";
+constexpr std::string_view kQuarantineSuffix = ".json";
 
 // The seq of "<job>/snapshots/<seq>/<name>".
 std::optional<uint64_t> SeqOfSnapshotObject(const std::string& job, std::string_view key,
@@ -111,6 +112,21 @@ std::optional<Fence> ParseFenceKey(const std::string& job, const std::string& ke
   auto after = ParseSeqName(rest.substr(11));
   if (!generation || !after) return std::nullopt;
   return Fence{*generation, *after};
+}
+
+std::string QuarantinePrefix(const std::string& job) { return JobPrefix(job) + "quarantine/"; }
+
+std::string QuarantineKey(const std::string& job, std::string_view data_key) {
+  return QuarantinePrefix(job) + std::string(data_key) + std::string(kQuarantineSuffix);
+}
+
+std::optional<std::string> QuarantinedKeyOf(const std::string& job, std::string_view key) {
+  const std::string prefix = QuarantinePrefix(job);
+  if (!key.starts_with(prefix) || !key.ends_with(kQuarantineSuffix)) return std::nullopt;
+  key.remove_prefix(prefix.size());
+  key.remove_suffix(kQuarantineSuffix.size());
+  if (!SeqOfDataKey(key)) return std::nullopt;
+  return std::string(key);
 }
 
 std::string EventsPrefix(const std::string& job) { return JobPrefix(job) + "events/"; }

@@ -8,6 +8,7 @@
 //   <job>/latest                           newest committed seq (a hint)
 //   <job>/lease                            the job's lease (agent/repo/lease.h)
 //   <job>/fences/<generation>-<seq>        one per lease generation (agent/repo/fencing.h)
+//   <job>/quarantine/<key>.json            a damaged data object (agent/repo/quarantine.h)
 //   <job>/complete                         written once when the job finished
 //   <job>/events/<utc-time>-<kind>.json    the job's event records (agent/ledger/events.h)
 //   <job>/logs/<instance>/<generation>-<seq>-<utc-time>.log.zst
@@ -72,6 +73,15 @@ struct Fence {
 std::string FencesPrefix(const std::string& job);  // "<job>/fences/"
 std::string FenceKey(const std::string& job, const Fence& fence);
 std::optional<Fence> ParseFenceKey(const std::string& job, const std::string& key);
+
+// A quarantined data object (docs/design.md §4, "Quarantine"): one
+// create-only object per damaged key, named after it, so one LIST reads
+// them all. `data_key` is relative to the job prefix (a SeqOfDataKey key):
+// "<job>/quarantine/snapshots/<seq>/files/<path>.zst.json".
+std::string QuarantinePrefix(const std::string& job);  // "<job>/quarantine/"
+std::string QuarantineKey(const std::string& job, std::string_view data_key);
+// The data key that a quarantine object names; nullopt for any other key.
+std::optional<std::string> QuarantinedKeyOf(const std::string& job, std::string_view key);
 
 std::string EventsPrefix(const std::string& job);  // "<job>/events/"
 // "<job>/events/<stamp>-<kind>.json"; `stamp` is the event's UTC time

@@ -15,6 +15,7 @@
 #include "agent/repo/manifest.h"
 #include "agent/detect/presets.h"
 #include "agent/repo/progress.h"
+#include "agent/repo/quarantine.h"
 #include "agent/repo/restorer.h"
 #include "agent/run/start_watch.h"
 #include "agent/repo/store_layout.h"
@@ -230,14 +231,19 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
   std::error_code ec;
   std::filesystem::create_directories(config.checkpoint_dir, ec);
   // A local checkpoint the store does not hold (the agent restarted on the
-  // same machine, the upload never finished) is never thrown away.
-  if (std::optional<StartPoint> local = ResumeFromLocal(clock, config, events, history)) {
+  // same machine, the upload never finished) is never thrown away. Nor is
+  // one whose snapshot needs a quarantined object: the store holds no good
+  // copy of it, so it is uploaded first (docs/design.md §4, "Quarantine").
+  if (std::optional<StartPoint> local =
+          ResumeFromLocal(clock, config, events, WithoutQuarantined(history))) {
     return std::move(*local);
   }
   if (history.empty()) return StartFresh(store, config);
   // Files of the same name as the snapshot's that restore did not put there
   // are older than the snapshot (or local would have won above): they are
-  // kept in a backup dir, never deleted.
+  // kept in a backup dir, never deleted. A snapshot that needs a
+  // quarantined object is passed over, and one found damaged quarantined
+  // (Restorer::RestoreNewest).
   RestoreOptions options;
   options.replace_foreign = true;
   options.cancel = cancel;

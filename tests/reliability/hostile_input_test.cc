@@ -42,6 +42,15 @@ std::set<std::string> Listing(const std::string& root) {
   return out;
 }
 
+// Listing(root) without the store's quarantine entries: a damaged object is
+// quarantined in the store by the read that finds it (docs/design.md §4,
+// "Quarantine").
+std::set<std::string> ListingButQuarantine(const std::string& root) {
+  std::set<std::string> out = Listing(root);
+  std::erase_if(out, [](const std::string& p) { return p.starts_with("store/job/quarantine"); });
+  return out;
+}
+
 class HostileSnapshot : public ::testing::Test {
  public:
   // <tmp>/store                  the file:// store
@@ -94,7 +103,7 @@ class HostileSnapshot : public ::testing::Test {
                      const std::string& verify_what, int code = 1) {
     SCOPED_TRACE(name);
     const auto parent_before = Listing(dir_.Join("work"));
-    const auto outside_before = Listing(dir_.path());
+    const auto outside_before = ListingButQuarantine(dir_.path());
 
     auto restore = Run({"restore", "--to", dir_.Join("work/ckpt")});
     auto verify = Run({"verify", "--snapshot", "1"});
@@ -113,7 +122,8 @@ class HostileSnapshot : public ::testing::Test {
     check(ReadTree(dir_.Join("work/ckpt")) == previous_, "the previous checkpoint changed");
     check(ReadTree(dir_.Join("work/sentinel")) == sentinel_, "the sentinel changed");
     check(Listing(dir_.Join("work")) == parent_before, "the parent's listing changed");
-    check(Listing(dir_.path()) == outside_before, "something appeared or vanished outside");
+    check(ListingButQuarantine(dir_.path()) == outside_before,
+          "something appeared or vanished outside");
     ++cases_;
     if (ok) ++refused_;
   }

@@ -8,6 +8,7 @@
 #include "agent/repo/retention.h"
 #include "agent/repo/store_layout.h"
 #include "tests/support/file_store_fixture.h"
+#include "tests/support/generic_config.h"
 
 namespace sg::testing {
 namespace {
@@ -83,12 +84,7 @@ TEST_F(SuspectTest, RestoreLeavesSuspectSnapshotsOutAndSetsTheirLocalCopyAside) 
   const uint64_t good = Commit(1, "good");
   const uint64_t bad = Commit(2, "poison");
   Mark(bad);
-  Config config;
-  config.job = "job";
-  config.checkpoint_dir = dir_.Join("ckpt");
-  config.preset = Preset::kGeneric;
-  config.patterns = {"*.bin"};
-  config.settle_time = Duration(100);
+  const Config config = GenericCheckpointConfig(dir_.Join("ckpt"), "*.bin");
   WriteTree(config.checkpoint_dir, {{"step-1.bin", {"good"}}, {"step-2.bin", {"poison"}}});
   clock_.Advance(std::chrono::seconds(5));  // both settled
 
