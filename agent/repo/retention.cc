@@ -6,6 +6,7 @@
 
 #include "agent/repo/claim_keeper.h"
 #include "agent/repo/manifest.h"
+#include "agent/repo/quarantine.h"
 #include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/store_layout.h"
 #include "common/log.h"
@@ -118,9 +119,10 @@ void GcPrefetchKept(SnapshotCatalog& catalog, const Dirs& dirs, int keep) {
 // `keep` good ones, and abandoned uncommitted ones (a claim not live).
 // Retention never deletes the last snapshot with a readable manifest: if
 // every kept one is damaged, the older ones stay.
+// `quarantined`: the snapshots that need a quarantined object.
 Status GcUncommitOld(ObjectStore& store, SnapshotCatalog& catalog, const std::string& job,
                      const Dirs& dirs, const GcOptions& options, const Liveness& liveness,
-                     GcResult& result) {
+                     const std::set<uint64_t>& quarantined, GcResult& result) {
   int kept = 0, kept_readable = 0;
   for (const auto& [seq, d] : dirs) {
     if (d.fenced) {
@@ -129,10 +131,12 @@ Status GcUncommitOld(ObjectStore& store, SnapshotCatalog& catalog, const std::st
       continue;
     }
     if (d.committed) {
-      // A suspect snapshot is never one of the kept good ones: it stays
-      // while newer than the oldest of them (for `unsuspect`), uncounted.
-      if (d.suspect && kept < options.keep) continue;
-      if (!d.suspect && kept < options.keep) {
+      // A suspect snapshot, or one that needs a quarantined object, is
+      // never one of the kept good ones: it stays while newer than the
+      // oldest of them (for `unsuspect`, or a restore of that seq), uncounted.
+      const bool uncounted = d.suspect || quarantined.contains(seq);
+      if (uncounted && kept < options.keep) continue;
+      if (!uncounted && kept < options.keep) {
         ++kept;
         if (catalog.ReadManifest(seq).ok()) ++kept_readable;
         continue;
@@ -201,10 +205,14 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   // dir is removed like an abandoned one, and it never counts as kept. The
   // catalog judges the listing above: the snapshots are listed once.
   SnapshotCatalog catalog(store, job);
-  SG_RETURN_IF_ERROR(catalog.CommittedIn(objects).status());
+  SG_ASSIGN_OR_RETURN(const std::vector<uint64_t> admitted, catalog.CommittedIn(objects));
   for (uint64_t seq : catalog.Fenced()) {
     if (auto it = dirs.find(seq); it != dirs.end()) it->second.fenced = true;
   }
+  // Snapshots that need a quarantined object (docs/design.md §4,
+  // "Quarantine"): one LIST, and their manifests read ahead when there is one.
+  SG_ASSIGN_OR_RETURN(const std::set<uint64_t> quarantined,
+                      SnapshotsNeedingQuarantined(store, catalog, job, admitted));
 
   GcResult result;
   // 1. Uncommit.
@@ -213,7 +221,8 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   const Liveness liveness{.cutoff = now_time - options.abandoned_after,
                           .claims_after = now_time - kClaimTtl,
                           .break_claims = options.break_claims};
-  SG_RETURN_IF_ERROR(GcUncommitOld(store, catalog, job, dirs, options, liveness, result));
+  SG_RETURN_IF_ERROR(
+      GcUncommitOld(store, catalog, job, dirs, options, liveness, quarantined, result));
 
   // 2. List again. A writer whose claim is in this listing may have indexed
   // what step 1 uncommitted: while one is live, no data object goes. 3. The

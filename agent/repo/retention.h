@@ -14,8 +14,9 @@ namespace sg {
 
 struct GcOptions {
   // Committed snapshots kept, newest first; at least 1. A suspect one
-  // (agent/run/suspect.h) never counts: it is kept while newer than the oldest
-  // kept good one.
+  // (agent/run/suspect.h), or one that needs a quarantined object
+  // (agent/repo/quarantine.h), never counts: it is kept while newer than the
+  // oldest kept good one.
   int keep = 3;
   // Uncommitted snapshot dirs (a claim or objects, no manifest) and
   // unfinished uploads are removed once this old, unless their writer's

@@ -1,7 +1,8 @@
 // Quarantine of damaged objects (docs/design.md §4, "Quarantine"), on an
 // in-memory store: a damaged shared object is quarantined by the read that
-// finds it; the next snapshot stores its frames afresh; restore and `run`'s
-// start pass over every snapshot that needs it.
+// finds it; the next snapshot stores its frames afresh; retention never
+// counts a snapshot that needs it as a good one; restore and `run`'s start
+// pass over every such snapshot.
 #include "agent/repo/quarantine.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include "agent/ledger/events.h"
 #include "agent/repo/restorer.h"
+#include "agent/repo/retention.h"
 #include "agent/repo/snapshot_file_reader.h"
 #include "agent/repo/store_layout.h"
 #include "agent/run/job_start.h"
@@ -157,6 +159,35 @@ TEST_F(QuarantineTest, ADamagedSharedObjectIsQuarantinedAndTheNextSnapshotStores
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->seq, 5u);
   EXPECT_TRUE(again->rejected.empty());
+  EXPECT_EQ(ReadTree(dir_.Join("again")), Lora(5));
+}
+
+// Retention with keep 1: the snapshots that need the quarantined base are
+// not the kept good one, so the older clean one stays (before quarantine
+// counted, it kept 4 alone and left nothing restorable). Once a clean
+// snapshot is newer, they go, and so does the damaged object.
+TEST_F(QuarantineTest, RetentionNeverCountsASnapshotThatNeedsAQuarantinedObject) {
+  CommitLoraHistory();
+  Damage(kShared, 100);
+  QuarantineObjects(store_, "job", {kShared}, "verify", 4, "XXH3-128 does not match");
+
+  const GcOptions keep_one{1, std::chrono::hours(1)};
+  auto gc = CollectGarbage(store_, clock_, "job", keep_one);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_TRUE(gc->deleted.empty()) << "1 is the kept good one; 2-4 are newer, uncounted";
+  auto r = Restore("out");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, 1u);
+
+  ASSERT_TRUE(Commit(Lora(5)).ok());
+  gc = CollectGarbage(store_, clock_, "job", keep_one);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->deleted, (std::vector<uint64_t>{4, 3, 2, 1}));
+  EXPECT_TRUE(store_.Head("job/" + kShared).status().Is(StatusCode::kNotFound));
+  EXPECT_EQ(CountMissingReferences(store_, "job"), 0);
+  r = Restore("again");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, 5u);
   EXPECT_EQ(ReadTree(dir_.Join("again")), Lora(5));
 }
 
