@@ -97,7 +97,7 @@ constexpr Subcommand kSubcommands[] = {
      "List committed snapshots: seq, time, size, stored size, step",
      {.job = true, .checkpoint_dir = false, .command = false}},
     {"verify",
-     "Download a snapshot and check every checksum; writes nothing",
+     "Download a snapshot and check every checksum; quarantines the objects found damaged",
      {.job = true, .checkpoint_dir = false, .command = false}},
     {"gc",
      "Apply retention (keep; logs_keep for the logs) and abort orphaned multipart uploads",

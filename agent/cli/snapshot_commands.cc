@@ -1,5 +1,5 @@
-// `spotguard snapshot | restore | ls | verify | gc` (agent/cli/snapshot_commands.h):
-// the snapshot data path used by hand.
+// `spotguard snapshot | restore | ls | gc` (agent/cli/snapshot_commands.h):
+// the snapshot data path used by hand; `verify` is agent/cli/verify_command.cc's.
 #include "agent/cli/snapshot_commands.h"
 
 #include <unistd.h>
@@ -21,7 +21,6 @@
 #include "agent/repo/restorer.h"
 #include "agent/repo/retention.h"
 #include "agent/repo/snapshot_catalog.h"
-#include "agent/repo/snapshot_file_reader.h"
 #include "agent/repo/snapshot_writer.h"
 #include "agent/repo/store_layout.h"
 #include "common/log.h"
@@ -304,34 +303,6 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
     if (auto hint = GroupSnapshotsHint(**store, config.job))
       std::cerr << "spotguard ls: " << *hint << "\n";
   }
-  return kExitOk;
-}
-
-int RunVerifyCommand(const Config& config, const Environment& env, std::optional<uint64_t> seq) {
-  auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive, StoreAccess::kReadOnly);
-  if (!store.ok()) return Fail("verify", store.status(), StoreOpenExitCode(store.status()));
-  if (config.nodes > 1) return RunGroupVerify(config, **store, seq);
-  SnapshotCatalog catalog(**store, config.job);
-  if (!seq) {
-    auto committed = catalog.Committed();
-    if (!committed.ok()) return Fail("verify", committed.status());
-    if (committed->empty()) {
-      return Fail("verify", Status::NotFound("the store has no snapshot of job " + config.job),
-                  kExitNothingToRestore);
-    }
-    seq = committed->front();
-  }
-  auto manifest = catalog.ReadManifest(*seq);
-  if (!manifest.ok()) return Fail("verify", manifest.status());
-  SnapshotFileReader reader(**store, config.job);
-  Status st;
-  {
-    ProgressLine progress("verify", manifest->TotalSize());
-    st = reader.Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
-  }
-  if (!st.ok()) return Fail("verify", st);
-  std::cout << "snapshot " << SeqName(*seq) << ": " << manifest->files.size() << " files, "
-            << HumanBytes(manifest->TotalSize()) << ", every checksum matches\n";
   return kExitOk;
 }
 

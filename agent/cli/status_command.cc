@@ -12,6 +12,7 @@
 #include "agent/cli/group_status.h"
 #include "agent/logs/log_store.h"
 #include "agent/repo/progress.h"
+#include "agent/repo/quarantine.h"
 #include "agent/repo/restorer.h"
 #include "agent/run/retry_budget.h"
 #include "agent/repo/open_store.h"
@@ -137,7 +138,8 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
   }
 
   SnapshotCatalog catalog(store, job);
-  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed, catalog.Committed());
+  SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed,
+                      catalog.CommittedAndQuarantined(s.quarantined));
   s.committed = committed.size();
   s.suspect = catalog.Suspect();
   for (uint64_t seq : committed) {
@@ -217,9 +219,13 @@ nlohmann::ordered_json JobStatusToJson(const JobStatus& s, Clock::WallTime now,
               {"step", m.step ? ordered_json(*m.step) : ordered_json(nullptr)},
               {"resume", m.resume},
               {"index", m.index ? ordered_json(*m.index) : ordered_json(nullptr)},
-              {"attempt", m.attempt ? ordered_json(*m.attempt) : ordered_json(nullptr)}};
+              {"attempt", m.attempt ? ordered_json(*m.attempt) : ordered_json(nullptr)},
+              {"quarantined", QuarantinedReferences(m, s.quarantined)}};
   }
-  out["snapshots"] = {{"committed", s.committed}, {"newest", newest}, {"suspect", s.suspect}};
+  out["snapshots"] = {{"committed", s.committed},
+                      {"newest", newest},
+                      {"suspect", s.suspect},
+                      {"quarantined", s.quarantined}};
   const auto engine = status_detail::EngineOf(s);
   const auto budget = AttemptBudgetWarning(engine.attempt, s.attempt_cap);
   out["engine"] = {

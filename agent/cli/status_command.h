@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct JobStatus {
   std::optional<LeaseState> lease;
   uint64_t committed = 0;          // committed snapshots
   std::vector<uint64_t> suspect;   // marked suspect (agent/run/suspect.h), newest first
+  // Damaged objects in quarantine (agent/repo/quarantine.h), relative to "<job>/".
+  std::set<std::string> quarantined;
   std::optional<Manifest> newest;  // the newest one whose manifest reads back
   bool complete = false;
   std::optional<JobCompletion> completion;  // when complete and the marker reads back

@@ -6,6 +6,7 @@
 #include "agent/run/retry_budget.h"
 #include "agent/cli/status_command.h"
 #include "agent/cli/status_parts.h"
+#include "agent/repo/quarantine.h"
 #include "agent/repo/store_layout.h"
 #include "common/strings.h"
 
@@ -81,6 +82,14 @@ void SnapshotLines(const JobStatus& s, Clock::WallTime now, StatusLines& out) {
     for (uint64_t seq : s.suspect) seqs += (seqs.empty() ? "" : ", ") + SeqName(seq);
     out.Line("suspect", seqs + ": the trainer could not resume from " +
                             (s.suspect.size() == 1 ? "it" : "them") + " (spotguard unsuspect SEQ)");
+  }
+  if (!s.quarantined.empty()) {
+    std::vector<std::string> keys(s.quarantined.begin(), s.quarantined.end());
+    const size_t needed = s.newest ? QuarantinedReferences(*s.newest, s.quarantined).size() : 0;
+    out.Line("quarantined",
+             Join(keys, ", ") + ": found damaged; a restore passes over every snapshot that " +
+                 "needs one, and new snapshots store their frames afresh" +
+                 (needed > 0 ? " (the newest snapshot needs " + std::to_string(needed) + ")" : ""));
   }
   if (auto warning = AttemptBudgetWarning(status_detail::EngineOf(s).attempt, s.attempt_cap)) {
     out.Line("WARNING", *warning);
