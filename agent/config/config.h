@@ -54,6 +54,9 @@ struct Config {
   std::optional<Duration> settle_time;
   std::optional<Duration> checkpoint_interval;
   int keep = 0;
+  // Backups of checkpoint_dir that the agent's restores made and keeps
+  // whatever they hold (agent/repo/round_backups.h).
+  int backups_keep = 0;
   struct {
     int level = 0;
     int threads = 0;  // 0: all cores

@@ -66,6 +66,9 @@ constexpr KeyRow kRows[] = {
         false, R"("30m")"),
     IntRow(
         "keep", "3", [](auto& c) -> auto& { return c.keep; }, 1, 10000, "4"),
+    // Backups of checkpoint_dir (docs/design.md §7, "Backups of the checkpoint dir").
+    IntRow(
+        "backups_keep", "2", [](auto& c) -> auto& { return c.backups_keep; }, 0, 10000, "3"),
     // Level 1 chosen by measurement: bench/RESULTS.md.
     IntRow(
         "compression.level", "1", [](auto& c) -> auto& { return c.compression.level; }, 1, 19, "3"),

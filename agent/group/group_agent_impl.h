@@ -192,9 +192,6 @@ class GroupAgent {
   // Joins `plan`'s round: restores `group`'s part (none: starts fresh).
   void Join(const RoundPlan& plan, const std::optional<GroupCommit>& group);
   void Joining();
-  // Marks the backup a restore made and prunes the older ones (on the
-  // restore's thread; agent/repo/round_backups.h).
-  void KeepFewRoundBackups(const std::string& backup_dir, const GroupCommit& group, int rank);
   void RestoreFailed(const Status& st);
   // Starts the round's trainer from `resume` ("" fresh): kInRound.
   void StartTrainer(const std::string& resume);

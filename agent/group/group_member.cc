@@ -85,28 +85,15 @@ void GroupAgent::Join(const RoundPlan& plan, const std::optional<GroupCommit>& g
     options.replace_foreign = true;  // the trainer's own files of a step the group did not commit
     auto r = RestoreGroupPart(c_.store, cfg_.job, cfg_.preset, group, rank, cfg_.checkpoint_dir,
                               options);
-    if (r.ok() && !r->backup_dir.empty()) KeepFewRoundBackups(r->backup_dir, group, rank);
+    // On the restore's thread: removing a large backup takes a while.
+    if (r.ok() && !r->backup_dir.empty()) {
+      KeepFewAgentBackups(cfg_.checkpoint_dir, r->backup_dir,
+                          "made by rank " + std::to_string(rank) + "'s restore of group snapshot " +
+                              SeqName(group.seq),
+                          cfg_.backups_keep);
+    }
     return r;
   });
-}
-
-void GroupAgent::KeepFewRoundBackups(const std::string& backup_dir, const GroupCommit& group,
-                                     int rank) {
-  // On the restore's thread: removing a large backup takes a while.
-  const Status marked = MarkRoundBackup(
-      backup_dir, "made by rank " + std::to_string(rank) + "'s restore of group snapshot " +
-                      SeqName(group.seq) + "; spotguard keeps the newest " +
-                      std::to_string(kRoundBackupsKept) + " such backups");
-  if (!marked.ok()) LogWarn("marking {} failed: {}", backup_dir, marked.message());
-  auto removed = PruneRoundBackups(cfg_.checkpoint_dir, kRoundBackupsKept);
-  if (!removed.ok()) {
-    LogWarn("pruning the backups of earlier rounds failed: {}", removed.status().message());
-    return;
-  }
-  for (const std::string& dir : *removed) {
-    LogInfo("removed {}, a backup of an earlier round (the newest {} are kept)", dir,
-            kRoundBackupsKept);
-  }
 }
 
 void GroupAgent::Joining() {

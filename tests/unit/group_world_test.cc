@@ -350,7 +350,7 @@ TEST(GroupWorld, WhenEveryGroupSnapshotIsSuspectTheJobFailsRatherThanStartFresh)
 
 // A survivor's restore over its own newer files keeps them in a backup beside
 // its checkpoint dir; after many interrupted rounds only the newest
-// kRoundBackupsKept of those are left (agent/repo/round_backups.h).
+// kAgentBackupsKept of those are left (agent/repo/round_backups.h).
 TEST(GroupWorld, ASurvivorKeepsOnlyTheNewestBackupsOfItsRounds) {
   FakeGroupWorld w(2);
   w.trainer.steps = 150;
@@ -370,11 +370,11 @@ TEST(GroupWorld, ASurvivorKeepsOnlyTheNewestBackupsOfItsRounds) {
            std::filesystem::path(w.node(0).ckpt).parent_path())) {
     if (!e.path().filename().string().starts_with(prefix)) continue;
     ++all;
-    marked += std::filesystem::exists(e.path() / kRoundBackupMark) ? 1 : 0;
+    marked += std::filesystem::exists(e.path() / kAgentBackupMark) ? 1 : 0;
   }
   EXPECT_GE(w.node(0).launches.size(), 4u) << "a restore in every round";
   EXPECT_GE(marked, 1) << "the restores' backups are marked";
-  EXPECT_LE(all, kRoundBackupsKept);
+  EXPECT_LE(all, kAgentBackupsKept);
 }
 
 }  // namespace
