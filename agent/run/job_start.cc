@@ -17,6 +17,7 @@
 #include "agent/repo/progress.h"
 #include "agent/repo/quarantine.h"
 #include "agent/repo/restorer.h"
+#include "agent/repo/round_backups.h"
 #include "agent/run/start_watch.h"
 #include "agent/repo/store_layout.h"
 #include "agent/run/suspect.h"
@@ -257,6 +258,13 @@ StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Conf
                       restorer.RestoreNewest(history, config.checkpoint_dir));
   const Manifest* manifest = history.Find(restored.seq);
   sp.restore_seconds = SecondsSince(clock, start);
+  // After the timing: pruning older backups is not the restore's time.
+  if (!restored.backup_dir.empty()) {
+    KeepFewAgentBackups(config.checkpoint_dir, restored.backup_dir,
+                        "made by run's restore of snapshot " + SeqName(restored.seq) +
+                            " at its start",
+                        config.backups_keep);
+  }
   if (manifest) {
     s.committed_step = manifest->step;
     sp.resumed_step = manifest->step;

@@ -2,7 +2,8 @@
 // (agent/repo/round_backups.h, docs/design.md §7 "Backups of the checkpoint
 // dir"): the marked ones beyond the newest few go when every file in them
 // is kept elsewhere; one with a foreign file stays and is logged; symlinks
-// are never followed; a pruning cut short is finished by the next one.
+// are never followed; a pruning cut short is finished by the next one; and
+// run's restore at start prunes.
 #include "agent/repo/round_backups.h"
 
 #include <gtest/gtest.h>
@@ -10,8 +11,11 @@
 #include <filesystem>
 #include <mutex>
 
+#include "agent/ledger/events.h"
+#include "agent/run/job_start.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "tests/support/file_store_fixture.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree.h"
 
@@ -207,6 +211,45 @@ TEST(AgentBackups, TheLeftoverOfAPruningCutShortIsRemovedByTheNext) {
   EXPECT_TRUE(fs::exists(dir.Join("other.spotguard-deleting-20261129T100000Z/f")));
   EXPECT_TRUE(fs::is_symlink(ckpt + ".spotguard-deleting-20261129T110000Z"));
   EXPECT_EQ(ReadTree(outside), (Tree{{"x", {"y"}}}));
+}
+
+class AgentBackupsAtStart : public FileStoreTest {};
+
+// run's restore at start over an older model.pt keeps it in a backup, marks
+// that, and prunes the older backups of earlier starts.
+TEST_F(AgentBackupsAtStart, RunsRestoreAtStartMarksItsBackupAndPrunes) {
+  ASSERT_TRUE(CommitTree({{"model.pt", {"new"}}}).ok());
+  Config config;
+  config.job = "job";
+  config.checkpoint_dir = dir_.Join("ckpt");
+  config.preset = Preset::kGeneric;
+  config.patterns = {"*.bin"};  // no local checkpoint: the snapshot is restored
+  config.settle_time = Duration(100);
+  config.backups_keep = 2;
+  WriteTree(config.checkpoint_dir, {{"model.pt", {"old"}}});
+  const std::string& ckpt = config.checkpoint_dir;
+  const Tree earlier = {{"model.pt", {"new"}}};  // what the restore puts back
+  const std::string b1 = MarkedBackup(ckpt, "20261129T100000Z", earlier, 30);
+  const std::string b2 = MarkedBackup(ckpt, "20261129T110000Z", earlier, 20);
+  const std::string b3 = MarkedBackup(ckpt, "20261129T120000Z", earlier, 10);
+  EventLog events(*store_, clock_, "job", "i-test");
+
+  auto start = RestoreAtStart(*store_, clock_, config, events);
+  ASSERT_TRUE(start.ok()) << start.status().ToString();
+  EXPECT_EQ(ReadTree(ckpt), earlier);  // the restore marker aside
+  EXPECT_FALSE(fs::exists(b1));
+  EXPECT_FALSE(fs::exists(b2));
+  EXPECT_TRUE(fs::exists(b3));
+  int backups = 0;
+  for (const auto& e : fs::directory_iterator(dir_.path())) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with("ckpt.spotguard-backup-") || e.path().string() == b3) continue;
+    ++backups;
+    EXPECT_TRUE(fs::exists(e.path() / kAgentBackupMark)) << name;
+    auto model = ReadFileToString((e.path() / "model.pt").string());
+    EXPECT_TRUE(model.ok() && *model == "old") << name;
+  }
+  EXPECT_EQ(backups, 1);
 }
 
 }  // namespace
