@@ -232,19 +232,22 @@ void SingleNode(const std::string& root, CountingStore& store, Clock& clock,
   EventLog events(store, clock, config.job, "i-a");
   WriteCheckpoint(config.checkpoint_dir, 1);
   store.counts.Take();
-  const char* runs =
-      "SnapshotWriter::Write (lease renewal before the manifest), the snapshot event, "
-      "retention (CollectGarbage keep 3, PruneLogs)";
   for (int i = 0; i < 2; ++i) {
     if (i == 1) TouchCheckpoint(config.checkpoint_dir, 7);
+    const std::string which = i == 0 ? "first (48 MiB, 3 files)" : "incremental (2% changed)";
     SnapshotResult s =
         Commit(store, clock, config, config.job, config.checkpoint_dir, i + 1, lease, "i-a");
     events.Note("snapshot", {{"seq", s.seq}});
+    phases.push_back({"single node: commit, " + which,
+                      "SnapshotWriter::Write (lease renewal before the manifest), the snapshot "
+                      "event",
+                      store.counts.Take()});
     Check(CollectGarbage(store, clock, config.job, GcOptions{.keep = config.keep}).status(), "gc");
     Check(PruneLogs(store, config.job, config.logs_keep).status(), "logs");
-    phases.push_back({i == 0 ? "single node: first commit (48 MiB, 3 files)"
-                             : "single node: incremental commit (2% changed)",
-                      runs, store.counts.Take()});
+    phases.push_back({"single node: retention after the " + std::string(i == 0 ? "first" : "second"),
+                      "CollectGarbage (keep 3), PruneLogs (logs_keep 10), as the loop runs them "
+                      "after each commit",
+                      store.counts.Take()});
   }
   Check(lease.Release(), "release");
   store.counts.Take();
@@ -304,13 +307,17 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
     Check(group.Parts(1).status(), "parts");
     Check(lease.Renew(), "renew");
     Check(group.CommitGroup(g), "commit");
+    phases.push_back({"group of 2: group commit, " + which,
+                      "the coordinator: Parts(round) (the look that finds the last part), "
+                      "lease renewal, CommitGroup",
+                      store.counts.Take()});
     Check(CollectGroupGarbage(store, clock, config.job, config.keep, std::chrono::hours(1))
               .status(),
           "group gc");
     Check(PruneLogs(store, config.job, config.logs_keep).status(), "logs");
-    phases.push_back({"group of 2: group commit, " + which,
-                      "the coordinator: Parts(round), lease renewal, CommitGroup, retention "
-                      "(CollectGroupGarbage keep 3, PruneLogs)",
+    phases.push_back({"group of 2: retention after the " +
+                          std::string(round == 1 ? "first" : "second") + " group commit",
+                      "the coordinator: CollectGroupGarbage (keep 3), PruneLogs (logs_keep 10)",
                       store.counts.Take()});
   }
   // A replacement of rank 1: its start reads, its member record, its part.
