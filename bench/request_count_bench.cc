@@ -10,7 +10,7 @@
 // (a loopback file store never fails). What each phase runs is printed
 // with it and described in bench/RESULTS.md, "Store requests per commit".
 //
-// Run: build/release/bench/request_count_bench [--json]
+// Run: build/release/bench/request_count_bench [--json] [--trace]
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -50,9 +50,11 @@ constexpr uint64_t kPartSize = 8ull << 20;  // S3Store's parts (common/s3_multip
 // Request counts by S3 operation name.
 class Counts {
  public:
-  void Add(const std::string& kind, int n = 1) {
+  bool trace = false;  // --trace: each request and its key to stderr
+  void Add(const std::string& kind, const std::string& key = "", int n = 1) {
     std::lock_guard<std::mutex> lock(mu_);
     counts_[kind] += n;
+    if (trace) std::cerr << "  " << kind << " " << key << "\n";
   }
   std::map<std::string, int> Take() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -68,35 +70,36 @@ class Counts {
 // buffered, a single PUT when no part was ever full.
 class CountingWriter final : public ObjectWriter {
  public:
-  CountingWriter(std::unique_ptr<ObjectWriter> base, Counts& counts)
-      : base_(std::move(base)), counts_(counts) {}
+  CountingWriter(std::unique_ptr<ObjectWriter> base, Counts& counts, std::string key)
+      : base_(std::move(base)), counts_(counts), key_(std::move(key)) {}
   Status Append(std::string data) override {
     buffered_ += data.size();
     if (buffered_ >= kPartSize) {
-      if (!started_) counts_.Add("CreateMultipartUpload");
+      if (!started_) counts_.Add("CreateMultipartUpload", key_);
       started_ = true;
-      counts_.Add("UploadPart");
+      counts_.Add("UploadPart", key_);
       buffered_ = 0;
     }
     return base_->Append(std::move(data));
   }
   StatusOr<std::string> Commit() override {
     if (!started_) {
-      counts_.Add("PUT");
+      counts_.Add("PUT", key_);
     } else {
-      if (buffered_ > 0) counts_.Add("UploadPart");
-      counts_.Add("CompleteMultipartUpload");
+      if (buffered_ > 0) counts_.Add("UploadPart", key_);
+      counts_.Add("CompleteMultipartUpload", key_);
     }
     return base_->Commit();
   }
   void Abort() override {
-    if (started_) counts_.Add("AbortMultipartUpload");
+    if (started_) counts_.Add("AbortMultipartUpload", key_);
     base_->Abort();
   }
 
  private:
   std::unique_ptr<ObjectWriter> base_;
   Counts& counts_;
+  const std::string key_;
   uint64_t buffered_ = 0;
   bool started_ = false;
 };
@@ -108,37 +111,37 @@ class CountingStore final : public ObjectStore {
 
   StatusOr<std::string> Put(const std::string& key, std::string_view data,
                             const PutCondition& condition) override {
-    counts.Add("PUT");
+    counts.Add("PUT", key);
     return base_.Put(key, data, condition);
   }
   StatusOr<std::string> Get(const std::string& key, std::optional<ByteRange> range,
                             ObjectInfo* info) override {
-    counts.Add("GET");
+    counts.Add("GET", key);
     return base_.Get(key, range, info);
   }
   Status GetTo(const std::string& key, ByteRange range, const BodySink& sink) override {
-    counts.Add("GET");
+    counts.Add("GET", key);
     return base_.GetTo(key, range, sink);
   }
   StatusOr<ObjectInfo> Head(const std::string& key) override {
-    counts.Add("HEAD");
+    counts.Add("HEAD", key);
     return base_.Head(key);
   }
   StatusOr<ListPage> List(const std::string& prefix, const std::string& token,
                           int max_keys) override {
-    counts.Add("LIST");
+    counts.Add("LIST", prefix);
     return base_.List(prefix, token, max_keys);
   }
   Status Delete(const std::string& key) override {
-    counts.Add("DELETE");
+    counts.Add("DELETE", key);
     return base_.Delete(key);
   }
   StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
     SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, base_.NewWriter(key));
-    return std::unique_ptr<ObjectWriter>(new CountingWriter(std::move(w), counts));
+    return std::unique_ptr<ObjectWriter>(new CountingWriter(std::move(w), counts, key));
   }
   StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override {
-    counts.Add("ListMultipartUploads");
+    counts.Add("ListMultipartUploads", prefix);
     return base_.CleanStaleWrites(prefix, age);
   }
   std::string Describe() const override { return "counting(" + base_.Describe() + ")"; }
@@ -187,6 +190,18 @@ struct Phase {
   std::map<std::string, int> counts;
 };
 
+// Adds `p`; with --trace, names it below the requests it counted.
+void Record(std::vector<Phase>& phases, const Counts& counts, Phase p) {
+  if (counts.trace) std::cerr << "== " << p.name << "\n";
+  phases.push_back(std::move(p));
+}
+
+// Drops what was counted since the last phase (the setup between phases).
+void Discard(Counts& counts) {
+  counts.Take();
+  if (counts.trace) std::cerr << "== (not counted: setup)\n";
+}
+
 Config BenchConfig(const std::string& root, const std::string& ckpt, int nodes) {
   ConfigSources sources;
   sources.flags = {{"job", nodes > 1 ? "group-job" : "job"},
@@ -231,26 +246,26 @@ void SingleNode(const std::string& root, CountingStore& store, Clock& clock,
         "fence");
   EventLog events(store, clock, config.job, "i-a");
   WriteCheckpoint(config.checkpoint_dir, 1);
-  store.counts.Take();
+  Discard(store.counts);
   for (int i = 0; i < 2; ++i) {
     if (i == 1) TouchCheckpoint(config.checkpoint_dir, 7);
     const std::string which = i == 0 ? "first (48 MiB, 3 files)" : "incremental (2% changed)";
     SnapshotResult s =
         Commit(store, clock, config, config.job, config.checkpoint_dir, i + 1, lease, "i-a");
     events.Note("snapshot", {{"seq", s.seq}});
-    phases.push_back({"single node: commit, " + which,
+    Record(phases, store.counts, {"single node: commit, " + which,
                       "SnapshotWriter::Write (lease renewal before the manifest), the snapshot "
                       "event",
                       store.counts.Take()});
     Check(CollectGarbage(store, clock, config.job, GcOptions{.keep = config.keep}).status(), "gc");
     Check(PruneLogs(store, config.job, config.logs_keep).status(), "logs");
-    phases.push_back({"single node: retention after the " + std::string(i == 0 ? "first" : "second"),
+    Record(phases, store.counts, {"single node: retention after the " + std::string(i == 0 ? "first" : "second"),
                       "CollectGarbage (keep 3), PruneLogs (logs_keep 10), as the loop runs them "
                       "after each commit",
                       store.counts.Take()});
   }
   Check(lease.Release(), "release");
-  store.counts.Take();
+  Discard(store.counts);
   // The next instance: an empty checkpoint dir, the whole start of `run`.
   const Config next = BenchConfig(root, root + "/ckpt-b", 1);
   LeaseKeeper next_lease(store, clock, next.job, "i-b", LeaseOptions{});
@@ -269,7 +284,7 @@ void SingleNode(const std::string& root, CountingStore& store, Clock& clock,
   JobStart start = StartJob(steps);
   Check(start.status, "run start");
   if (start.outcome != JobStart::Outcome::kStarted) Check(Status::IOError("not started"), "run start");
-  phases.push_back({"single node: run start that restores",
+  Record(phases, store.counts, {"single node: run start that restores",
                     "StartJob: the complete marker, the lease, the fence, the history, the "
                     "restore, the restore event",
                     store.counts.Take()});
@@ -289,7 +304,7 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
     if (round == 2) {
       for (int rank = 0; rank < 2; ++rank) TouchCheckpoint(dirs[rank], 20 + rank);
     }
-    store.counts.Take();
+    Discard(store.counts);
     GroupCommit g{.seq = static_cast<uint64_t>(round), .round = 1, .nodes = 2, .step = round,
                   .generation = lease.generation(), .created = FormatUtc(clock.Now()),
                   .parts = {}};
@@ -301,13 +316,13 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
       g.parts.push_back(part);
     }
     const std::string which = round == 1 ? "first" : "incremental (2% changed)";
-    phases.push_back({"group of 2: part commits, both ranks, " + which,
+    Record(phases, store.counts, {"group of 2: part commits, both ranks, " + which,
                       "per rank: SnapshotWriter::Write of its part job, AnnouncePart",
                       store.counts.Take()});
     Check(group.Parts(1).status(), "parts");
     Check(lease.Renew(), "renew");
     Check(group.CommitGroup(g), "commit");
-    phases.push_back({"group of 2: group commit, " + which,
+    Record(phases, store.counts, {"group of 2: group commit, " + which,
                       "the coordinator: Parts(round) (the look that finds the last part), "
                       "lease renewal, CommitGroup",
                       store.counts.Take()});
@@ -315,7 +330,7 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
               .status(),
           "group gc");
     Check(PruneLogs(store, config.job, config.logs_keep).status(), "logs");
-    phases.push_back({"group of 2: retention after the " +
+    Record(phases, store.counts, {"group of 2: retention after the " +
                           std::string(round == 1 ? "first" : "second") + " group commit",
                       "the coordinator: CollectGroupGarbage (keep 3), PruneLogs (logs_keep 10)",
                       store.counts.Take()});
@@ -336,7 +351,7 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
                          options)
             .status(),
         "part restore");
-  phases.push_back({"group of 2: node start that restores its part",
+  Record(phases, store.counts, {"group of 2: node start that restores its part",
                     "the start reads (complete marker, CheckGroupStart), the agent-start event, "
                     "its member record, Groups(), RestoreGroupPart; not the heartbeats while "
                     "it waits for its round",
@@ -344,7 +359,11 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
 }
 
 int Main(int argc, char** argv) {
-  const bool json = argc > 1 && std::string(argv[1]) == "--json";
+  bool json = false, trace = false;
+  for (int i = 1; i < argc; ++i) {
+    json = json || std::string(argv[i]) == "--json";
+    trace = trace || std::string(argv[i]) == "--trace";
+  }
   InitLogging(LogLevel::kWarn, LogFormat::kText);
   const char* tmp = std::getenv("TMPDIR");
   const std::string root =
@@ -353,6 +372,7 @@ int Main(int argc, char** argv) {
   auto files = FileStore::Open(root + "/store");
   Check(files.status(), "store");
   CountingStore store(**files);
+  store.counts.trace = trace;
   Clock& clock = SystemClock();
   std::vector<Phase> phases;
   SingleNode(root, store, clock, phases);
