@@ -253,16 +253,18 @@ void SingleNode(const std::string& root, CountingStore& store, Clock& clock,
     SnapshotResult s =
         Commit(store, clock, config, config.job, config.checkpoint_dir, i + 1, lease, "i-a");
     events.Note("snapshot", {{"seq", s.seq}});
-    Record(phases, store.counts, {"single node: commit, " + which,
-                      "SnapshotWriter::Write (lease renewal before the manifest), the snapshot "
-                      "event",
-                      store.counts.Take()});
+    Record(phases, store.counts,
+           {"single node: commit, " + which,
+            "SnapshotWriter::Write (lease renewal before the manifest), the snapshot "
+            "event",
+            store.counts.Take()});
     Check(CollectGarbage(store, clock, config.job, GcOptions{.keep = config.keep}).status(), "gc");
     Check(PruneLogs(store, config.job, config.logs_keep).status(), "logs");
-    Record(phases, store.counts, {"single node: retention after the " + std::string(i == 0 ? "first" : "second"),
-                      "CollectGarbage (keep 3), PruneLogs (logs_keep 10), as the loop runs them "
-                      "after each commit",
-                      store.counts.Take()});
+    Record(phases, store.counts,
+           {"single node: retention after the " + std::string(i == 0 ? "first" : "second"),
+            "CollectGarbage (keep 3), PruneLogs (logs_keep 10), as the loop runs them "
+            "after each commit",
+            store.counts.Take()});
   }
   Check(lease.Release(), "release");
   Discard(store.counts);
@@ -274,20 +276,20 @@ void SingleNode(const std::string& root, CountingStore& store, Clock& clock,
   const std::map<std::string, std::string> env;
   SystemdNotifier notifier(env);
   const std::string instance = "i-b";
-  StartSteps steps{next,       store,    clock,    next_events,
-                   next_lease, lease_mu, notifier, instance,
-                   [&] {
+  StartSteps steps{next, store, clock, next_events, next_lease, lease_mu, notifier, instance, [&] {
                      return DrawFence(store, next.job, next_lease.generation(), instance,
                                       FormatUtc(clock.Now(), true))
                          .status();
                    }};
   JobStart start = StartJob(steps);
   Check(start.status, "run start");
-  if (start.outcome != JobStart::Outcome::kStarted) Check(Status::IOError("not started"), "run start");
-  Record(phases, store.counts, {"single node: run start that restores",
-                    "StartJob: the complete marker, the lease, the fence, the history, the "
-                    "restore, the restore event",
-                    store.counts.Take()});
+  if (start.outcome != JobStart::Outcome::kStarted)
+    Check(Status::IOError("not started"), "run start");
+  Record(phases, store.counts,
+         {"single node: run start that restores",
+          "StartJob: the complete marker, the lease, the fence, the history, the "
+          "restore, the restore event",
+          store.counts.Take()});
 }
 
 // Two nodes: each uploads its part and announces it, the coordinator
@@ -305,35 +307,41 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
       for (int rank = 0; rank < 2; ++rank) TouchCheckpoint(dirs[rank], 20 + rank);
     }
     Discard(store.counts);
-    GroupCommit g{.seq = static_cast<uint64_t>(round), .round = 1, .nodes = 2, .step = round,
-                  .generation = lease.generation(), .created = FormatUtc(clock.Now()),
+    GroupCommit g{.seq = static_cast<uint64_t>(round),
+                  .round = 1,
+                  .nodes = 2,
+                  .step = round,
+                  .generation = lease.generation(),
+                  .created = FormatUtc(clock.Now()),
                   .parts = {}};
     for (int rank = 0; rank < 2; ++rank) {
-      SnapshotResult s = Commit(store, clock, config, PartJob(config.job, rank), dirs[rank],
-                                round, lease, "i-g" + std::to_string(rank));
+      SnapshotResult s = Commit(store, clock, config, PartJob(config.job, rank), dirs[rank], round,
+                                lease, "i-g" + std::to_string(rank));
       PartRecord part{rank, round, s.seq, "i-g" + std::to_string(rank), s.bytes, s.stored_bytes};
       Check(group.AnnouncePart(1, part), "announce");
       g.parts.push_back(part);
     }
     const std::string which = round == 1 ? "first" : "incremental (2% changed)";
-    Record(phases, store.counts, {"group of 2: part commits, both ranks, " + which,
-                      "per rank: SnapshotWriter::Write of its part job, AnnouncePart",
-                      store.counts.Take()});
+    Record(phases, store.counts,
+           {"group of 2: part commits, both ranks, " + which,
+            "per rank: SnapshotWriter::Write of its part job, AnnouncePart", store.counts.Take()});
     Check(group.Parts(1).status(), "parts");
     Check(lease.Renew(), "renew");
     Check(group.CommitGroup(g), "commit");
-    Record(phases, store.counts, {"group of 2: group commit, " + which,
-                      "the coordinator: Parts(round) (the look that finds the last part), "
-                      "lease renewal, CommitGroup",
-                      store.counts.Take()});
-    Check(CollectGroupGarbage(store, clock, config.job, config.keep, std::chrono::hours(1))
-              .status(),
-          "group gc");
+    Record(phases, store.counts,
+           {"group of 2: group commit, " + which,
+            "the coordinator: Parts(round) (the look that finds the last part), "
+            "lease renewal, CommitGroup",
+            store.counts.Take()});
+    Check(
+        CollectGroupGarbage(store, clock, config.job, config.keep, std::chrono::hours(1)).status(),
+        "group gc");
     Check(PruneLogs(store, config.job, config.logs_keep).status(), "logs");
-    Record(phases, store.counts, {"group of 2: retention after the " +
-                          std::string(round == 1 ? "first" : "second") + " group commit",
-                      "the coordinator: CollectGroupGarbage (keep 3), PruneLogs (logs_keep 10)",
-                      store.counts.Take()});
+    Record(phases, store.counts,
+           {"group of 2: retention after the " + std::string(round == 1 ? "first" : "second") +
+                " group commit",
+            "the coordinator: CollectGroupGarbage (keep 3), PruneLogs (logs_keep 10)",
+            store.counts.Take()});
   }
   // A replacement of rank 1: its start reads, its member record, its part.
   const Config next = BenchConfig(root, root + "/g1-new", 2);
@@ -351,11 +359,12 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
                          options)
             .status(),
         "part restore");
-  Record(phases, store.counts, {"group of 2: node start that restores its part",
-                    "the start reads (complete marker, CheckGroupStart), the agent-start event, "
-                    "its member record, Groups(), RestoreGroupPart; not the heartbeats while "
-                    "it waits for its round",
-                    store.counts.Take()});
+  Record(phases, store.counts,
+         {"group of 2: node start that restores its part",
+          "the start reads (complete marker, CheckGroupStart), the agent-start event, "
+          "its member record, Groups(), RestoreGroupPart; not the heartbeats while "
+          "it waits for its round",
+          store.counts.Take()});
 }
 
 int Main(int argc, char** argv) {

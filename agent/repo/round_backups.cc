@@ -4,12 +4,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <sstream>
-#include <unordered_map>
 #include <system_error>
+#include <unordered_map>
 
 #include "agent/repo/restore_marker.h"
 #include "common/files.h"
@@ -64,7 +64,8 @@ bool AlsoKept(const std::string& backup, const std::string& rel, const struct st
     if (!LstatBelow(root, rel, &other)) continue;
     if (S_ISREG(st.st_mode) && S_ISREG(other.st_mode)) {
       if (st.st_dev == other.st_dev && st.st_ino == other.st_ino) return true;
-      if (st.st_size == other.st_size && SameBytes(JoinRelPath(backup, rel), JoinRelPath(root, rel)))
+      if (st.st_size == other.st_size &&
+          SameBytes(JoinRelPath(backup, rel), JoinRelPath(root, rel)))
         return true;
     } else if (S_ISLNK(st.st_mode) && S_ISLNK(other.st_mode)) {
       std::error_code e1, e2;
@@ -85,8 +86,10 @@ void ListSnapshotCopies(const std::string& backup, const std::string& rel,
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
     const std::string child = rel.empty() ? name : rel + "/" + name;
-    struct stat st {}, there{};
-    if (!LstatOf(JoinRelPath(backup, child), &st) || child.find('\n') != std::string::npos) continue;
+    struct stat st {
+    }, there{};
+    if (!LstatOf(JoinRelPath(backup, child), &st) || child.find('\n') != std::string::npos)
+      continue;
     if (S_ISDIR(st.st_mode)) {
       auto id = MountIdOf(JoinRelPath(backup, child));
       if (id.ok() && *id == mount) ListSnapshotCopies(backup, child, restored, mount, out);
@@ -146,7 +149,8 @@ std::optional<std::string> FirstForeign(const std::string& backup, const std::st
     }
     if (S_ISREG(st.st_mode)) {
       auto copy = copies.find(child);
-      if (copy != copies.end() && copy->second == std::pair<int64_t, int64_t>(st.st_size, MtimeNs(st)))
+      if (copy != copies.end() &&
+          copy->second == std::pair<int64_t, int64_t>(st.st_size, MtimeNs(st)))
         continue;  // the snapshot's bytes, unchanged since the mark
     }
     if (!(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) || !AlsoKept(backup, child, st, kept)) {
@@ -241,7 +245,8 @@ StatusOr<BackupPruning> PruneAgentBackups(const std::string& checkpoint_dir, int
       continue;
     }
     SG_ASSIGN_OR_RETURN(uint64_t mount, MountIdOf(path));
-    if (std::optional<std::string> foreign = FirstForeign(path, "", mount, kept, SnapshotCopies(path))) {
+    if (std::optional<std::string> foreign =
+            FirstForeign(path, "", mount, kept, SnapshotCopies(path))) {
       pruning.kept.push_back({path, *foreign});
       kept.push_back(path);
       continue;
@@ -263,11 +268,11 @@ StatusOr<BackupPruning> PruneAgentBackups(const std::string& checkpoint_dir, int
 
 void KeepFewAgentBackups(const std::string& checkpoint_dir, const std::string& backup_dir,
                          const std::string& made_by, int keep) {
-  const Status marked = MarkAgentBackup(
-      backup_dir,
-      made_by + "; spotguard keeps the newest " + std::to_string(keep) +
-          " such backups, and any older one that holds a file found nowhere else",
-      checkpoint_dir);
+  const Status marked =
+      MarkAgentBackup(backup_dir,
+                      made_by + "; spotguard keeps the newest " + std::to_string(keep) +
+                          " such backups, and any older one that holds a file found nowhere else",
+                      checkpoint_dir);
   if (!marked.ok()) LogWarn("marking {} failed: {}", backup_dir, marked.message());
   auto pruned = PruneAgentBackups(checkpoint_dir, keep);
   if (!pruned.ok()) {
@@ -278,14 +283,16 @@ void KeepFewAgentBackups(const std::string& checkpoint_dir, const std::string& b
     LogInfo("removed {}, left by a pruning of backups that was cut short", dir);
   }
   for (const std::string& dir : pruned->removed) {
-    LogInfo("removed {}, an older backup of {}: the newest {} are kept, and each file in it was "
-            "also in {}, in a kept backup or in the snapshot its restore put there",
-            dir, checkpoint_dir, keep, checkpoint_dir);
+    LogInfo(
+        "removed {}, an older backup of {}: the newest {} are kept, and each file in it was "
+        "also in {}, in a kept backup or in the snapshot its restore put there",
+        dir, checkpoint_dir, keep, checkpoint_dir);
   }
   for (const KeptBackup& b : pruned->kept) {
-    LogWarn("kept {} beyond the newest {} backups: it holds {}, which neither {} nor a kept backup "
-            "holds with the same bytes",
-            b.dir, keep, b.foreign, checkpoint_dir);
+    LogWarn(
+        "kept {} beyond the newest {} backups: it holds {}, which neither {} nor a kept backup "
+        "holds with the same bytes",
+        b.dir, keep, b.foreign, checkpoint_dir);
   }
 }
 

@@ -169,7 +169,8 @@ TEST(AgentBackups, SymlinksArePrunedAsLinksAndNeverFollowed) {
   const std::string linked = MarkedBackup(ckpt, "20261129T100000Z", {}, 10);
   fs::create_directory_symlink(outside + "/data", linked + "/data");
   // A file whose path in the checkpoint dir runs through a symlink.
-  const std::string through = MarkedBackup(ckpt, "20261129T110000Z", {{"data/big.bin", {"user data"}}}, 9);
+  const std::string through =
+      MarkedBackup(ckpt, "20261129T110000Z", {{"data/big.bin", {"user data"}}}, 9);
   // A link where the checkpoint dir has a file of the target's bytes.
   WriteTree(ckpt, {{"weights", {"w"}}});
   const std::string link_file = MarkedBackup(ckpt, "20261129T120000Z", {}, 8);
