@@ -61,6 +61,18 @@ std::string MarkedBackup(const std::string& ckpt, const std::string& stamp, cons
   return backup;
 }
 
+// Prunes `ckpt`'s backups beyond the newest `keep`: `removed` go, `kept`
+// (backup, its first foreign path) stay for a foreign file.
+void ExpectPruning(const std::string& ckpt, int keep, const std::vector<std::string>& removed,
+                   const std::vector<std::pair<std::string, std::string>>& kept) {
+  auto pruned = PruneAgentBackups(ckpt, keep);
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  EXPECT_EQ(pruned->removed, removed);
+  std::vector<std::pair<std::string, std::string>> got;
+  for (const KeptBackup& k : pruned->kept) got.emplace_back(k.dir, k.foreign);
+  EXPECT_EQ(got, kept);
+}
+
 TEST(AgentBackups, MarkedBackupsBeyondTheNewestTwoWhoseFilesAreKeptElsewhereGo) {
   TempDir dir;
   const std::string ckpt = dir.Join("ckpt");
@@ -147,12 +159,7 @@ TEST(AgentBackups, AFileWithTheSnapshotsBytesWhenMarkedIsNotForeign) {
   // The next restore removed its own step_25.pt.
   fs::remove(ckpt + "/step_25.pt");
 
-  auto pruned = PruneAgentBackups(ckpt, 0);
-  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
-  EXPECT_EQ(pruned->removed, std::vector<std::string>{same});
-  ASSERT_EQ(pruned->kept.size(), 1u);
-  EXPECT_EQ(pruned->kept[0].dir, edited);
-  EXPECT_EQ(pruned->kept[0].foreign, "step_25.pt");
+  ExpectPruning(ckpt, 0, {same}, {{edited, "step_25.pt"}});
 }
 
 // Neither the judging nor the removal goes through a symlink: a link in a
@@ -176,14 +183,7 @@ TEST(AgentBackups, SymlinksArePrunedAsLinksAndNeverFollowed) {
   const std::string link_file = MarkedBackup(ckpt, "20261129T120000Z", {}, 8);
   fs::create_symlink(outside + "/weights", link_file + "/weights");
 
-  auto pruned = PruneAgentBackups(ckpt, 0);
-  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
-  EXPECT_EQ(pruned->removed, std::vector<std::string>{linked});
-  ASSERT_EQ(pruned->kept.size(), 2u);
-  EXPECT_EQ(pruned->kept[0].dir, link_file);
-  EXPECT_EQ(pruned->kept[0].foreign, "weights");
-  EXPECT_EQ(pruned->kept[1].dir, through);
-  EXPECT_EQ(pruned->kept[1].foreign, "data/big.bin");
+  ExpectPruning(ckpt, 0, {linked}, {{link_file, "weights"}, {through, "data/big.bin"}});
   EXPECT_EQ(ReadTree(outside), (Tree{{"data/big.bin", {"user data"}}, {"weights", {"w"}}}));
   EXPECT_TRUE(fs::is_symlink(ckpt + "/data"));
 }
