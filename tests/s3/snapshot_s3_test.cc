@@ -8,9 +8,11 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "agent/repo/manifest.h"
 #include "agent/repo/restorer.h"
+#include "agent/repo/retention.h"
 #include "agent/repo/snapshot_writer.h"
 #include "common/crypto.h"
 #include "common/files.h"
@@ -19,6 +21,7 @@
 #include "tests/support/capture_in_place.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/random_bytes.h"
+#include "tests/support/reuse_support.h"
 #include "tests/support/s3_test_env.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -208,6 +211,62 @@ TEST_F(S3Snapshots, APackedFileExtractsWithARangedGetAndZstd) {
   EXPECT_EQ(Sha256Hex(*plain), f->sha256);
   ASSERT_EQ(frame.xxh3.size(), 32u);
   EXPECT_EQ(cmd.out.substr(0, 33), frame.xxh3 + " ") << cmd.out;
+}
+
+// `gc --older-than 0s` in a loop on another thread while a writer uploads a
+// file in parts (multipart) and references a base that only snapshot 1
+// holds, which gc retires (keep 1): the writer's claim is live, so gc takes
+// none of its objects or its upload in progress, and the snapshot commits
+// with every reference there (docs/design.md §4, "Live writers"). The loop
+// starts at the writer's first part, after its index was built; what it
+// deletes before the writer is done is the interleaving's, not asserted.
+TEST_F(S3Snapshots, GcInALoopDuringAMultipartUploadLeavesNoMissingReference) {
+  const std::string base = RandomBytes(3 * kFrameSize, 21);
+  const Tree first = {{"base.bin", {base, 0644}}, {"adapter.bin", {RandomBytes(1000, 22), 0644}}};
+  const Tree third = {{"base.bin", {base, 0644}},
+                      {"adapter.bin", {RandomBytes(24 << 20, 23), 0644}}};
+  WriteTree(dir_.Join("first"), first);
+  WriteTree(dir_.Join("second"), {{"other.bin", {RandomBytes(1000, 24), 0644}}});
+  WriteTree(dir_.Join("third"), third);
+  ASSERT_TRUE(Snapshot(dir_.Join("first")).ok());
+  ASSERT_TRUE(Snapshot(dir_.Join("second")).ok());
+
+  StepStore steps(*store_);
+  std::atomic<bool> writing{true};
+  std::atomic<int> gcs{0}, gc_failures{0};
+  std::thread gc_loop;
+  steps.BeforeStep([&](const StepStore::Op& op) {
+    if (op.kind != StepStore::Kind::kAppend || steps.hooked()) return;
+    steps.set_hooked();
+    gc_loop = std::thread([&] {
+      while (writing) {
+        const GcOptions older_than_zero{1, std::chrono::seconds(0)};
+        if (!CollectGarbage(*store_, SystemClock(), "job", older_than_zero).ok()) ++gc_failures;
+        ++gcs;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // leave the gateway room
+      }
+    });
+  });
+  auto capture = CaptureTree(dir_.Join("third"));
+  ASSERT_TRUE(capture.ok()) << capture.status().ToString();
+  SnapshotRequest request;
+  request.job = "job";
+  auto written = SnapshotWriter(steps, SystemClock(), SnapshotOptions{}).Write(*capture, request);
+  writing = false;
+  if (gc_loop.joinable()) gc_loop.join();
+  ASSERT_TRUE(steps.hooked()) << "the adapter went up in parts";
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_GT(gcs.load(), 0);
+  EXPECT_EQ(gc_failures.load(), 0);
+  EXPECT_EQ(CountMissingReferences(*store_, "job"), 0);
+  // Once the writer is done, gc retires snapshot 1 and keeps its base.
+  ASSERT_TRUE(CollectGarbage(*store_, SystemClock(), "job", {1, std::chrono::seconds(0)}).ok());
+  EXPECT_EQ(CountMissingReferences(*store_, "job"), 0);
+  Restorer restorer(*store_, RestoreOptions{});
+  auto restored = restorer.Restore("job", dir_.Join("out"), std::nullopt);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->seq, written->seq);
+  EXPECT_EQ(ReadTree(dir_.Join("out")), third);
 }
 
 }  // namespace
