@@ -140,9 +140,10 @@ class CountingStore final : public ObjectStore {
     SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, base_.NewWriter(key));
     return std::unique_ptr<ObjectWriter>(new CountingWriter(std::move(w), counts, key));
   }
-  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age) override {
+  StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
+                                 const KeyFilter& spare) override {
     counts.Add("ListMultipartUploads", prefix);
-    return base_.CleanStaleWrites(prefix, age);
+    return base_.CleanStaleWrites(prefix, age, spare);
   }
   std::string Describe() const override { return "counting(" + base_.Describe() + ")"; }
 
@@ -293,7 +294,9 @@ void SingleNode(const std::string& root, CountingStore& store, Clock& clock,
 }
 
 // Two nodes: each uploads its part and announces it, the coordinator
-// commits the group snapshot; then a replacement of rank 1 starts.
+// commits the group snapshot; then a replacement of rank 1 starts. Each
+// rank's checkpoint also holds a 1 MiB adapter.bin: round 2 changes 1 MiB
+// of model.pt, round 3 only the adapter (a LoRA-style step, about 2%).
 void Group(const std::string& root, CountingStore& store, Clock& clock,
            std::vector<Phase>& phases) {
   const Config config = BenchConfig(root, root + "/g0", 2);
@@ -301,10 +304,16 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
   LeaseKeeper lease(store, clock, config.job, "i-g0", LeaseOptions{});
   Check(lease.TryAcquire().status(), "group lease");
   const std::string dirs[2] = {root + "/g0", root + "/g1"};
-  for (int rank = 0; rank < 2; ++rank) WriteCheckpoint(dirs[rank], 10 + rank);
-  for (int round = 1; round <= 2; ++round) {
-    if (round == 2) {
-      for (int rank = 0; rank < 2; ++rank) TouchCheckpoint(dirs[rank], 20 + rank);
+  for (int rank = 0; rank < 2; ++rank) {
+    WriteCheckpoint(dirs[rank], 10 + rank);
+    Check(WriteFileAtomic(dirs[rank] + "/adapter.bin", RandomBytes(1u << 20, 15 + rank)),
+          "adapter.bin");
+  }
+  for (int round = 1; round <= 3; ++round) {
+    for (int rank = 0; rank < 2 && round == 2; ++rank) TouchCheckpoint(dirs[rank], 20 + rank);
+    for (int rank = 0; rank < 2 && round == 3; ++rank) {
+      Check(WriteFileAtomic(dirs[rank] + "/adapter.bin", RandomBytes(1u << 20, 30 + rank)),
+            "adapter.bin");
     }
     Discard(store.counts);
     GroupCommit g{.seq = static_cast<uint64_t>(round),
@@ -314,17 +323,25 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
                   .generation = lease.generation(),
                   .created = FormatUtc(clock.Now()),
                   .parts = {}};
+    uint64_t uploaded = 0, total_bytes = 0;  // the group incremental figure (issue 34)
     for (int rank = 0; rank < 2; ++rank) {
       SnapshotResult s = Commit(store, clock, config, PartJob(config.job, rank), dirs[rank], round,
                                 lease, "i-g" + std::to_string(rank));
+      uploaded += s.new_bytes;
+      total_bytes += s.stored_bytes;
       PartRecord part{rank, round, s.seq, "i-g" + std::to_string(rank), s.bytes, s.stored_bytes};
       Check(group.AnnouncePart(1, part), "announce");
       g.parts.push_back(part);
     }
-    const std::string which = round == 1 ? "first" : "incremental (2% changed)";
+    const std::string which = round == 1   ? "first"
+                              : round == 2 ? "incremental (1 MiB of model.pt changed)"
+                                           : "LoRA-style (only the 1 MiB adapter changed)";
     Record(phases, store.counts,
            {"group of 2: part commits, both ranks, " + which,
-            "per rank: SnapshotWriter::Write of its part job, AnnouncePart", store.counts.Take()});
+            "per rank: SnapshotWriter::Write of its part job, AnnouncePart; uploaded " +
+                std::to_string(uploaded) + " of the parts' " + std::to_string(total_bytes) +
+                " stored bytes",
+            store.counts.Take()});
     Check(group.Parts(1).status(), "parts");
     Check(lease.Renew(), "renew");
     Check(group.CommitGroup(g), "commit");
@@ -333,12 +350,12 @@ void Group(const std::string& root, CountingStore& store, Clock& clock,
             "the coordinator: Parts(round) (the look that finds the last part), "
             "lease renewal, CommitGroup",
             store.counts.Take()});
-    Check(
-        CollectGroupGarbage(store, clock, config.job, config.keep, std::chrono::hours(1)).status(),
-        "group gc");
+    Check(CollectGroupGarbage(store, clock, config.job, GcOptions{.keep = config.keep}).status(),
+          "group gc");
     Check(PruneLogs(store, config.job, config.logs_keep).status(), "logs");
     Record(phases, store.counts,
-           {"group of 2: retention after the " + std::string(round == 1 ? "first" : "second") +
+           {"group of 2: retention after the " +
+                std::string(round == 1 ? "first" : round == 2 ? "second" : "third") +
                 " group commit",
             "the coordinator: CollectGroupGarbage (keep 3), PruneLogs (logs_keep 10)",
             store.counts.Take()});
