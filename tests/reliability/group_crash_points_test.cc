@@ -21,6 +21,7 @@
 #include "agent/repo/store_layout.h"
 #include "common/file_store.h"
 #include "tests/support/capture_in_place.h"
+#include "tests/support/crash_points.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/reliability_record.h"
 #include "tests/support/reuse_support.h"
@@ -131,12 +132,6 @@ class GroupCrashTrials : public ::testing::Test {
     Check(when + ", then a group snapshot, and gc two hours later");
   }
 
-  static bool IsWrite(StepStore::Kind kind) {
-    return kind == StepStore::Kind::kPut || kind == StepStore::Kind::kDelete ||
-           kind == StepStore::Kind::kNewWriter || kind == StepStore::Kind::kAppend ||
-           kind == StepStore::Kind::kCommit;
-  }
-
   TempDir dir_;
   FakeClock clock_;
   std::unique_ptr<FileStore> store_;
@@ -145,77 +140,23 @@ class GroupCrashTrials : public ::testing::Test {
 };
 
 TEST_F(GroupCrashTrials, ZeroKeptPartsWithAMissingReference) {
-  // How many writes a group commit and a group gc make when nothing fails.
-  Fresh();
-  StepStore count_commit(*store_);
-  ASSERT_TRUE(CommitGroupOf(count_commit, 30).ok());
-  const int commit_writes = count_commit.writes();
-  StepStore count_gc(*store_);
-  ASSERT_TRUE(GroupGc(count_gc).ok());
-  const int gc_writes = count_gc.writes();
-  ASSERT_GE(commit_writes, 2 * 5 + 1);
-  ASSERT_GE(gc_writes, 4);
-  int injected = 0;
-
-  // 1. The group commit dies before each of its writes: in a part's
-  // upload, between the parts, or before the group record.
-  for (int n = 1; n <= commit_writes; ++n) {
-    Fresh();
-    StepStore dying(*store_);
-    dying.DieAtWrite(n);
-    EXPECT_FALSE(CommitGroupOf(dying, 30).ok()) << n;
-    ++injected;
-    Check("group commit killed before write " + std::to_string(n));
-    Recover("group commit killed before write " + std::to_string(n));
-  }
-  // 2. Group gc (retiring group snapshots 1 and 2 after a third, whose
-  // parts reference objects of theirs) dies before each of its writes.
-  for (int n = 1; n <= gc_writes; ++n) {
-    Fresh();
-    ASSERT_TRUE(CommitGroupOf(*store_, 30).ok());
-    StepStore dying(*store_);
-    dying.DieAtWrite(n);
-    EXPECT_FALSE(GroupGc(dying).ok()) << n;
-    ++injected;
-    Check("group gc killed before write " + std::to_string(n));
-    Recover("group gc killed before write " + std::to_string(n));
-  }
-  // 3. A whole group gc runs before each write of a group commit.
-  for (int n = 1; n <= commit_writes; ++n) {
-    Fresh();
-    StepStore racing(*store_);
-    int writes = 0;
-    racing.BeforeStep([&](const StepStore::Op& op) {
-      if (IsWrite(op.kind) && ++writes == n) {
-        EXPECT_TRUE(GroupGc(*store_).ok());
-      }
-    });
-    EXPECT_TRUE(CommitGroupOf(racing, 30).ok()) << n;
-    ++injected;
-    Check("group gc before the commit's write " + std::to_string(n));
-  }
-  // 4. A whole group commit runs before each operation of group gc (reads
-  // included: between its listings too).
-  Fresh();
-  ASSERT_TRUE(CommitGroupOf(*store_, 30).ok());
-  StepStore count_ops(*store_);
-  int gc_ops = 0;
-  count_ops.BeforeStep([&](const StepStore::Op&) { ++gc_ops; });
-  ASSERT_TRUE(GroupGc(count_ops).ok());
-  for (int n = 1; n <= gc_ops + 2; ++n) {
-    Fresh();
-    ASSERT_TRUE(CommitGroupOf(*store_, 30).ok());
-    StepStore racing(*store_);
-    int ops = 0;
-    racing.BeforeStep([&](const StepStore::Op&) {
-      if (++ops == n) {
-        EXPECT_TRUE(CommitGroupOf(*store_, 50).ok());
-      }
-    });
-    EXPECT_TRUE(GroupGc(racing).ok()) << n;
-    ++injected;
-    Check("a group commit before group gc's operation " + std::to_string(n));
-  }
+  // Group gc retires group snapshots 1 and 2 after a third, whose parts
+  // reference objects of theirs; a group commit dies in a part's upload,
+  // between the parts, or before the group record, and never commits.
+  CrashPointPlan plan;
+  plan.fresh = [&] { Fresh(); };
+  plan.store = [&]() -> ObjectStore& { return *store_; };
+  plan.write = [&](ObjectStore& store) { return CommitGroupOf(store, 30); };
+  plan.collect = [&](ObjectStore& store) { return GroupGc(store); };
+  plan.before_collect = [&] { return CommitGroupOf(*store_, 30); };
+  plan.write_inside = [&] { return CommitGroupOf(*store_, 50); };
+  plan.commits_when_killed = [](int, int) { return false; };
+  plan.check = [&](const std::string& when) { Check(when); };
+  plan.recover = [&](const std::string& when) { Recover(when); };
+  const CrashPointCounts counts = RunCrashPoints(plan);
+  EXPECT_GE(counts.writer_writes, 2 * 5 + 1);
+  const int commit_writes = counts.writer_writes, gc_writes = counts.collector_writes;
+  const int gc_ops = counts.collector_ops, injected = counts.injected;
 
   ReliabilityRecord rec;
   rec.test = "group_crash_points";

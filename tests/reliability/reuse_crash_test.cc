@@ -15,6 +15,7 @@
 #include "agent/repo/snapshot_writer.h"
 #include "common/file_store.h"
 #include "tests/support/capture_in_place.h"
+#include "tests/support/crash_points.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/reliability_record.h"
 #include "tests/support/reuse_support.h"
@@ -97,82 +98,25 @@ class ReuseCrashTrials : public ::testing::Test {
 };
 
 TEST_F(ReuseCrashTrials, ZeroKeptSnapshotsWithAMissingReference) {
-  // How many writes a writer and a gc make when nothing fails.
-  Fresh();
-  StepStore count_writer(*store_);
-  ASSERT_TRUE(Commit(count_writer, 3).ok());
-  const int writer_writes = count_writer.writes();
-  StepStore count_gc(*store_);
-  ASSERT_TRUE(CollectGarbage(count_gc, clock_, "job", kKeepOne).ok());
-  const int gc_writes = count_gc.writes();
-  ASSERT_GE(writer_writes, 5);
-  ASSERT_GE(gc_writes, 4);
-  int injected = 0;
-
-  // 1. The writer dies before each of its writes.
-  for (int n = 1; n <= writer_writes; ++n) {
-    Fresh();
-    StepStore dying(*store_);
-    dying.DieAtWrite(n);
-    // Killed before its last write (`latest`), the snapshot is committed.
-    EXPECT_EQ(Commit(dying, 3).ok(), n == writer_writes) << n;
-    ++injected;
-    Check("writer killed before write " + std::to_string(n));
-    Recover("writer killed before write " + std::to_string(n));
-  }
-  // 2. gc (retiring snapshot 1, whose base snapshot 2 references, and
-  // snapshot 2 after a third) dies before each of its writes.
-  for (int n = 1; n <= gc_writes; ++n) {
-    Fresh();
-    ASSERT_TRUE(Commit(*store_, 3).ok());
-    StepStore dying(*store_);
-    dying.DieAtWrite(n);
-    EXPECT_FALSE(CollectGarbage(dying, clock_, "job", kKeepOne).ok()) << n;
-    ++injected;
-    Check("gc killed before write " + std::to_string(n));
-    Recover("gc killed before write " + std::to_string(n));
-  }
-  // 3. A whole gc runs before each write of a writer (which indexed
-  // snapshots 1 and 2 right after its claim).
-  for (int n = 1; n <= writer_writes; ++n) {
-    Fresh();
-    StepStore racing(*store_);
-    int writes = 0;
-    racing.BeforeStep([&](const StepStore::Op& op) {
-      if (op.kind == StepStore::Kind::kGet || op.kind == StepStore::Kind::kHead ||
-          op.kind == StepStore::Kind::kList || op.kind == StepStore::Kind::kClean) {
-        return;
-      }
-      if (++writes == n) {
-        EXPECT_TRUE(CollectGarbage(*store_, clock_, "job", kKeepOne).ok());
-      }
-    });
-    EXPECT_TRUE(Commit(racing, 3).ok()) << n;
-    ++injected;
-    Check("gc before writer's write " + std::to_string(n));
-    if (LongReliabilityRun()) Recover("gc before writer's write " + std::to_string(n));
-  }
-  // 4. A whole writer runs before each operation of gc (reads included:
-  // between its listings too).
-  Fresh();
-  StepStore count_ops(*store_);
-  int gc_ops = 0;
-  count_ops.BeforeStep([&](const StepStore::Op&) { ++gc_ops; });
-  ASSERT_TRUE(CollectGarbage(count_ops, clock_, "job", kKeepOne).ok());
-  for (int n = 1; n <= gc_ops + 2; ++n) {
-    Fresh();
-    StepStore racing(*store_);
-    int ops = 0;
-    racing.BeforeStep([&](const StepStore::Op&) {
-      if (++ops == n) {
-        EXPECT_TRUE(Commit(*store_, 3).ok());
-      }
-    });
-    EXPECT_TRUE(CollectGarbage(racing, clock_, "job", kKeepOne).ok()) << n;
-    ++injected;
-    Check("writer before gc's operation " + std::to_string(n));
-    if (LongReliabilityRun()) Recover("writer before gc's operation " + std::to_string(n));
-  }
+  // gc retires snapshot 1, whose base snapshot 2 references, and snapshot 2
+  // after a third; the writer indexed snapshots 1 and 2 right after its claim.
+  CrashPointPlan plan;
+  plan.fresh = [&] { Fresh(); };
+  plan.store = [&]() -> ObjectStore& { return *store_; };
+  plan.write = [&](ObjectStore& store) { return Commit(store, 3).status(); };
+  plan.collect = [&](ObjectStore& store) {
+    return CollectGarbage(store, clock_, "job", kKeepOne).status();
+  };
+  plan.before_collect = [&] { return Commit(*store_, 3).status(); };
+  plan.write_inside = [&] { return Commit(*store_, 4).status(); };
+  // Killed before its last write (`latest`), the snapshot is committed.
+  plan.commits_when_killed = [](int n, int writes) { return n == writes; };
+  plan.check = [&](const std::string& when) { Check(when); };
+  plan.recover = [&](const std::string& when) { Recover(when); };
+  plan.recover_interleavings = LongReliabilityRun();
+  const CrashPointCounts counts = RunCrashPoints(plan);
+  const int writer_writes = counts.writer_writes, gc_writes = counts.collector_writes;
+  const int injected = counts.injected;
 
   ReliabilityRecord rec;
   rec.test = "reuse_crash_trials";
