@@ -127,8 +127,8 @@ SnapshotWriter::SnapshotWriter(ObjectStore& store, Clock& clock, SnapshotOptions
                                    : std::max(1u, std::thread::hardware_concurrency())) {}
 
 StatusOr<ClaimedSeq> SnapshotWriter::ClaimSeq(const std::string& job,
-                                              const std::string& claim_body) {
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, SnapshotsPrefix(job)));
+                                              const std::string& claim_body,
+                                              const std::vector<ObjectInfo>& objects) {
   uint64_t highest = 0;
   for (const ObjectInfo& o : objects) {
     if (auto seq = SnapshotSeqOfKey(job, o.key)) highest = std::max(highest, *seq);
@@ -200,14 +200,15 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   return file;
 }
 
-Status SnapshotWriter::BuildIndex(const std::string& job, std::shared_future<uint64_t> claimed,
-                                  FrameIndex& index) {
-  // The manifests are read while the seq is claimed, in parallel
-  // (Prefetch): this is on the way to the commit. A seq's manifest never
-  // changes, so reading it early is safe; which ones the index may use is
-  // decided by the listing after the claim (docs/design.md §4).
+Status SnapshotWriter::BuildIndex(const std::string& job, const std::vector<uint64_t>& before,
+                                  std::shared_future<uint64_t> claimed, FrameIndex& index) {
+  // The manifests of the listing the claim was chosen from are read while
+  // the seq is claimed, in parallel (Prefetch): this is on the way to the
+  // commit. A seq's manifest never changes, so reading it early is safe;
+  // which ones the index may use is decided by the listing after the claim
+  // (docs/design.md §4).
   SnapshotCatalog catalog(store_, job);
-  if (auto before = catalog.Committed(); before.ok()) catalog.Prefetch(*before);
+  catalog.Prefetch(before);
   const uint64_t own = claimed.get();
   if (own == 0) return Status::Ok();  // no snapshot to index for
   // The quarantine list is listed beside the history, once per snapshot: no
@@ -302,19 +303,30 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
   // (the order gc's rule relies on: docs/design.md §4, "Retention with
   // shared objects"). The first frames are read, hashed and compressed
   // meanwhile; their lookups wait for it (FrameIndex's `pending`).
+  // One listing of the history before the claim: the next free seq, and
+  // the manifests to read ahead.
+  SG_ASSIGN_OR_RETURN(const std::vector<ObjectInfo> listed,
+                      ListAll(store_, SnapshotsPrefix(request.job)));
+  std::vector<uint64_t> before;
+  for (const ObjectInfo& o : listed) {
+    auto s = SnapshotSeqOfKey(request.job, o.key);
+    if (s && o.key == ManifestKey(request.job, *s)) before.push_back(*s);
+  }
+  std::sort(before.rbegin(), before.rend());  // newest first, as the catalog lists them
   FrameIndex index(/*pending=*/true);
   std::promise<uint64_t> claimed;  // the claimed seq; 0: none
   std::thread reader;
   if (options_.reuse) {
-    reader = std::thread([this, &index, job = request.job, future = claimed.get_future().share()] {
-      Status st = BuildIndex(job, future, index);
+    reader = std::thread([this, &index, &before, job = request.job,
+                          future = claimed.get_future().share()] {
+      Status st = BuildIndex(job, before, future, index);
       if (!st.ok()) {
         LogWarn("not reusing stored frames, reading the history failed: {}", st.message());
       }
       index.MarkReady(st.ok());
     });
   }
-  auto claim_seq = ClaimSeq(request.job, claim.dump());
+  auto claim_seq = ClaimSeq(request.job, claim.dump(), listed);
   claimed.set_value(claim_seq.ok() ? claim_seq->seq : 0);
   if (!claim_seq.ok()) {
     if (reader.joinable()) reader.join();

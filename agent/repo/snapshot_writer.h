@@ -89,8 +89,10 @@ class SnapshotWriter {
   StatusOr<SnapshotResult> Write(const CapturedCheckpoint& capture, const SnapshotRequest& request,
                                  const ProgressFn& progress = {});
 
-  // Takes the next free seq with a create-only claim object.
-  StatusOr<ClaimedSeq> ClaimSeq(const std::string& job, const std::string& claim_body);
+  // Takes the next free seq above those in `objects` (a listing of the
+  // job's snapshots) with a create-only claim object.
+  StatusOr<ClaimedSeq> ClaimSeq(const std::string& job, const std::string& claim_body,
+                                const std::vector<ObjectInfo>& objects);
 
  private:
   StatusOr<SnapshotResult> UploadAndCommit(const CapturedCheckpoint& capture,
@@ -109,13 +111,14 @@ class SnapshotWriter {
                     const std::vector<const CapturedFile*>& sources, std::vector<ManifestFile*> out,
                     const ProgressFn& progress);
 
-  // Reads the manifests of the job's history, and once `claimed` is ready
-  // (the seq this writer claimed; 0: the claim failed), lists the history
-  // again and puts the manifests of that listing below that seq into `index`,
-  // without the frames of quarantined objects, listed beside it
-  // (docs/design.md §4, "Frame reuse" and "Quarantine").
-  Status BuildIndex(const std::string& job, std::shared_future<uint64_t> claimed,
-                    FrameIndex& index);
+  // Reads the manifests `before` (of the listing the claim was chosen
+  // from), and once `claimed` is ready (the seq this writer claimed; 0: the
+  // claim failed), lists the history again and puts the manifests of that
+  // listing below that seq into `index`, without the frames of quarantined
+  // objects, listed beside it (docs/design.md §4, "Frame reuse" and
+  // "Quarantine").
+  Status BuildIndex(const std::string& job, const std::vector<uint64_t>& before,
+                    std::shared_future<uint64_t> claimed, FrameIndex& index);
 
   ObjectStore& store_;
   Clock& clock_;
