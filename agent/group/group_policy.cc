@@ -10,6 +10,7 @@
 #include "agent/repo/store_layout.h"
 #include "agent/trainer/restart_backoff.h"
 #include "common/log.h"
+#include "common/strings.h"
 
 namespace sg {
 
@@ -151,19 +152,29 @@ void GroupPolicy::PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>&
     return;
   }
   // The group snapshot to resume from: the newest one every member could
-  // restore and the trainers did not fail to resume from.
-  if (!view.groups || !view.groups->ok() || !view.suspects) return;
+  // restore, the trainers did not fail to resume from, and whose parts need
+  // no quarantined object (docs/design.md §14, "Quarantine in a group").
+  if (!view.groups || !view.groups->ok() || !view.suspects || !view.quarantined) return;
   const std::vector<GroupCommit>& groups = (*view.groups)->groups;
   const auto& suspects = *view.suspects;
-  if (!suspects.ok()) {
-    Say(a::Log::Level::kWarn, "listing the suspect group snapshots failed (will retry): " +
-                                  std::string(suspects.status().message()));
+  const auto& quarantined = *view.quarantined;
+  for (const Status& st : {suspects.status(), quarantined.status()}) {
+    if (st.ok()) continue;
+    Say(a::Log::Level::kWarn,
+        "listing the suspect or quarantined group snapshots failed (will retry): " +
+            std::string(st.message()));
     return;
   }
-  const std::optional<GroupCommit> from = ResumePoint(groups, skip_from_, *suspects);
+  std::set<uint64_t> passed_over = *suspects;
+  for (const auto& [seq, keys] : *quarantined) passed_over.insert(seq);
+  const std::optional<GroupCommit> from = ResumePoint(groups, skip_from_, passed_over);
   if (!from && ResumePoint(groups, skip_from_)) {
     // Starting fresh would throw every step away: the job fails instead.
-    FailJob("every group snapshot is suspect (spotguard unsuspect SEQ clears one)", plan);
+    FailJob(quarantined->empty()
+                ? "every group snapshot is suspect (spotguard unsuspect SEQ clears one)"
+                : "every group snapshot is suspect (spotguard unsuspect SEQ clears one) or "
+                  "needs a quarantined object (`spotguard status` names them)",
+            plan);
     return;
   }
   if (from && from->nodes != o_.nodes) {
@@ -193,6 +204,13 @@ void GroupPolicy::PlanRound(Clock::MonoTime now, const std::optional<RoundPlan>&
     return;
   }
   next_plan_at_ = {};
+  for (const auto& [seq, keys] : *quarantined) {
+    if (from && seq > from->seq && !suspects->contains(seq)) {
+      Say(a::Log::Level::kWarn,
+          Format("round {} passes over group snapshot {}: it needs the quarantined object(s) {}",
+                 next->round, SeqName(seq), Join(keys, ", ")));
+    }
+  }
   // The next look, whose call is posted after this write, reads the plan.
   out_.push_back(a::WritePlan{*next});
 }

@@ -47,6 +47,9 @@ struct GroupView {
   std::optional<StatusOr<std::vector<RoundEnd>>> ends;  // of the newest plan, or of `round`
   std::optional<StatusOr<GroupListing>> groups;
   std::optional<StatusOr<std::set<uint64_t>>> suspects;
+  // Group seq -> the quarantined objects its parts need (relative to
+  // "<job>/"; agent/repo/group_quarantine.h): read with `suspects`.
+  std::optional<StatusOr<std::map<uint64_t, std::vector<std::string>>>> quarantined;
   std::optional<StatusOr<std::vector<PartRecord>>> parts;
   std::optional<StatusOr<std::map<int, std::optional<int64_t>>>> flushes, asked, done;
   std::optional<StatusOr<std::optional<uint64_t>>> final;

@@ -5,6 +5,7 @@
 
 #include "agent/group/group_agent_impl.h"
 #include "agent/repo/group_protocol.h"
+#include "agent/repo/group_quarantine.h"
 #include "agent/repo/group_suspect.h"
 #include "common/log.h"
 
@@ -54,7 +55,20 @@ GroupView GroupAgent::ReadView(GroupView view, bool ending) {
   if (view.coordinating || (plan && plan->resume_seq && (ended || plan->RankOf(self_.agent)))) {
     view.groups = group_.ListGroups();
   }
-  if (view.coordinating && (!plan || ended)) view.suspects = GroupSuspects(c_.store, cfg_.job);
+  if (view.coordinating && (!plan || ended)) {
+    view.suspects = GroupSuspects(c_.store, cfg_.job);
+    // The coordinator alone chooses the group snapshot a round resumes
+    // from, and names it in the plan: every member restores that one
+    // (docs/design.md §14, "Quarantine in a group").
+    if (view.groups && view.groups->ok()) {
+      auto q = ReadGroupQuarantine(c_.store, cfg_.job, (*view.groups)->groups);
+      if (q.ok()) {
+        view.quarantined = std::move(q->needs);
+      } else {
+        view.quarantined = q.status();
+      }
+    }
+  }
   return view;
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "agent/detect/preset_rules.h"
+#include "agent/repo/quarantine.h"
 #include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/snapshot_file_reader.h"
 #include "agent/repo/store_layout.h"
@@ -61,9 +62,12 @@ StatusOr<std::optional<SharedFile>> RankZeroMetadata(ObjectStore& store, const s
   SharedFile file;
   file.mode = manifest.files.front().mode & 0777;
   SnapshotFileReader reader(store, zero_job, /*parallel_reads=*/2);
-  SG_RETURN_IF_ERROR(reader.Read(manifest, [&](const ManifestFile& f) {
+  const Status st = reader.Read(manifest, [&](const ManifestFile& f) {
     return StatusOr<std::unique_ptr<FileSink>>(std::make_unique<MemorySink>(&file.bytes, f.size));
-  }));
+  });
+  // Damage found here is rank 0's part's (docs/design.md §4, "Quarantine").
+  QuarantineDamaged(store, zero_job, reader, st, "restore", manifest.seq);
+  SG_RETURN_IF_ERROR(st);
   return std::optional<SharedFile>(std::move(file));
 }
 
@@ -83,6 +87,8 @@ StatusOr<RestoreResult> RestoreGroupPart(ObjectStore& store, const std::string& 
     metadata = std::move(*fetched);
   }
   const PartRecord& part = group.parts.at(rank);
+  // Exactly that part: a damaged object it finds is quarantined in the
+  // part job's list (Restorer::RestoreOne; docs/design.md §14).
   SG_ASSIGN_OR_RETURN(RestoreResult result,
                       Restorer(store, options).Restore(PartJob(job, rank), target, part.seq));
   if (!metadata) return result;

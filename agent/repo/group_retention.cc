@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "agent/repo/group_protocol.h"
+#include "agent/repo/group_quarantine.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
 #include "agent/repo/retention.h"
@@ -35,14 +36,15 @@ Status UncommitPart(ObjectStore& store, const std::string& job, uint64_t seq,
 }
 
 // The index of the oldest group snapshot kept: `keep` the trainers can
-// resume from. A suspect one (agent/repo/group_suspect.h) is kept while it is
-// newer than those, and never counted among them.
-size_t FirstKeptGroup(const std::vector<GroupCommit>& groups, const std::set<uint64_t>& suspect,
+// resume from. A suspect one (agent/repo/group_suspect.h), or one whose parts
+// need a quarantined object (agent/repo/group_quarantine.h), is kept while it
+// is newer than those, and never counted among them.
+size_t FirstKeptGroup(const std::vector<GroupCommit>& groups, const std::set<uint64_t>& uncounted,
                       int keep) {
   size_t first_kept = groups.size();
   for (int good = 0; first_kept > 0 && good < keep;) {
     --first_kept;
-    if (!suspect.contains(groups[first_kept].seq)) ++good;
+    if (!uncounted.contains(groups[first_kept].seq)) ++good;
   }
   return first_kept;
 }
@@ -102,7 +104,11 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
   SG_ASSIGN_OR_RETURN(std::vector<GroupCommit> groups, group.Groups());
   GroupGcResult result;
   SG_ASSIGN_OR_RETURN(std::set<uint64_t> suspect, GroupSuspects(store, job));
-  const size_t first_kept = FirstKeptGroup(groups, suspect, keep);
+  // One LIST per rank; the parts' manifests only when a list is not empty.
+  SG_ASSIGN_OR_RETURN(const GroupQuarantine quarantine, ReadGroupQuarantine(store, job, groups));
+  std::set<uint64_t> uncounted = quarantine.Seqs();
+  uncounted.insert(suspect.begin(), suspect.end());
+  const size_t first_kept = FirstKeptGroup(groups, uncounted, keep);
   int ranks = 0;
   for (const GroupCommit& g : groups) ranks = std::max(ranks, g.nodes);
   // Uncommit the old group snapshots first: parts are only deleted once no

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "agent/config/exit_codes.h"
 
 namespace sg::testing {
@@ -85,6 +87,7 @@ GroupView Waiting(const Members& members, std::optional<RoundPlan> newest,
   listing.newest_seq = groups.empty() ? 0 : groups.back().seq;
   v.groups = listing;
   v.suspects = std::set<uint64_t>();
+  v.quarantined = std::map<uint64_t, std::vector<std::string>>();
   return v;
 }
 
@@ -328,6 +331,44 @@ TEST(GroupPolicy, TwoFailedRoundsFromOneGroupSnapshotMarkItSuspectBeforeTheNextP
   ASSERT_EQ(plans.size(), 1u);
   EXPECT_EQ(plans[0].plan.resume_seq, std::optional<uint64_t>(1));
   EXPECT_EQ(plans[0].plan.round, 4u);
+}
+
+// A group snapshot any of whose parts needs a quarantined object is passed
+// over by the coordinator's plan, as a suspect one is (docs/design.md §14,
+// "Quarantine in a group"); the plan names the one every member restores.
+TEST(GroupPolicy, ARoundNeverResumesFromAGroupSnapshotThatNeedsAQuarantinedObject) {
+  const Members m = Listed({Member("a"), Member("b")});
+  const std::vector<RoundEnd> notice = {RoundEnd{"notice", "i-b", ""}};
+  const std::vector<GroupCommit> groups = {Group(1, 1, 5), Group(2, 1, 10), Group(3, 1, 15)};
+  const std::string damaged = "nodes/1/snapshots/0000000002/files/step_10.pt.zst";
+  GroupPolicy p(Options(), Member("a"));
+  GroupView v = Waiting(m, Plan(1), notice, groups);
+  v.quarantined = Status::Unavailable("not now");
+  EXPECT_TRUE(All<ga::WritePlan>(p.OnView(kT0, v, Coordinating())).empty())
+      << "no plan while the quarantine is not known";
+  // Group snapshot 3 needs the object 2 stored: both are passed over.
+  v.quarantined = std::map<uint64_t, std::vector<std::string>>{{2, {damaged}}, {3, {damaged}}};
+  const GroupActions acts = p.OnView(kT0, v, Coordinating());
+  const auto plans = All<ga::WritePlan>(acts);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].plan.resume_seq, std::optional<uint64_t>(1));
+  EXPECT_EQ(plans[0].plan.resume_step, std::optional<int64_t>(5));
+  const auto logs = All<ga::Log>(acts);
+  EXPECT_TRUE(std::any_of(logs.begin(), logs.end(), [&](const ga::Log& l) {
+    return l.message.find(
+               "passes over group snapshot 0000000003: it needs the quarantined "
+               "object(s) " +
+               damaged) != std::string::npos;
+  }));
+  // Every group snapshot needs one: the job fails rather than start fresh.
+  GroupPolicy q(Options(), Member("a"));
+  v.quarantined =
+      std::map<uint64_t, std::vector<std::string>>{{1, {damaged}}, {2, {damaged}}, {3, {damaged}}};
+  const GroupActions failed = q.OnView(kT0, v, Coordinating());
+  EXPECT_TRUE(All<ga::WritePlan>(failed).empty());
+  ASSERT_EQ(All<ga::MarkFailed>(failed).size(), 1u);
+  EXPECT_NE(All<ga::MarkFailed>(failed)[0].failure.why.find("needs a quarantined object"),
+            std::string::npos);
 }
 
 }  // namespace group_policy_test

@@ -7,6 +7,10 @@
 
 #include <filesystem>
 
+#include "agent/repo/group_quarantine.h"
+#include "agent/repo/quarantine.h"
+#include "agent/repo/snapshot_catalog.h"
+#include "agent/repo/store_layout.h"
 #include "common/files.h"
 #include "tests/support/file_store_fixture.h"
 #include "tests/support/group_records.h"
@@ -91,6 +95,41 @@ TEST_F(GroupRestoreTest, ADamagedMetadataFailsTheRestoreBeforeTheTargetChanges) 
             std::string::npos)
       << r.status().ToString();
   EXPECT_FALSE(std::filesystem::exists(target)) << "nothing restored before the failure";
+  // The damaged object is quarantined in rank 0's part job, whose part
+  // holds it (docs/design.md §14, "Quarantine in a group").
+  auto zero = ReadQuarantine(*store_, PartJob("job", 0));
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  ASSERT_EQ(zero->size(), 1u);
+  EXPECT_NE(zero->begin()->find(".metadata"), std::string::npos) << *zero->begin();
+  auto one = ReadQuarantine(*store_, PartJob("job", 1));
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(one->empty());
+}
+
+// A part's own damaged object (here: gone) fails its restore and is
+// quarantined in its rank's part job, as one node's restore does.
+TEST_F(GroupRestoreTest, APartsDamagedObjectIsQuarantinedInItsRanksPartJob) {
+  const GroupCommit g = TwoNodes();
+  const std::string part_job = PartJob("job", 1);
+  auto m = SnapshotCatalog(*store_, part_job).ReadManifest(g.parts[1].seq);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  std::string lost;
+  for (const ManifestFile& f : m->files) {
+    if (f.path == "step_10/__1_0.distcp") lost = f.frames.at(0).key;
+  }
+  ASSERT_FALSE(lost.empty());
+  ASSERT_TRUE(store_->Delete(JobPrefix(part_job) + lost).ok());
+  auto r =
+      RestoreGroupPart(*store_, "job", Preset::kPytorch, g, 1, dir_.Join("lost"), RestoreOptions{});
+  ASSERT_FALSE(r.ok());
+  auto q = ReadQuarantine(*store_, part_job);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(*q, std::set<std::string>{lost});
+  auto read = ReadGroupQuarantine(*store_, "job", {g});
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->Seqs(), std::set<uint64_t>{1});
+  EXPECT_EQ(read->needs.at(1), std::vector<std::string>{GroupRelativeKey(1, lost)});
+  EXPECT_EQ(read->AllKeys(), std::vector<std::string>{"nodes/1/" + lost});
 }
 
 }  // namespace

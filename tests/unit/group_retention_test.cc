@@ -9,6 +9,8 @@
 #include "agent/repo/group_protocol.h"
 #include "agent/repo/group_restore.h"
 #include "agent/repo/group_store.h"
+#include "agent/repo/quarantine.h"
+#include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/store_layout.h"
 #include "tests/support/capture_in_place.h"
 #include "tests/support/file_store_fixture.h"
@@ -49,6 +51,19 @@ class GroupRetentionTest : public FileStoreTest {
     auto listed = ListAll(*store_, prefix);
     EXPECT_TRUE(listed.ok());
     return listed.ok() ? listed->size() : 0;
+  }
+
+  // The object holding the first frame of `path` in rank `rank`'s part
+  // `seq`, relative to its part job.
+  std::string ObjectOf(int rank, uint64_t seq, const std::string& path) {
+    auto m = SnapshotCatalog(*store_, PartJob("job", rank)).ReadManifest(seq);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return "";
+    for (const ManifestFile& f : m->files) {
+      if (f.path == path) return f.frames.at(0).key;
+    }
+    ADD_FAILURE() << "no " << path << " in part " << seq << " of rank " << rank;
+    return "";
   }
 
   uint64_t reused_ = 0;
@@ -144,6 +159,48 @@ TEST_F(GroupRetentionTest, ALoraStyleGroupSnapshotStoresOnlyWhatChanged) {
     ASSERT_TRUE(r.ok()) << rank << ": " << r.status().ToString();
     EXPECT_EQ(ReadTree(target), lora(rank, 2)) << rank;
   }
+}
+
+// Group retention never counts a group snapshot that needs a quarantined
+// object among the `keep` good ones, as it treats a suspect one (docs/design.md
+// §14, "Quarantine in a group"): with keep 1 the newest group snapshot whose
+// parts need none stays. Once a good one is newer, the others go.
+TEST_F(GroupRetentionTest, AGroupSnapshotThatNeedsAQuarantinedObjectIsNotCountedAsAKeptGoodOne) {
+  Commit(1, 10);
+  Commit(2, 20);
+  const GroupCommit third = Commit(3, 30);
+  const std::string state = ObjectOf(1, third.parts[1].seq, "state.json");
+  QuarantineObjects(*store_, PartJob("job", 1), {state}, "verify", third.parts[1].seq,
+                    "XXH3-128 does not match");
+  const GcOptions keep_one{1, std::chrono::hours(1)};
+  auto gc = CollectGroupGarbage(*store_, clock_, "job", keep_one);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->deleted, std::vector<uint64_t>{1}) << "2 is the kept good one; 3 is newer";
+
+  Commit(4, 40);
+  gc = CollectGroupGarbage(*store_, clock_, "job", keep_one);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->deleted, (std::vector<uint64_t>{2, 3}));
+  EXPECT_FALSE(store_->Head(JobPrefix(PartJob("job", 1)) + state).ok())
+      << "the damaged object goes once no kept part needs it";
+}
+
+// A part writer offers no frame of an object quarantined in its rank's part
+// job: the next part uploads those frames afresh, while another rank, whose
+// list is its own, still references its earlier part's frames.
+TEST_F(GroupRetentionTest, APartWrittenAfterAQuarantineUploadsTheQuarantinedFramesAfresh) {
+  const GroupCommit first = Commit(1, 10);
+  const std::string weights = ObjectOf(0, first.parts[0].seq, "weights.bin");
+  QuarantineObjects(*store_, PartJob("job", 0), {weights}, "restore", first.parts[0].seq,
+                    "XXH3-128 does not match");
+  SnapshotResult zero, one;
+  const PartRecord part = WritePart(0, 20, &zero);
+  const PartRecord other = WritePart(1, 20, &one);
+  EXPECT_EQ(zero.reused_bytes, 0u);
+  EXPECT_GE(zero.new_bytes, 3u << 20) << "the weights stored again";
+  EXPECT_NE(ObjectOf(0, part.seq, "weights.bin"), weights);
+  EXPECT_GE(one.reused_bytes, 3u << 20) << "rank 1's weights are not quarantined";
+  EXPECT_EQ(ObjectOf(1, other.seq, "weights.bin"), ObjectOf(1, first.parts[1].seq, "weights.bin"));
 }
 
 }  // namespace

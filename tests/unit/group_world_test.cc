@@ -13,7 +13,9 @@
 #include "agent/ledger/ledger.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
+#include "agent/repo/quarantine.h"
 #include "agent/repo/round_backups.h"
+#include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/store_layout.h"
 #include "common/files.h"
 #include "tests/support/group_records.h"
@@ -375,6 +377,49 @@ TEST(GroupWorld, ASurvivorKeepsOnlyTheNewestBackupsOfItsRounds) {
   EXPECT_GE(w.node(0).launches.size(), 4u) << "a restore in every round";
   EXPECT_GE(marked, 1) << "the restores' backups are marked";
   EXPECT_LE(all, kAgentBackupsKept);
+}
+
+// A group snapshot whose part needs a quarantined object is passed over by
+// the coordinator's plan when a replacement joins: the round resumes from
+// the one before it and no member's restore reads the damaged part
+// (docs/design.md §14, "Quarantine in a group").
+TEST(GroupWorld, AReplacementsRoundPassesOverAGroupSnapshotWithADamagedPart) {
+  FakeGroupWorld w(2);
+  w.trainer.steps = 60;
+  w.StartAll();
+  ASSERT_TRUE(w.RunUntil([&] { return w.GroupSeqs().size() >= 2; }, 60s));
+  w.node(1).imds->PostNotice(120s);
+  ASSERT_TRUE(w.RunUntilExited(120s, {1}));
+  auto groups = GroupStore(w.store, "job").Groups();
+  ASSERT_TRUE(groups.ok() && groups->size() >= 2);
+  const GroupCommit newest = groups->back(), before = (*groups)[groups->size() - 2];
+  // Rank 1's part of the newest group snapshot is damaged, and a `verify`
+  // quarantined it.
+  const std::string part_job = PartJob("job", 1);
+  auto m = SnapshotCatalog(w.store, part_job).ReadManifest(newest.parts[1].seq);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const std::string key = m->files.at(0).frames.at(0).key;
+  auto body = w.store.Get(JobPrefix(part_job) + key);
+  ASSERT_TRUE(body.ok());
+  (*body)[body->size() / 2] ^= 0x20;
+  ASSERT_TRUE(w.store.Put(JobPrefix(part_job) + key, *body, PutCondition::None()).ok());
+  QuarantineObjects(w.store, part_job, {key}, "verify", newest.parts[1].seq, "damaged");
+  const uint64_t ended = w.NewestRound();
+
+  w.Start(1);
+  ASSERT_TRUE(w.RunUntil([&] { return w.NewestRound() > ended; }, 120s));
+  auto plan = GroupStore(w.store, "job").NewestPlan();
+  ASSERT_TRUE(plan.ok() && plan->has_value());
+  EXPECT_EQ((*plan)->resume_seq, std::optional<uint64_t>(before.seq))
+      << "not " << newest.seq << ", whose part needs the quarantined object";
+  ASSERT_TRUE(w.RunUntilExited(300s));
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(w.node(s).result.exit_code, kExitOk) << s;
+  EXPECT_EQ(Finals(w, 2), ExpectedFinals(2, 60));
+  for (uint64_t round = ended + 1; round <= w.NewestRound(); ++round) {
+    for (const std::string& reason : w.EndReasons(round)) {
+      EXPECT_NE(reason, "restore") << "round " << round << ": no restore read the damaged part";
+    }
+  }
 }
 
 }  // namespace
