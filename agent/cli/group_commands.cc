@@ -12,6 +12,7 @@
 #include <set>
 
 #include "agent/config/exit_codes.h"
+#include "agent/repo/group_quarantine.h"
 #include "agent/repo/group_restore.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
@@ -34,17 +35,16 @@ int FailGroupCommand(std::string_view command, const Status& st, int code = kExi
   return code;
 }
 
+}  // namespace
+
 std::optional<GroupCommit> FindGroup(const std::vector<GroupCommit>& groups,
-                                     std::optional<uint64_t> seq) {
-  if (groups.empty()) return std::nullopt;
-  if (!seq) return groups.back();
-  for (const GroupCommit& g : groups) {
-    if (g.seq == *seq) return g;
+                                     std::optional<uint64_t> seq,
+                                     const std::set<uint64_t>& passed_over) {
+  for (auto it = groups.rbegin(); it != groups.rend(); ++it) {
+    if (seq ? it->seq == *seq : !passed_over.contains(it->seq)) return *it;
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 std::optional<std::string> GroupSnapshotsHint(ObjectStore& store, const std::string& job,
                                               std::string_view to) {
@@ -62,14 +62,19 @@ int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
   // last, so the columns before it keep their places.
   auto suspect = GroupSuspects(store, config.job);
   if (!suspect.ok()) return FailGroupCommand("ls", suspect.status());
+  // QUARANTINED: a part needs a quarantined object (agent/repo/group_quarantine.h).
+  auto quarantine = ReadGroupQuarantine(store, config.job, *groups);
+  if (!quarantine.ok()) return FailGroupCommand("ls", quarantine.status());
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (!json) {
-    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %s\n", "SEQ", "CREATED", "NODES",
-                "SIZE", "STORED", "STEP", "ROUND", "SUSPECT");
+    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %-7s  %s\n", "SEQ", "CREATED", "NODES",
+                "SIZE", "STORED", "STEP", "ROUND", "SUSPECT", "QUARANTINED");
   }
   // Newest first, as `ls` of a single node shows them.
   for (auto it = groups->rbegin(); it != groups->rend(); ++it) {
     const GroupCommit& g = *it;
+    const auto needs = quarantine->needs.find(g.seq);
+    const bool needs_quarantined = needs != quarantine->needs.end();
     if (json) {
       nlohmann::ordered_json parts = nlohmann::ordered_json::array();
       for (const PartRecord& p : g.parts) {
@@ -79,78 +84,26 @@ int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
                          {"size", p.bytes},
                          {"stored_size", p.stored}});
       }
-      rows.push_back({{"seq", g.seq},
-                      {"created", g.created},
-                      {"nodes", g.nodes},
-                      {"size", g.Bytes()},
-                      {"stored_size", g.Stored()},
-                      {"step", g.step},
-                      {"round", g.round},
-                      {"suspect", suspect->contains(g.seq)},
-                      {"parts", std::move(parts)}});
+      rows.push_back(
+          {{"seq", g.seq},
+           {"created", g.created},
+           {"nodes", g.nodes},
+           {"size", g.Bytes()},
+           {"stored_size", g.Stored()},
+           {"step", g.step},
+           {"round", g.round},
+           {"suspect", suspect->contains(g.seq)},
+           {"parts", std::move(parts)},
+           {"quarantined", needs_quarantined ? needs->second : std::vector<std::string>{}}});
     } else {
-      std::printf("%-10s  %-24s  %5d  %10s  %10s  %-10lld  %5llu  %s\n", SeqName(g.seq).c_str(),
-                  g.created.c_str(), g.nodes, HumanBytes(g.Bytes()).c_str(),
+      std::printf("%-10s  %-24s  %5d  %10s  %10s  %-10lld  %5llu  %-7s  %s\n",
+                  SeqName(g.seq).c_str(), g.created.c_str(), g.nodes, HumanBytes(g.Bytes()).c_str(),
                   HumanBytes(g.Stored()).c_str(), static_cast<long long>(g.step),
-                  static_cast<unsigned long long>(g.round),
-                  suspect->contains(g.seq) ? "yes" : "-");
+                  static_cast<unsigned long long>(g.round), suspect->contains(g.seq) ? "yes" : "-",
+                  needs_quarantined ? "yes" : "-");
     }
   }
   if (json) std::cout << rows.dump(2) << "\n";
-  return kExitOk;
-}
-
-int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq) {
-  auto listing = GroupStore(store, config.job).ListGroups();
-  if (!listing.ok()) return FailGroupCommand("verify", listing.status());
-  const std::vector<GroupCommit>* groups = &listing->groups;
-  // Damaged group snapshot records are named; the newest readable one is
-  // still checked.
-  std::vector<std::string> unreadable;
-  for (const UnreadableRecord& u : listing->unreadable) {
-    unreadable.push_back("cannot read " + u.key + ": " + u.why);
-  }
-  std::optional<GroupCommit> g = FindGroup(*groups, seq);
-  if (!g && !unreadable.empty()) {
-    return FailGroupCommand("verify", Status::Corruption(Join(unreadable, "; ")));
-  }
-  if (!g) {
-    return FailGroupCommand(
-        "verify",
-        Status::NotFound(seq ? "job " + config.job + " has no group snapshot " + SeqName(*seq)
-                             : "the store has no group snapshot of job " + config.job),
-        kExitNothingToRestore);
-  }
-  uint64_t files = 0, bytes = 0;
-  std::vector<std::string> bad;  // of the group snapshot checked
-  for (const PartRecord& p : g->parts) {
-    const std::string part_job = PartJob(config.job, p.rank);
-    auto manifest = SnapshotCatalog(store, part_job).ReadManifest(p.seq);
-    Status st = manifest.status();
-    if (st.ok()) {
-      ProgressLine progress("verify rank " + std::to_string(p.rank), manifest->TotalSize());
-      st = SnapshotFileReader(store, part_job)
-               .Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
-      files += manifest->files.size();
-      bytes += manifest->TotalSize();
-    }
-    if (!st.ok()) bad.push_back("rank " + std::to_string(p.rank) + ": " + st.message());
-  }
-  if (!bad.empty()) {
-    std::vector<std::string> all = bad;
-    all.insert(all.end(), unreadable.begin(), unreadable.end());
-    return FailGroupCommand("verify", Status::Corruption("group snapshot " + SeqName(g->seq) +
-                                                         " is damaged: " + Join(all, "; ")));
-  }
-  // The snapshot checked is whole; records elsewhere that cannot be read
-  // are named apart, and still fail the command.
-  std::cout << "group snapshot " << SeqName(g->seq) << ": " << g->nodes << " nodes, " << files
-            << " files, " << HumanBytes(bytes) << ", every checksum matches\n";
-  if (!unreadable.empty()) {
-    return FailGroupCommand("verify",
-                            Status::Corruption("other group records are damaged: " +
-                                               Join(unreadable, "; ")));
-  }
   return kExitOk;
 }
 
@@ -166,11 +119,30 @@ int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint
   }
   auto groups = GroupStore(store, config.job).Groups();
   if (!groups.ok()) return FailGroupCommand("restore", groups.status());
-  std::optional<GroupCommit> g = FindGroup(*groups, seq);
+  // Without a seq, the newest group snapshot whose parts need no
+  // quarantined object, as a round resumes from (docs/design.md §14,
+  // "Quarantine in a group"); with one, exactly that one.
+  GroupQuarantine quarantine;
+  if (!seq) {
+    auto read = ReadGroupQuarantine(store, config.job, *groups);
+    if (!read.ok()) return FailGroupCommand("restore", read.status());
+    quarantine = std::move(*read);
+  }
+  const std::set<uint64_t> passed_over = quarantine.Seqs();
+  std::optional<GroupCommit> g = FindGroup(*groups, seq, passed_over);
+  for (const auto& [q, keys] : quarantine.needs) {
+    if (g && q < g->seq) continue;
+    LogWarn("passing over group snapshot {}: it needs the quarantined object(s) {}", SeqName(q),
+            Join(keys, ", "));
+  }
   if (!g) {
     return FailGroupCommand(
         "restore",
         Status::NotFound(seq ? "job " + config.job + " has no group snapshot " + SeqName(*seq)
+                         : !passed_over.empty()
+                             ? "every group snapshot of job " + config.job +
+                                   " needs a quarantined object (restore one "
+                                   "with --snapshot SEQ)"
                              : "the store has no group snapshot of job " + config.job),
         seq ? kExitFailure : kExitNothingToRestore);
   }

@@ -3,9 +3,10 @@
 // (agent/repo/group_store.h), and retention keeps `keep` whole group snapshots.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -23,7 +24,16 @@ int RunGroupLs(const Config& config, ObjectStore& store, bool json);
 // none, or they cannot be listed.
 std::optional<std::string> GroupSnapshotsHint(ObjectStore& store, const std::string& job,
                                               std::string_view to = "to see them");
+// `verify` of a group snapshot (`seq`, the newest without): every part is
+// read back and checked, a damaged object is quarantined in its rank's part
+// job, and every quarantined object of the group is named (verify_command.cc;
+// docs/design.md §14, "Quarantine in a group").
 int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq);
+// Group snapshot `seq` of `groups` (oldest first); without a seq, the newest
+// not in `passed_over`.
+std::optional<GroupCommit> FindGroup(const std::vector<GroupCommit>& groups,
+                                     std::optional<uint64_t> seq,
+                                     const std::set<uint64_t>& passed_over = {});
 // Restores rank `rank`'s part of group snapshot `seq` (the newest without).
 // A group snapshot of another node count than config.nodes is refused (exit 2).
 // `spotguard reset-failure`: removes group/failed.json (a job of one node

@@ -1,13 +1,15 @@
 // `status` of a job of several nodes (agent/cli/group_status.h): the round, its
 // ranks and their freshness, who waits, the newest group snapshot, suspect
-// and unreadable records, and a failed job's mark.
+// and unreadable records, quarantined objects, and a failed job's mark.
 #include "agent/cli/group_status.h"
 
 #include <chrono>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "agent/repo/group_quarantine.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
 #include "agent/repo/store_layout.h"
@@ -38,6 +40,20 @@ StatusOr<std::map<std::string, double>> MemberAges(ObjectStore& store,
     }
   }
   return age;
+}
+
+// The damaged objects of the parts, relative to "<job>/", and those the
+// newest group snapshot needs (agent/repo/group_quarantine.h).
+Status AddQuarantined(ObjectStore& store, const std::string& job,
+                      const std::vector<GroupCommit>& groups, nlohmann::ordered_json& j) {
+  SG_ASSIGN_OR_RETURN(const GroupQuarantine quarantine, ReadGroupQuarantine(store, job, groups));
+  j["quarantined"] = quarantine.AllKeys();
+  if (!groups.empty()) {
+    const auto needs = quarantine.needs.find(groups.back().seq);
+    j["newest_group_snapshot"]["quarantined"] =
+        needs == quarantine.needs.end() ? std::vector<std::string>{} : needs->second;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -110,6 +126,7 @@ StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectSto
   // Group snapshots the trainers could not resume from (agent/repo/group_suspect.h).
   SG_ASSIGN_OR_RETURN(std::set<uint64_t> suspect, GroupSuspects(store, config.job));
   j["suspect"] = suspect;
+  SG_RETURN_IF_ERROR(AddQuarantined(store, config.job, groups, j));
   j["failed"] = failed ? nlohmann::ordered_json({{"why", failed->why},
                                                  {"time", failed->time},
                                                  {"round", failed->round},
@@ -162,6 +179,17 @@ std::string GroupStatusText(const nlohmann::ordered_json& j) {
              ", which the trainers could not resume from (spotguard unsuspect " +
              std::to_string(seq.get<uint64_t>()) + " clears the mark)\n";
     }
+  }
+  if (j.contains("quarantined") && !j["quarantined"].empty()) {
+    std::vector<std::string> keys;
+    for (const auto& key : j["quarantined"]) keys.push_back(key.get<std::string>());
+    const auto& g = j["newest_group_snapshot"];
+    const size_t needed = g.is_null() || !g.contains("quarantined") ? 0 : g["quarantined"].size();
+    out += "quarantined: " + Join(keys, ", ") +
+           ": found damaged; no round resumes from a group snapshot that needs one, and new "
+           "parts store their frames afresh" +
+           (needed > 0 ? " (the newest group snapshot needs " + std::to_string(needed) + ")" : "") +
+           "\n";
   }
   if (j.contains("unreadable")) {
     for (const auto& u : j["unreadable"]) {

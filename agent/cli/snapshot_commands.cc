@@ -17,6 +17,7 @@
 #include "agent/repo/fencing.h"
 #include "agent/repo/group_retention.h"
 #include "agent/repo/progress.h"
+#include "agent/repo/quarantine.h"
 #include "agent/repo/restore_placement.h"
 #include "agent/repo/restorer.h"
 #include "agent/repo/retention.h"
@@ -259,10 +260,11 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
     // before them keep their places. NEW and REUSED split STORED: the bytes
     // the snapshot uploaded, and those it references in earlier snapshots'
     // objects (docs/design.md §4, "Frame reuse"). SUSPECT: the trainer
-    // could not resume from it (agent/run/suspect.h).
-    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %7s  %10s  %10s  %s\n", "SEQ",
+    // could not resume from it (agent/run/suspect.h). QUARANTINED: it needs
+    // a quarantined object (docs/design.md §4, "Quarantine").
+    std::printf("%-10s  %-24s  %5s  %10s  %10s  %-10s  %5s  %7s  %10s  %10s  %-7s  %s\n", "SEQ",
                 "CREATED", "FILES", "SIZE", "STORED", "STEP", "INDEX", "ATTEMPT", "NEW", "REUSED",
-                "SUSPECT");
+                "SUSPECT", "QUARANTINED");
   }
   for (const SnapshotHistory::Entry& entry : history->entries) {
     const uint64_t seq = entry.seq;
@@ -271,6 +273,7 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
       LogWarn("snapshot {}: {}", SeqName(seq), m.status().message());
       continue;
     }
+    const std::vector<std::string> needs = QuarantinedReferences(*m, history->quarantined);
     if (json) {
       rows.push_back({{"seq", seq},
                       {"created", m->created},
@@ -285,17 +288,18 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
                       {"generation", m->generation},
                       {"index", m->index ? nlohmann::ordered_json(*m->index) : nullptr},
                       {"attempt", m->attempt ? nlohmann::ordered_json(*m->attempt) : nullptr},
-                      {"suspect", history->IsSuspect(seq)}});
+                      {"suspect", history->IsSuspect(seq)},
+                      {"quarantined", needs}});
     } else {
       auto or_dash = [](const std::optional<int64_t>& v) {
         return v ? std::to_string(*v) : std::string("-");
       };
-      std::printf("%-10s  %-24s  %5zu  %10s  %10s  %-10s  %5s  %7s  %10s  %10s  %s\n",
+      std::printf("%-10s  %-24s  %5zu  %10s  %10s  %-10s  %5s  %7s  %10s  %10s  %-7s  %s\n",
                   SeqName(seq).c_str(), m->created.c_str(), m->files.size(),
                   HumanBytes(m->TotalSize()).c_str(), HumanBytes(m->TotalStored()).c_str(),
                   or_dash(m->step).c_str(), or_dash(m->index).c_str(), or_dash(m->attempt).c_str(),
                   HumanBytes(m->NewStored()).c_str(), HumanBytes(m->ReusedStored()).c_str(),
-                  history->IsSuspect(seq) ? "yes" : "-");
+                  history->IsSuspect(seq) ? "yes" : "-", needs.empty() ? "-" : "yes");
     }
   }
   if (json) std::cout << rows.dump(2) << "\n";

@@ -2,7 +2,7 @@
 // through the spotguard binary on the S3 gateway: `verify` finds the damage,
 // exits 1 and names the object it quarantined; the next `snapshot` stores
 // the shared file afresh; `restore` gives its bytes back; `status` names
-// the quarantined object.
+// the quarantined object and `ls` marks the snapshots that need it.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -74,6 +74,18 @@ TEST_F(QuarantineE2E, ADamagedSharedObjectIsQuarantinedByVerifyAndStoredAfreshNe
   auto quarantined = ReadQuarantine(*store_, "job");
   ASSERT_TRUE(quarantined.ok()) << quarantined.status().ToString();
   EXPECT_EQ(*quarantined, std::set<std::string>{shared});
+  // `ls` marks the snapshots that need it (2; 1 stored it and is damaged
+  // itself, so it needs it too).
+  auto ls = Cli("ls", {"--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  const auto rows = nlohmann::json::parse(ls.out);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["quarantined"], nlohmann::json::array({shared})) << row.dump();
+  }
+  auto ls_text = Cli("ls");
+  EXPECT_NE(ls_text.out.find("SUSPECT  QUARANTINED\n"), std::string::npos) << ls_text.out;
+  EXPECT_NE(ls_text.out.find("yes\n"), std::string::npos) << ls_text.out;
 
   // The next snapshot stores the base afresh and references nothing quarantined.
   ASSERT_EQ(Snapshot(Checkpoint(3)), 3u);
@@ -97,6 +109,10 @@ TEST_F(QuarantineE2E, ADamagedSharedObjectIsQuarantinedByVerifyAndStoredAfreshNe
   const auto j = nlohmann::json::parse(status.out);
   EXPECT_EQ(j["snapshots"]["quarantined"], nlohmann::json::array({shared}));
   EXPECT_EQ(j["snapshots"]["newest"]["quarantined"], nlohmann::json::array());
+  ls = Cli("ls", {"--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_EQ(nlohmann::json::parse(ls.out)[0]["quarantined"], nlohmann::json::array())
+      << "snapshot 3 needs nothing quarantined";
   auto text = Cli("status");
   EXPECT_NE(text.out.find("quarantined      " + shared), std::string::npos) << text.out;
 }
