@@ -27,6 +27,8 @@ struct GroupGcResult {
 // newest group snapshot's (a newer part may still join the next one: group
 // snapshots only commit steps newer than the newest); the records of rounds
 // before the oldest kept group snapshot's go too.
+// A suspect group snapshot, or one whose parts need a quarantined object
+// (agent/repo/group_quarantine.h), is never counted among the kept ones.
 // Keeps `options.keep` group snapshots; part dirs abandoned by their writers
 // and unfinished uploads go by `options.abandoned_after` and the writers'
 // claims, as one node's do (agent/repo/retention.h).

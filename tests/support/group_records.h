@@ -29,6 +29,18 @@ inline GroupCommit RecordOnlyGroupCommit(int nodes, int64_t step) {
   return g;
 }
 
+// The record of group snapshot `seq` of round `seq` (generation `seq`):
+// `nodes` ranks of `step`, its parts still to be added.
+inline GroupCommit GroupRecordOf(uint64_t seq, int nodes, int64_t step) {
+  return GroupCommit{.seq = seq,
+                     .round = seq,
+                     .nodes = nodes,
+                     .step = step,
+                     .generation = seq,
+                     .created = "2026-11-29T00:00:00Z",
+                     .parts = {}};
+}
+
 // Writes `tree` (in a fresh dir `src`) as rank `rank`'s part of `step` of job
 // "job", resumed from `resume`, as a node's upload does (frames reused); the
 // writer's result goes to `result` when given.

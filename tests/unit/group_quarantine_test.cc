@@ -37,12 +37,7 @@ class GroupQuarantineTest : public FileStoreTest {
 
   // Group snapshot `seq` of two parts of `step`.
   GroupCommit Commit(uint64_t seq, int64_t step) {
-    GroupCommit g;
-    g.seq = seq;
-    g.round = seq;
-    g.nodes = 2;
-    g.step = step;
-    g.created = "2026-11-29T00:00:00Z";
+    GroupCommit g = GroupRecordOf(seq, 2, step);
     for (int rank = 0; rank < 2; ++rank) {
       g.parts.push_back(WriteTreePart(
           *store_, clock_, dir_.Join("part-" + std::to_string(rank) + "-" + std::to_string(step)),

@@ -33,13 +33,7 @@ class GroupRetentionTest : public FileStoreTest {
   }
 
   GroupCommit Commit(uint64_t seq, int64_t step) {
-    GroupCommit g;
-    g.seq = seq;
-    g.round = seq;
-    g.nodes = 2;
-    g.step = step;
-    g.generation = seq;
-    g.created = "2026-11-29T00:00:00Z";
+    GroupCommit g = GroupRecordOf(seq, 2, step);
     SnapshotResult zero;
     g.parts = {WritePart(0, step, &zero), WritePart(1, step)};
     reused_ = zero.reused_bytes;
