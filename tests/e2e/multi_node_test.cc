@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "agent/repo/quarantine.h"
 #include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/store_layout.h"
 #include "tests/e2e/multi_node_fixture.h"
@@ -228,6 +229,20 @@ TEST_F(GroupTrainerE2E, ADamagedPartNamesItsRankAndAnotherNodeCountIsRefused) {
   EXPECT_EQ(bad_code, 1);
   EXPECT_NE(bad.find("rank 1:"), std::string::npos) << bad;
   EXPECT_EQ(bad.find("rank 0:"), std::string::npos) << bad;
+  // The damaged object is quarantined in rank 1's part job and named
+  // relative to the job; `ls` marks the group snapshot that needs it
+  // (docs/design.md §14, "Quarantine in a group").
+  const std::string key = objects->front().key.substr(std::string("job/nodes/1/").size());
+  EXPECT_NE(bad.find("quarantined nodes/1/" + key + ": found damaged now"), std::string::npos)
+      << bad;
+  auto quarantined = ReadQuarantine(*store_, PartJob("job", 1));
+  ASSERT_TRUE(quarantined.ok()) << quarantined.status().ToString();
+  EXPECT_EQ(*quarantined, std::set<std::string>{key});
+  auto [ls_code, ls] = Cli({"ls", "-c", config, "--json"});
+  ASSERT_EQ(ls_code, 0) << ls;
+  const auto rows = nlohmann::json::parse(ls.substr(ls.find('[')));
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0]["quarantined"], nlohmann::json::array({"nodes/1/" + key})) << ls;
 }
 
 // `on_complete` runs on every node once the job is complete, not only on the
