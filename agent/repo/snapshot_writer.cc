@@ -117,6 +117,33 @@ Status AddSnapshotFrame(SnapshotEncodedFrame encoded, ManifestFile& file, uint64
   return writer.Append(std::move(encoded.bytes));
 }
 
+// The seqs of the manifests in `listed` (a listing of the job's snapshots),
+// newest first, as the catalog lists them.
+std::vector<uint64_t> ManifestSeqsIn(const std::string& job, const std::vector<ObjectInfo>& listed) {
+  std::vector<uint64_t> seqs;
+  for (const ObjectInfo& o : listed) {
+    auto s = SnapshotSeqOfKey(job, o.key);
+    if (s && o.key == ManifestKey(job, *s)) seqs.push_back(*s);
+  }
+  std::sort(seqs.rbegin(), seqs.rend());
+  return seqs;
+}
+
+// Takes back what a failed attempt uploaded under `seq` (best effort; what
+// a crash leaves behind, gc removes). The manifest was never written, so
+// nothing here was ever visible as a snapshot. The claim goes last: while it
+// stands no other writer can take this seq and write objects of the same
+// names that this cleanup would delete.
+void TakeBackUnfinished(ObjectStore& store, const std::string& job, uint64_t seq) {
+  auto leftovers = ListAll(store, SnapshotPrefix(job, seq));
+  if (!leftovers.ok()) return;
+  const std::string claim = ClaimKey(job, seq);
+  for (const ObjectInfo& o : *leftovers) {
+    if (o.key != claim) (void)store.Delete(o.key);
+  }
+  (void)store.Delete(claim);
+}
+
 }  // namespace
 
 SnapshotWriter::SnapshotWriter(ObjectStore& store, Clock& clock, SnapshotOptions options)
@@ -307,12 +334,7 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
   // the manifests to read ahead.
   SG_ASSIGN_OR_RETURN(const std::vector<ObjectInfo> listed,
                       ListAll(store_, SnapshotsPrefix(request.job)));
-  std::vector<uint64_t> before;
-  for (const ObjectInfo& o : listed) {
-    auto s = SnapshotSeqOfKey(request.job, o.key);
-    if (s && o.key == ManifestKey(request.job, *s)) before.push_back(*s);
-  }
-  std::sort(before.rbegin(), before.rend());  // newest first, as the catalog lists them
+  const std::vector<uint64_t> before = ManifestSeqsIn(request.job, listed);
   FrameIndex index(/*pending=*/true);
   std::promise<uint64_t> claimed;  // the claimed seq; 0: none
   std::thread reader;
@@ -348,20 +370,7 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
   cancel_ = nullptr;
   index_ = nullptr;
   claim_ = nullptr;
-  if (!result.ok()) {
-    // Take back what this attempt uploaded (best effort; what a crash leaves
-    // behind, gc removes once it is an hour old). The manifest was never
-    // written, so nothing here was ever visible as a snapshot.
-    // The claim goes last: while it stands no other writer can take this
-    // seq and write objects of the same names that this cleanup would delete.
-    if (auto leftovers = ListAll(store_, SnapshotPrefix(request.job, seq)); leftovers.ok()) {
-      const std::string claim = ClaimKey(request.job, seq);
-      for (const ObjectInfo& o : *leftovers) {
-        if (o.key != claim) (void)store_.Delete(o.key);
-      }
-      (void)store_.Delete(claim);
-    }
-  }
+  if (!result.ok()) TakeBackUnfinished(store_, request.job, seq);
   return result;
 }
 
