@@ -43,6 +43,11 @@ bool ClaimKeeper::RenewLocked() {
   body["renewed"] = FormatUtc(clock_.Now(), /*millis=*/true);
   const Clock::MonoTime sent = clock_.Monotonic();
   auto put = store_.Put(key_, body.dump(), PutCondition::IfMatch(etag_));
+  if (!put.ok() && put.status().Is(StatusCode::kPreconditionFailed) && AdoptOwnWriteLocked()) {
+    // An earlier renewal landed although its answer was lost (a retried
+    // PUT then finds its own write): renew again from what is there.
+    put = store_.Put(key_, body.dump(), PutCondition::IfMatch(etag_));
+  }
   const Clock::MonoTime answered = clock_.Monotonic();
   if (!put.ok()) {
     if (put.status().Is(StatusCode::kPreconditionFailed) ||
@@ -65,6 +70,23 @@ bool ClaimKeeper::RenewLocked() {
   etag_ = *put;
   last_sent_ = sent;
   ++renewals_;
+  return true;
+}
+
+bool ClaimKeeper::AdoptOwnWriteLocked() {
+  // Only this writer writes its claim's `writer` token: gc deletes claims
+  // and never writes one, and another writer's claim of the same seq (once
+  // gc deleted this one) carries its own token.
+  if (!body_.contains("writer")) return false;
+  ObjectInfo info;
+  auto stored = store_.Get(key_, std::nullopt, &info);
+  if (!stored.ok()) return false;
+  auto parsed = nlohmann::json::parse(*stored, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object() || !parsed.contains("writer") || parsed["writer"] != body_["writer"]) {
+    return false;
+  }
+  LogInfo("the claim {} holds a renewal of ours whose answer was lost; renewing from it", key_);
+  etag_ = info.etag;
   return true;
 }
 

@@ -35,7 +35,9 @@ struct ClaimTiming {
 class ClaimKeeper {
  public:
   // `etag` is the claim's, from its create-only write sent at `sent`;
-  // `body` is its content, to which each renewal adds `renewed`.
+  // `body` is its content, to which each renewal adds `renewed`; its
+  // `writer` token, unique to this writer, tells a renewal of ours whose
+  // answer was lost from another's claim.
   ClaimKeeper(ObjectStore& store, Clock& clock, std::string key, nlohmann::ordered_json body,
               std::string etag, Clock::MonoTime sent, ClaimTiming timing = {});
   ~ClaimKeeper();
@@ -61,6 +63,9 @@ class ClaimKeeper {
   // One conditional renewal; records a break. False when the store did not
   // take it. Holds mu_.
   bool RenewLocked();
+  // A renewal of ours whose answer was lost is what the store holds: takes
+  // its ETag (the body's `writer` token is ours). Holds mu_.
+  bool AdoptOwnWriteLocked();
 
   ObjectStore& store_;
   Clock& clock_;

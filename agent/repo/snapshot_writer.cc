@@ -324,7 +324,8 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
 
   const nlohmann::ordered_json claim = {{"instance", request.instance},
                                         {"generation", request.generation},
-                                        {"created", manifest.created}};
+                                        {"created", manifest.created},
+                                        {"writer", RandomHex(8)}};
   // The history is read on a thread of its own, from before the claim;
   // the index takes only the manifests of a listing made after the claim
   // (the order gc's rule relies on: docs/design.md §4, "Retention with

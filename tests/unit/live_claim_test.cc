@@ -12,6 +12,7 @@
 #include "agent/repo/restorer.h"
 #include "agent/repo/retention.h"
 #include "agent/repo/store_layout.h"
+#include "tests/support/faulty_store.h"
 #include "tests/support/file_store_fixture.h"
 #include "tests/support/memory_store.h"
 #include "tests/support/random_bytes.h"
@@ -179,6 +180,28 @@ TEST(ClaimKeeperTest, RenewsUntilTheClaimIsReplaced) {
   EXPECT_TRUE(held.Is(StatusCode::kUnavailable)) << held.ToString();
   keeper.Stop();
   EXPECT_EQ(*store.Get(key), "{\"other\":1}") << "a broken claim is never written again";
+}
+
+// A renewal that the store carried out but whose answer was lost (a
+// retried PUT then finds its own write and gets 412): the next renewal
+// adopts it, by the claim's `writer` token, instead of calling the claim
+// broken; a claim with another writer's token is not adopted.
+TEST(ClaimKeeperTest, ARenewalWhoseAnswerWasLostIsAdopted) {
+  MemoryStore base;
+  FaultyStore store(base);
+  const std::string key = ClaimKey("job", 1);
+  const nlohmann::ordered_json body = {{"instance", "i-test"}, {"writer", "w1"}};
+  auto etag = base.Put(key, body.dump(), PutCondition::CreateOnly());
+  ASSERT_TRUE(etag.ok());
+  ClaimKeeper keeper(store, SystemClock(), key, body, *etag, SystemClock().Monotonic());
+  store.LoseAnswerOfPutOf("claim");
+  ASSERT_TRUE(keeper.CheckHeld().ok()) << "a lost answer alone breaks nothing";
+  Status held = keeper.CheckHeld();
+  EXPECT_TRUE(held.ok()) << held.ToString();
+  EXPECT_EQ(keeper.renewals(), 1);
+
+  ASSERT_TRUE(base.Put(key, R"({"writer":"w2"})", PutCondition::None()).ok());
+  EXPECT_TRUE(keeper.CheckHeld().Is(StatusCode::kUnavailable)) << "another writer's claim";
 }
 
 }  // namespace
