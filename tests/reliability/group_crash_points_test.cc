@@ -34,17 +34,11 @@ namespace {
 constexpr int kRanks = 2;
 const GcOptions kKeepOneGroup{1, std::chrono::hours(1)};
 
-class GroupCrashTrials : public ::testing::Test {
+class GroupCrashTrials : public CrashTrialStore {
  protected:
   // A fresh store with group snapshots of steps 10 and 20.
   void Fresh() {
-    ++trial_;
-    store_.reset();
-    std::filesystem::remove_all(dir_.Join("store"));
-    clock_.SetNow(std::chrono::system_clock::now());
-    auto opened = FileStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(*opened);
+    FreshStore();
     for (int64_t step : {10, 20}) ASSERT_TRUE(CommitGroupOf(*store_, step).ok());
   }
 
@@ -132,11 +126,7 @@ class GroupCrashTrials : public ::testing::Test {
     Check(when + ", then a group snapshot, and gc two hours later");
   }
 
-  TempDir dir_;
-  FakeClock clock_;
-  std::unique_ptr<FileStore> store_;
   std::map<uint64_t, int64_t> committed_step_;
-  int commits_ = 0, sources_ = 0, restores_ = 0, trial_ = 0, checks_ = 0, missing_total_ = 0;
 };
 
 TEST_F(GroupCrashTrials, ZeroKeptPartsWithAMissingReference) {

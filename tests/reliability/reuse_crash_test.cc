@@ -28,17 +28,11 @@ namespace {
 constexpr uint64_t kF = kFrameSize;
 const GcOptions kKeepOne{1, std::chrono::hours(1)};
 
-class ReuseCrashTrials : public ::testing::Test {
+class ReuseCrashTrials : public CrashTrialStore {
  protected:
   // A fresh store with snapshots 1 and 2 of a LoRA-style checkpoint.
   void Fresh() {
-    ++trial_;
-    store_.reset();
-    std::filesystem::remove_all(dir_.Join("store"));
-    clock_.SetNow(std::chrono::system_clock::now());
-    auto opened = FileStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(*opened);
+    FreshStore();
     for (int step = 1; step <= 2; ++step) ASSERT_TRUE(Commit(*store_, step).ok());
   }
   static Tree Lora(int step) {
@@ -90,11 +84,7 @@ class ReuseCrashTrials : public ::testing::Test {
     Check(when + ", then gc two hours later");
   }
 
-  TempDir dir_;
-  FakeClock clock_;
-  std::unique_ptr<FileStore> store_;
   std::map<uint64_t, int> committed_step_;
-  int commits_ = 0, sources_ = 0, restores_ = 0, trial_ = 0, checks_ = 0, missing_total_ = 0;
 };
 
 TEST_F(ReuseCrashTrials, ZeroKeptSnapshotsWithAMissingReference) {

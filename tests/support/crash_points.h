@@ -12,8 +12,15 @@
 #include <functional>
 #include <string>
 
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include "common/file_store.h"
 #include "common/object_store.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/reuse_support.h"
+#include "tests/support/temp_dir.h"
 
 namespace sg::testing {
 
@@ -36,6 +43,28 @@ struct CrashPointPlan {
   std::function<void(const std::string& when)> check;
   std::function<void(const std::string& when)> recover;
   bool recover_interleavings = false;
+};
+
+// The ground of both trials: a file:// store made afresh for each trial, a
+// FakeClock set to now (the store dates objects by real mtimes), and the
+// tallies their reliability records report.
+class CrashTrialStore : public ::testing::Test {
+ protected:
+  // An empty store, for trial number ++trial_.
+  void FreshStore() {
+    ++trial_;
+    store_.reset();
+    std::filesystem::remove_all(dir_.Join("store"));
+    clock_.SetNow(std::chrono::system_clock::now());
+    auto opened = FileStore::Open(dir_.Join("store"));
+    ASSERT_TRUE(opened.ok());
+    store_ = std::move(*opened);
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  std::unique_ptr<FileStore> store_;
+  int commits_ = 0, sources_ = 0, restores_ = 0, trial_ = 0, checks_ = 0, missing_total_ = 0;
 };
 
 struct CrashPointCounts {
