@@ -277,9 +277,11 @@ void SingleNode(const std::string& root, CountingStore& store, Clock& clock,
   const std::map<std::string, std::string> env;
   SystemdNotifier notifier(env);
   const std::string instance = "i-b";
-  StartSteps steps{next, store, clock, next_events, next_lease, lease_mu, notifier, instance, [&] {
-                     return DrawFence(store, next.job, next_lease.generation(), instance,
-                                      FormatUtc(clock.Now(), true))
+  StartSteps steps{next,      store,    clock,    next_events,
+                   next_lease, lease_mu, notifier, instance,
+                   [&](uint64_t newest_seq) {
+                     return DrawFenceAfter(store, next.job, next_lease.generation(), newest_seq,
+                                           instance, FormatUtc(clock.Now(), true))
                          .status();
                    }};
   JobStart start = StartJob(steps);

@@ -12,7 +12,8 @@
 #include "agent/repo/progress.h"
 #include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/open_store.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
+#include "agent/repo/repository.h"
 #include "common/aws_credentials.h"
 #include "common/files.h"
 #include "common/http.h"
@@ -208,7 +209,7 @@ std::vector<DoctorCheck> RunDoctorChecks(const Config& config,
       add(std::move(c));
     }
     if (listed && !config.job.empty()) {
-      SnapshotCatalog catalog(**store, config.job);
+      SnapshotCatalog catalog = Repository::Open(**store, config.job).Catalog();
       auto seqs = catalog.Committed();
       if (seqs.ok() && !seqs->empty()) {
         auto m = catalog.ReadManifest(seqs->front());

@@ -6,7 +6,7 @@
 
 #include "agent/cli/doctor_checks.h"
 #include "agent/cli/doctor_command.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "common/files.h"
 
 namespace sg {
@@ -22,8 +22,8 @@ class StoreProbe {
   StoreProbe(ObjectStore& store, const std::string& job, Clock& clock)
       : store_(store),
         clock_(clock),
-        job_prefix_(job.empty() ? "" : JobPrefix(job)),
-        prefix_(job_prefix_ + ".doctor/" + RandomHex(6) + "/") {}
+        job_prefix_(Repository::Open(store, job).Prefix()),
+        prefix_(Repository::Open(store, job).ProbePrefix(RandomHex(6))) {}
 
   DoctorCheck Reachable() {
     auto page = store_.List(job_prefix_, "", 1);

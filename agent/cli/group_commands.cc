@@ -12,6 +12,7 @@
 #include <set>
 
 #include "agent/config/exit_codes.h"
+#include "agent/repo/repository.h"
 #include "agent/repo/group_quarantine.h"
 #include "agent/repo/group_restore.h"
 #include "agent/repo/group_store.h"
@@ -22,7 +23,7 @@
 #include "agent/repo/retention.h"
 #include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/snapshot_file_reader.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "common/duration.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -48,7 +49,7 @@ std::optional<GroupCommit> FindGroup(const std::vector<GroupCommit>& groups,
 
 std::optional<std::string> GroupSnapshotsHint(ObjectStore& store, const std::string& job,
                                               std::string_view to) {
-  auto groups = GroupStore(store, job).Groups();
+  auto groups = Repository::Open(store, job).Group().Groups();
   if (!groups.ok() || groups->empty()) return std::nullopt;
   const int nodes = groups->back().nodes;
   return Format("job {} has {} group snapshot{} (nodes: {}); add --nodes {} {}", job,
@@ -56,7 +57,7 @@ std::optional<std::string> GroupSnapshotsHint(ObjectStore& store, const std::str
 }
 
 int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
-  auto groups = GroupStore(store, config.job).Groups();
+  auto groups = Repository::Open(store, config.job).Group().Groups();
   if (!groups.ok()) return FailGroupCommand("ls", groups.status());
   // SUSPECT: the trainers could not resume from it (agent/repo/group_suspect.h);
   // last, so the columns before it keep their places.
@@ -117,7 +118,7 @@ int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint
                                 "; say which node's part to restore with --rank N"),
         kExitUsage);
   }
-  auto groups = GroupStore(store, config.job).Groups();
+  auto groups = Repository::Open(store, config.job).Group().Groups();
   if (!groups.ok()) return FailGroupCommand("restore", groups.status());
   // Without a seq, the newest group snapshot whose parts need no
   // quarantined object, as a round resumes from (docs/design.md §14,

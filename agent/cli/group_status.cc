@@ -12,7 +12,7 @@
 #include "agent/repo/group_quarantine.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "common/duration.h"
 #include "common/strings.h"
 
@@ -59,7 +59,7 @@ Status AddQuarantined(ObjectStore& store, const std::string& job,
 }  // namespace
 
 StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectStore& store) {
-  GroupStore group(store, config.job);
+  GroupStore group = Repository::Open(store, config.job).Group();
   SG_ASSIGN_OR_RETURN(PlanListing plans, group.Plans());
   SG_ASSIGN_OR_RETURN(GroupListing listing, group.ListGroups());
   SG_ASSIGN_OR_RETURN(std::optional<FailureRecord> failed, group.Failed());
@@ -73,11 +73,11 @@ StatusOr<nlohmann::ordered_json> GroupStatusJson(const Config& config, ObjectSto
     auto e = group.Ends(plan->round);
     if (e.ok()) ends = *e;
   }
-  auto complete = store.Head(CompleteKey(config.job));
+  auto complete = Repository::Open(store, config.job).IsComplete();
   nlohmann::ordered_json j;
   j["job"] = config.job;
   j["nodes"] = config.nodes;
-  j["complete"] = complete.ok();
+  j["complete"] = complete.ok() && *complete;
   j["round"] = plan ? nlohmann::ordered_json(plan->round) : nlohmann::ordered_json();
   j["round_ended"] = ends.empty() ? nlohmann::ordered_json()
                                   : nlohmann::ordered_json({{"reason", ends.front().reason},

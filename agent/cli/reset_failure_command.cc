@@ -6,6 +6,7 @@
 
 #include "agent/ledger/events.h"
 #include "agent/config/exit_codes.h"
+#include "agent/repo/repository.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/open_store.h"
 
@@ -23,7 +24,7 @@ int RunResetFailureCommand(const Config& config, const std::map<std::string, std
   }
   auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive);
   if (!store.ok()) return fail(store.status());
-  GroupStore group(**store, config.job);
+  GroupStore group = Repository::Open(**store, config.job).Group();
   auto failed = group.Failed();
   if (!failed.ok()) return fail(failed.status());
   if (!*failed) {

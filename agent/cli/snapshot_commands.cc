@@ -21,9 +21,10 @@
 #include "agent/repo/restore_placement.h"
 #include "agent/repo/restorer.h"
 #include "agent/repo/retention.h"
+#include "agent/repo/repository.h"
 #include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/snapshot_writer.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "common/log.h"
 
 namespace sg {
@@ -97,7 +98,8 @@ int SnapshotNewestCheckpoint(const Config& config, ObjectStore& store) {
                          ")"));
   }
   const Checkpoint& newest = found->front();
-  SnapshotCatalog catalog(store, config.job);
+  const Repository repo = Repository::Open(store, config.job);
+  SnapshotCatalog catalog = repo.Catalog();
   if (auto committed = catalog.Committed(); committed.ok() && !committed->empty()) {
     auto m = catalog.ReadManifest(committed->front());
     if (m.ok() && m->step && newest.step && *m->step >= *newest.step) {
@@ -112,16 +114,15 @@ int SnapshotNewestCheckpoint(const Config& config, ObjectStore& store) {
   auto capture = CapturedCheckpoint::Capture(config.checkpoint_dir, newest, *staging);
   if (!capture.ok()) return Fail("snapshot", capture.status());
   SnapshotRequest request;
-  request.job = config.job;
   request.preset = std::string(PresetName(config.preset));
   request.instance = HostName();
   auto generation = LeaseGenerationNow(store, config.job);
   if (!generation.ok()) return Fail("snapshot", generation.status());
   request.generation = *generation;
-  SnapshotWriter writer(store, SystemClock(), SnapshotOptionsOf(config));
   auto result = [&] {
     ProgressLine progress("snapshot", capture->total_bytes());
-    return writer.Write(*capture, request, [&](uint64_t done) { progress.Update(done); });
+    return repo.Write(SystemClock(), SnapshotOptionsOf(config), *capture, request,
+                      [&](uint64_t done) { progress.Update(done); });
   }();
   if (!result.ok()) return Fail("snapshot", result.status());
   LogInfo("snapshot {} of job {} committed: checkpoint {} (step {})", SeqName(result->seq),
@@ -163,18 +164,18 @@ int RunSnapshotCommand(const Config& config, const Environment& env,
   if (!capture.ok()) return Fail("snapshot", capture.status());
   const SnapshotOptions options = SnapshotOptionsOf(config);
   SnapshotRequest request;
-  request.job = config.job;
   request.preset = std::string(PresetName(config.preset));
   request.instance = HostName();
   auto generation = LeaseGenerationNow(**store, config.job);
   if (!generation.ok()) return Fail("snapshot", generation.status());
   request.generation = *generation;
 
-  SnapshotWriter writer(**store, SystemClock(), options);
+  const Repository repo = Repository::Open(**store, config.job);
   const auto start = std::chrono::steady_clock::now();
   StatusOr<SnapshotResult> result = [&] {
     ProgressLine progress("snapshot", capture->total_bytes());
-    return writer.Write(*capture, request, [&](uint64_t done) { progress.Update(done); });
+    return repo.Write(SystemClock(), options, *capture, request,
+                      [&](uint64_t done) { progress.Update(done); });
   }();
   if (!result.ok()) return Fail("snapshot", result.status());
   const double secs =
@@ -184,7 +185,7 @@ int RunSnapshotCommand(const Config& config, const Environment& env,
       SeqName(result->seq), config.job, result->manifest.files.size(), HumanBytes(result->bytes),
       HumanBytes(result->stored_bytes), HumanBytes(result->new_bytes),
       HumanBytes(result->reused_bytes), secs);
-  auto gc = CollectGarbage(**store, SystemClock(), config.job, GcOptions{.keep = config.keep});
+  auto gc = repo.Prune(SystemClock(), GcOptions{.keep = config.keep});
   if (!gc.ok())
     LogWarn("retention after snapshot {} failed: {}", SeqName(result->seq), gc.status().message());
   std::cout << SeqName(result->seq) << "\n";
@@ -213,10 +214,10 @@ int RunRestoreCommand(const Config& config, const Environment& env,
     progress.reset();
     progress.emplace("restore " + SeqName(m.seq), m.TotalSize());
   };
-  Restorer restorer(**store, options);
-  auto result = restorer.Restore(config.job, target, args.seq, [&](uint64_t done) {
-    if (progress) progress->Update(done);
-  });
+  auto result = Repository::Open(**store, config.job)
+                    .Restore(options, target, args.seq, [&](uint64_t done) {
+                      if (progress) progress->Update(done);
+                    });
   progress.reset();
   if (!result.ok()) {
     const bool nothing = result.status().Is(StatusCode::kNotFound) && !args.seq;
@@ -250,8 +251,7 @@ int RunLsCommand(const Config& config, const Environment& env, bool json) {
   auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive, StoreAccess::kReadOnly);
   if (!store.ok()) return Fail("ls", store.status(), StoreOpenExitCode(store.status()));
   if (config.nodes > 1) return RunGroupLs(config, **store, json);
-  SnapshotCatalog catalog(**store, config.job);
-  auto history = catalog.History();
+  auto history = Repository::Open(**store, config.job).History();
   if (!history.ok()) return Fail("ls", history.status());
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (!json) {
@@ -316,14 +316,15 @@ int RunGcCommand(const Config& config, const Environment& env,
   if (!store.ok()) return Fail("gc", store.status());
   GcOptions options{.keep = config.keep, .break_claims = break_claims};
   if (older_than) options.abandoned_after = *older_than;
+  const Repository repo = Repository::Open(**store, config.job);
   if (config.nodes > 1) {
-    auto g = CollectGroupGarbage(**store, SystemClock(), config.job, options);
+    auto g = repo.PruneGroup(SystemClock(), options);
     if (!g.ok()) return Fail("gc", g.status());
     std::cout << "removed " << g->deleted.size() << " old group snapshots, " << g->parts_deleted
               << " parts no kept group snapshot needs, the records of " << g->rounds_deleted
               << " rounds and " << g->abandoned << " unfinished parts and uploads\n";
   }
-  auto r = CollectGarbage(**store, SystemClock(), config.job, options);
+  auto r = repo.Prune(SystemClock(), options);
   if (!r.ok()) return Fail("gc", r.status());
   std::cout << "removed " << r->deleted.size() << " old snapshots, " << r->abandoned.size()
             << " abandoned ones and " << r->stale_writes << " unfinished uploads\n";

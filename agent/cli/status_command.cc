@@ -17,7 +17,7 @@
 #include "agent/run/retry_budget.h"
 #include "agent/repo/open_store.h"
 #include "agent/cli/status_parts.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "common/aws_credentials.h"
 #include "common/log.h"
 
@@ -29,15 +29,6 @@ constexpr size_t kInterruptionsShown = 5;
 
 nlohmann::ordered_json AgeOrNull(const std::optional<std::chrono::seconds>& age) {
   return age ? nlohmann::ordered_json(age->count()) : nlohmann::ordered_json(nullptr);
-}
-
-
-
-StatusOr<std::optional<std::string>> GetIfPresent(ObjectStore& store, const std::string& key) {
-  auto body = store.Get(key);
-  if (body.ok()) return std::optional<std::string>(std::move(*body));
-  if (body.status().Is(StatusCode::kNotFound)) return std::optional<std::string>();
-  return body.status();
 }
 
 }  // namespace
@@ -127,17 +118,18 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
   s.job = job;
   s.store = store.Describe();
 
-  SG_ASSIGN_OR_RETURN(std::optional<std::string> lease, GetIfPresent(store, LeaseKey(job)));
+  const Repository repo = Repository::Open(store, job);
+  SG_ASSIGN_OR_RETURN(std::optional<std::string> lease, repo.ReadLease());
   if (lease) {
     auto parsed = LeaseKeeper::Parse(*lease);
     if (parsed.ok()) {
       s.lease = *parsed;
     } else {
-      s.problems.push_back(LeaseKey(job) + ": " + parsed.status().message());
+      s.problems.push_back(repo.LeaseName() + ": " + parsed.status().message());
     }
   }
 
-  SnapshotCatalog catalog(store, job);
+  SnapshotCatalog catalog = repo.Catalog();
   SG_ASSIGN_OR_RETURN(std::vector<uint64_t> committed,
                       catalog.CommittedAndQuarantined(s.quarantined));
   s.committed = committed.size();
@@ -151,7 +143,7 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
     s.problems.push_back("snapshot " + SeqName(seq) + ": " + m.status().message());
   }
 
-  SG_ASSIGN_OR_RETURN(std::optional<std::string> complete, GetIfPresent(store, CompleteKey(job)));
+  SG_ASSIGN_OR_RETURN(std::optional<std::string> complete, repo.ReadComplete());
   if (complete) {
     s.complete = true;
     auto j = nlohmann::json::parse(*complete, nullptr, /*allow_exceptions=*/false);
@@ -163,27 +155,28 @@ StatusOr<JobStatus> ReadJobStatus(ObjectStore& store, const std::string& job,
       if (j.contains("step") && j["step"].is_number_integer()) c.step = j["step"].get<int64_t>();
       s.completion = c;
     } else {
-      s.problems.push_back(CompleteKey(job) + ": the marker is not a JSON object");
+      s.problems.push_back(repo.CompleteName() + ": the marker is not a JSON object");
     }
   }
 
-  const std::string events_prefix = EventsPrefix(job);
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> events, ListAll(store, events_prefix));
+  // One listing of the events, newest first: the interruptions and the
+  // recent ones are read from it.
+  SG_ASSIGN_OR_RETURN(std::vector<StoredEvent> events, repo.Events());
   s.event_count = events.size();
   std::sort(events.begin(), events.end(),
-            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key > b.key; });
-  for (const ObjectInfo& o : events) {
-    if (!IsInterruptionKind(EventKindOfKey(o.key))) continue;
-    ++s.interruption_count;
-    if (s.interruptions.size() >= kInterruptionsShown) continue;
-    auto body = store.Get(o.key);
+            [](const StoredEvent& a, const StoredEvent& b) { return a.key > b.key; });
+  for (const StoredEvent& e : events) {
+    const bool interruption = IsInterruptionKind(e.kind);
+    if (interruption) ++s.interruption_count;
+    const bool recent = s.recent_events.size() < recent_events;
+    const bool shown = interruption && s.interruptions.size() < kInterruptionsShown;
+    if (!recent && !shown) continue;
+    auto body = store.Get(e.key);
     if (!body.ok()) continue;  // removed meanwhile
     auto j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object()) s.interruptions.push_back(std::move(j));
-  }
-  if (!events.empty()) {
-    EventLog log(store, SystemClock(), job, /*instance=*/"");
-    SG_ASSIGN_OR_RETURN(s.recent_events, log.Recent(recent_events));
+    if (!j.is_object()) continue;
+    if (recent) s.recent_events.push_back(j);
+    if (shown) s.interruptions.push_back(std::move(j));
   }
   return s;
 }

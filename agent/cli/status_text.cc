@@ -7,7 +7,7 @@
 #include "agent/cli/status_command.h"
 #include "agent/cli/status_parts.h"
 #include "agent/repo/quarantine.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "common/strings.h"
 
 namespace sg {

@@ -6,7 +6,7 @@
 #include "agent/config/exit_codes.h"
 #include "agent/repo/group_suspect.h"
 #include "agent/cli/snapshot_commands.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "agent/run/suspect.h"
 
 namespace sg {

@@ -16,7 +16,7 @@
 #include "agent/repo/quarantine.h"
 #include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/snapshot_file_reader.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -55,17 +55,18 @@ Status VerifyParts(const Config& config, ObjectStore& store, const GroupCommit& 
                    uint64_t& bytes, std::vector<std::string>& found) {
   std::vector<std::string> bad;
   for (const PartRecord& p : g.parts) {
-    const std::string part_job = PartJob(config.job, p.rank);
-    auto manifest = SnapshotCatalog(store, part_job).ReadManifest(p.seq);
+    const Repository part = Repository::Open(store, config.job).Part(p.rank);
+    const std::string& part_job = part.job();
+    auto manifest = part.Catalog().ReadManifest(p.seq);
     Status st = manifest.status();
     if (st.ok()) {
       ProgressLine progress("verify rank " + std::to_string(p.rank), manifest->TotalSize());
-      SnapshotFileReader reader(store, part_job);
+      SnapshotFileReader reader = part.Reader();
       st = reader.Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
       // In the rank's part job (docs/design.md §14, "Quarantine in a group").
       for (const std::string& key :
            QuarantineDamaged(store, part_job, reader, st, "verify", p.seq)) {
-        found.push_back(GroupRelativeKey(p.rank, key));
+        found.push_back(Repository::PartRelativeKey(p.rank, key));
       }
       files += manifest->files.size();
       bytes += manifest->TotalSize();
@@ -78,7 +79,7 @@ Status VerifyParts(const Config& config, ObjectStore& store, const GroupCommit& 
 }  // namespace
 
 int RunGroupVerify(const Config& config, ObjectStore& store, std::optional<uint64_t> seq) {
-  auto listing = GroupStore(store, config.job).ListGroups();
+  auto listing = Repository::Open(store, config.job).Group().ListGroups();
   if (!listing.ok()) return VerifyFailed(listing.status());
   // Damaged group snapshot records are named; the newest readable one is
   // still checked.
@@ -131,7 +132,8 @@ int RunVerifyCommand(const Config& config, const Environment& env, std::optional
   auto store = OpenStore(config, env, nullptr, StoreUse::kInteractive, StoreAccess::kReadOnly);
   if (!store.ok()) return VerifyFailed(store.status(), StoreOpenExitCode(store.status()));
   if (config.nodes > 1) return RunGroupVerify(config, **store, seq);
-  SnapshotCatalog catalog(**store, config.job);
+  const Repository repo = Repository::Open(**store, config.job);
+  SnapshotCatalog catalog = repo.Catalog();
   std::set<std::string> quarantined;
   auto committed = catalog.CommittedAndQuarantined(quarantined);
   if (!committed.ok()) return VerifyFailed(committed.status());
@@ -144,7 +146,7 @@ int RunVerifyCommand(const Config& config, const Environment& env, std::optional
   }
   auto manifest = catalog.ReadManifest(*seq);
   if (!manifest.ok()) return VerifyFailed(manifest.status());
-  SnapshotFileReader reader(**store, config.job);
+  SnapshotFileReader reader = repo.Reader();
   Status st;
   {
     ProgressLine progress("verify", manifest->TotalSize());

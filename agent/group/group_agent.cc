@@ -27,7 +27,7 @@
 #include "agent/repo/restorer.h"
 #include "agent/repo/open_store.h"
 #include "agent/repo/snapshot_writer.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "agent/trainer/supervisor.h"
 #include "agent/trainer/trainer_record.h"
 #include "common/autoscaling_client.h"

@@ -41,6 +41,7 @@
 #include "agent/run/job_ports_real.h"
 #include "agent/run/notice_budget.h"
 #include "agent/repo/lease.h"
+#include "agent/repo/repository.h"
 #include "agent/trainer/supervisor.h"
 #include "agent/trainer/trainer_record.h"
 #include "agent/repo/restorer.h"
@@ -96,7 +97,7 @@ class GroupAgent {
   explicit GroupAgent(const AgentContext& c)
       : c_(c),
         cfg_(c.config),
-        group_(c.store, cfg_.job),
+        group_(Repository::Open(c.store, cfg_.job).Group()),
         events_(c.store, c.clock, cfg_.job, c.instance),
         lease_(c.lease_store ? *c.lease_store : c.store, c.clock, cfg_.job, c.instance,
                LeaseOptions{cfg_.lease.heartbeat, cfg_.lease.timeout}),

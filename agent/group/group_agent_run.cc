@@ -14,7 +14,7 @@
 #include "agent/run/interruption_history.h"
 #include "agent/run/job_start.h"
 #include "agent/run/start_watch.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "agent/trainer/agent_signals.h"
 #include "common/log.h"
 #include "common/orphan_reaper.h"
@@ -66,7 +66,8 @@ std::optional<GroupAgent::StartRead> GroupAgent::ReadStart(StartWatch& watch) {
   BackgroundCall<StartRead> read(CallRunner(c_.ports));
   read.Start([this] {
     StartRead r;
-    r.complete = c_.store.Head(CompleteKey(cfg_.job)).ok();
+    auto complete = Repository::Open(c_.store, cfg_.job).IsComplete();
+    r.complete = complete.ok() && *complete;
     if (!r.complete) r.check = CheckGroupStart(c_.store, cfg_);
     if (!r.complete && cadence_) {
       r.history = ReadInterruptionHistory(c_.store, cfg_.job, c_.clock.Now());

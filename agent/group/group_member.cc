@@ -27,7 +27,7 @@
 #include "agent/repo/restorer.h"
 #include "agent/repo/open_store.h"
 #include "agent/repo/snapshot_writer.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "agent/trainer/supervisor.h"
 #include "agent/trainer/trainer_record.h"
 #include "common/autoscaling_client.h"
@@ -210,15 +210,15 @@ StatusOr<SnapshotResult> GroupAgent::WritePart(const Checkpoint& checkpoint,
   SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture,
                       CapturedCheckpoint::Capture(cfg_.checkpoint_dir, checkpoint, staging_root_));
   SnapshotRequest request;
-  request.job = PartJob(cfg_.job, upload_rank_);
   request.preset = std::string(PresetName(cfg_.preset));
   request.instance = c_.instance;
   request.cancel = cancel;
   // A part references the frames its rank's earlier parts stored (`reuse`):
   // group retention keeps every object a kept part references (docs/design.md
   // §14, "Retention").
-  SnapshotWriter writer(c_.store, c_.clock, SnapshotOptionsOf(cfg_));
-  return writer.Write(capture, request);
+  return Repository::Open(c_.store, cfg_.job)
+      .Part(upload_rank_)
+      .Write(c_.clock, SnapshotOptionsOf(cfg_), capture, request);
 }
 
 void GroupAgent::TakeUploadResult() {

@@ -6,6 +6,7 @@
 #include "agent/group/group_agent_impl.h"
 #include "agent/logs/log_store.h"
 #include "agent/repo/group_retention.h"
+#include "agent/repo/repository.h"
 #include "agent/repo/group_suspect.h"
 #include "agent/run/job_end.h"
 #include "common/log.h"
@@ -148,7 +149,8 @@ void GroupAgent::Retain() {
   store_work_.Post([this, wanted = retention_wanted_, running = retention_running_] {
     do {
       while (wanted->exchange(false)) {
-        auto gc = CollectGroupGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
+        auto gc = Repository::Open(c_.store, cfg_.job)
+                      .PruneGroup(c_.clock, GcOptions{.keep = cfg_.keep});
         if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
         // The logs of old rounds go with them (logs_keep, docs/design.md §13).
         auto logs = PruneLogs(c_.store, cfg_.job, cfg_.logs_keep);

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "agent/config/exit_codes.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "agent/trainer/restart_backoff.h"
 #include "common/log.h"
 #include "common/strings.h"

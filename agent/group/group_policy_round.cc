@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "agent/group/group_policy.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "common/log.h"
 
 namespace sg {

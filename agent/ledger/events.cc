@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -67,20 +67,15 @@ Status EventLog::Put(std::string_view kind, const nlohmann::ordered_json& detail
   body["attempt_id"] = attempt_id_;
   if (node_) body["node"] = *node_;
   // 2026-11-22T08:22:00.123Z -> 20261122T082200.123Z: sortable and key-safe.
-  std::string stamp;
-  for (char c : time) {
-    if (c != '-' && c != ':') stamp += c;
-  }
-  const std::string key = EventKey(job_, stamp, kind);
-  return store_.Put(key, body.dump(), PutCondition::CreateOnly()).status();
+  return Repository::Open(store_, job_).PutEvent(CompactStamp(time), kind, body.dump());
 }
 
 StatusOr<std::vector<nlohmann::json>> EventLog::Recent(size_t limit) {
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store_, EventsPrefix(job_)));
+  SG_ASSIGN_OR_RETURN(std::vector<StoredEvent> objects, Repository::Open(store_, job_).Events());
   std::sort(objects.begin(), objects.end(),
-            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key > b.key; });
+            [](const StoredEvent& a, const StoredEvent& b) { return a.key > b.key; });
   std::vector<nlohmann::json> out;
-  for (const ObjectInfo& o : objects) {
+  for (const StoredEvent& o : objects) {
     if (out.size() >= limit) break;
     auto body = store_.Get(o.key);
     if (!body.ok()) continue;

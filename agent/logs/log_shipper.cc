@@ -1,6 +1,6 @@
 #include "agent/logs/log_shipper.h"
 
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "common/files.h"
 #include "common/zstd_codec.h"
 
@@ -23,9 +23,8 @@ LogShipResult LogShipper::Ship(uint64_t generation, bool seal, const std::atomic
       r.status = frame.status();
       break;
     }
-    const std::string key = LogSegmentKey(
-        job_, LogSegmentName{instance_, generation, s.seq, CompactStamp(s.first_time)});
-    auto put = store_.Put(key, *frame, PutCondition::None());
+    auto put = Repository::Open(store_, job_).PutLogSegment(
+        LogSegmentName{instance_, generation, s.seq, CompactStamp(s.first_time)}, *frame);
     if (!put.ok()) {
       r.status = put.status();
       break;
@@ -34,7 +33,7 @@ LogShipResult LogShipper::Ship(uint64_t generation, bool seal, const std::atomic
     ++r.shipped;
     r.bytes += raw->size();
     r.stored_bytes += frame->size();
-    r.newest_key = key;
+    r.newest_key = *put;
   }
   return r;
 }

@@ -2,23 +2,12 @@
 
 #include <algorithm>
 #include <set>
-#include <tuple>
 
 namespace sg {
 
 StatusOr<std::vector<StoredLogSegment>> ListLogSegments(ObjectStore& store,
                                                         const std::string& job) {
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store, LogsPrefix(job)));
-  std::vector<StoredLogSegment> out;
-  for (const ObjectInfo& o : objects) {
-    if (auto name = ParseLogSegmentKey(job, o.key)) out.push_back({o.key, *name, o.size});
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const StoredLogSegment& a, const StoredLogSegment& b) {
-                     return std::tie(a.name.generation, a.name.seq, a.name.stamp, a.name.instance) <
-                            std::tie(b.name.generation, b.name.seq, b.name.stamp, b.name.instance);
-                   });
-  return out;
+  return Repository::Open(store, job).LogSegments();
 }
 
 StatusOr<std::optional<StoredLogSegment>> NewestLogSegment(ObjectStore& store,

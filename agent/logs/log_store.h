@@ -7,16 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "common/object_store.h"
 
 namespace sg {
-
-struct StoredLogSegment {
-  std::string key;
-  LogSegmentName name;
-  uint64_t size = 0;
-};
 
 // Every segment under <job>/logs/, in reading order: attempt (lease
 // generation), then seq, then first-line time; keys that are not segments

@@ -49,7 +49,14 @@ StatusOr<Fence> DrawFence(ObjectStore& store, const std::string& job, uint64_t g
                           const std::string& instance, const std::string& time) {
   SnapshotCatalog catalog(store, job);
   SG_ASSIGN_OR_RETURN(std::vector<uint64_t> history, catalog.Committed());
-  const Fence fence{generation, history.empty() ? 0 : history.front()};
+  return DrawFenceAfter(store, job, generation, history.empty() ? 0 : history.front(), instance,
+                        time);
+}
+
+StatusOr<Fence> DrawFenceAfter(ObjectStore& store, const std::string& job, uint64_t generation,
+                               uint64_t newest_seq, const std::string& instance,
+                               const std::string& time) {
+  const Fence fence{generation, newest_seq};
   const nlohmann::ordered_json body = {{"generation", fence.generation},
                                        {"after_seq", fence.after_seq},
                                        {"instance", instance},

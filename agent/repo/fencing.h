@@ -52,6 +52,12 @@ class FenceTable {
 // been restored or committed under it yet.
 StatusOr<Fence> DrawFence(ObjectStore& store, const std::string& job, uint64_t generation,
                           const std::string& instance, const std::string& time);
+// The same from the history the caller listed after taking the lease
+// (`newest_seq`: its newest admitted seq, 0 when empty), which it then
+// restores from: the start lists the history once (docs/design.md §6).
+StatusOr<Fence> DrawFenceAfter(ObjectStore& store, const std::string& job, uint64_t generation,
+                               uint64_t newest_seq, const std::string& instance,
+                               const std::string& time);
 
 // Writes generation `fence.generation`'s line. REQUIRES: that generation of
 // the lease is held. A fence already there for the generation (a retried

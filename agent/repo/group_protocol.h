@@ -234,8 +234,4 @@ std::optional<UploadChoice> ChooseUpload(const UploadInput& in);
 // is not this round's part until then (docs/design.md §14).
 bool FromBeforeTheRound(const Checkpoint& c, const std::vector<CheckpointMark>& before);
 
-// The job each rank's parts are stored as: "<job>/nodes/<rank>" keys, i.e.
-// snapshots under "<job>/nodes/<rank>/snapshots/...".
-std::string PartJob(const std::string& job, int rank);
-
 }  // namespace sg

@@ -286,8 +286,4 @@ bool FromBeforeTheRound(const Checkpoint& c, const std::vector<CheckpointMark>& 
   });
 }
 
-std::string PartJob(const std::string& job, int rank) {
-  return job + "/nodes/" + std::to_string(rank);
-}
-
 }  // namespace sg

@@ -5,12 +5,9 @@
 
 #include "agent/repo/quarantine.h"
 #include "agent/repo/snapshot_catalog.h"
+#include "agent/repo/store_layout.h"
 
 namespace sg {
-
-std::string GroupRelativeKey(int rank, const std::string& key) {
-  return "nodes/" + std::to_string(rank) + "/" + key;
-}
 
 std::set<uint64_t> GroupQuarantine::Seqs() const {
   std::set<uint64_t> out;
@@ -21,7 +18,7 @@ std::set<uint64_t> GroupQuarantine::Seqs() const {
 std::vector<std::string> GroupQuarantine::AllKeys() const {
   std::vector<std::string> out;
   for (const auto& [rank, keys] : lists) {
-    for (const std::string& key : keys) out.push_back(GroupRelativeKey(rank, key));
+    for (const std::string& key : keys) out.push_back(PartRelativeKey(rank, key));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -47,7 +44,7 @@ StatusOr<GroupQuarantine> ReadGroupQuarantine(ObjectStore& store, const std::str
         auto m = catalog.ReadManifest(p.seq);
         if (!m.ok()) continue;
         for (const std::string& key : QuarantinedReferences(*m, listed)) {
-          out.needs[g.seq].push_back(GroupRelativeKey(rank, key));
+          out.needs[g.seq].push_back(PartRelativeKey(rank, key));
         }
       }
     }

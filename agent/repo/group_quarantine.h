@@ -20,16 +20,12 @@
 
 namespace sg {
 
-// The key of object `key` of rank `rank`'s part job, relative to "<job>/":
-// "nodes/<rank>/<key>".
-std::string GroupRelativeKey(int rank, const std::string& key);
-
 // What the quarantine lists of a group's ranks say about its group snapshots.
 struct GroupQuarantine {
   // rank -> its quarantined keys, relative to "<job>/nodes/<rank>/".
   std::map<int, std::set<std::string>> lists;
   // group seq -> the quarantined objects its parts reference, relative to
-  // "<job>/" (GroupRelativeKey), for each group snapshot that needs one.
+  // "<job>/" (PartRelativeKey, agent/repo/store_layout.h), for each group snapshot that needs one.
   std::map<uint64_t, std::vector<std::string>> needs;
 
   // The group seqs that need a quarantined object.

@@ -20,21 +20,6 @@
 namespace sg {
 namespace {
 
-// Uncommits part snapshot `seq` of `job`: its claim, then its manifest, so
-// that what remains of it is never restored and no writer listing afterwards
-// indexes it. Its objects go later, in CollectGarbage's steps 2 and 3, unless
-// a manifest still references them (a later part reusing its frames) or a
-// writer is live.
-Status UncommitPart(ObjectStore& store, const std::string& job, uint64_t seq,
-                    const std::vector<std::string>& keys) {
-  for (const std::string& key : {ClaimKey(job, seq), ManifestKey(job, seq)}) {
-    if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
-      SG_RETURN_IF_ERROR(store.Delete(key));
-    }
-  }
-  return Status::Ok();
-}
-
 // The index of the oldest group snapshot kept: `keep` the trainers can
 // resume from. A suspect one (agent/repo/group_suspect.h), or one whose parts
 // need a quarantined object (agent/repo/group_quarantine.h), is kept while it
@@ -49,39 +34,11 @@ size_t FirstKeptGroup(const std::vector<GroupCommit>& groups, const std::set<uin
   return first_kept;
 }
 
-// Uncommits rank `rank`'s committed parts that no kept group snapshot names
-// (`referenced`) and whose step is not newer than `newest_step`: group
-// snapshots only ever commit steps newer than the newest, so such a part can
-// join no later one. Returns how many went.
-StatusOr<uint64_t> PruneUnreferencedParts(ObjectStore& store, const std::string& part_job, int rank,
-                                          const std::set<std::pair<int, uint64_t>>& referenced,
-                                          int64_t newest_step) {
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListAll(store, SnapshotsPrefix(part_job)));
-  std::map<uint64_t, std::vector<std::string>> dirs;
-  std::set<uint64_t> committed;
-  for (const ObjectInfo& o : objects) {
-    auto seq = SnapshotSeqOfKey(part_job, o.key);
-    if (!seq) continue;
-    dirs[*seq].push_back(o.key);
-    if (o.key == ManifestKey(part_job, *seq)) committed.insert(*seq);
-  }
-  SnapshotCatalog catalog(store, part_job);
-  uint64_t deleted = 0;
-  for (const auto& [seq, keys] : dirs) {
-    if (!committed.count(seq) || referenced.count({rank, seq})) continue;
-    auto manifest = catalog.ReadManifest(seq);
-    if (!manifest.ok() || !manifest->step || *manifest->step > newest_step) continue;
-    SG_RETURN_IF_ERROR(UncommitPart(store, part_job, seq, keys));
-    ++deleted;
-  }
-  return deleted;
-}
-
 // Deletes the records of rounds before `oldest_round`; returns how many
 // rounds' records went.
 StatusOr<uint64_t> PruneRoundRecords(ObjectStore& store, const std::string& job,
                                      uint64_t oldest_round) {
-  const std::string prefix = JobPrefix(job) + "group/rounds/";
+  const std::string prefix = GroupRoundsPrefix(job);
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> records, ListAll(store, prefix));
   std::set<uint64_t> rounds;
   for (const ObjectInfo& o : records) {
@@ -129,20 +86,22 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
     for (const PartRecord& p : groups[i].parts) referenced.insert({p.rank, p.seq});
   }
   for (int rank = 0; rank < ranks; ++rank) {
-    const std::string part_job = PartJob(job, rank);
-    if (any_group) {
-      SG_ASSIGN_OR_RETURN(uint64_t n,
-                          PruneUnreferencedParts(store, part_job, rank, referenced, newest_step));
-      result.parts_deleted += n;
-    }
-    // The objects of the parts uncommitted above that no remaining part
-    // references (the list again, and nothing while a writer of the rank is
-    // live: one node's proof, docs/design.md §4), parts whose writer died
-    // before their commit, and unfinished uploads; committed parts are never
-    // taken here (keep is unbounded).
-    GcOptions abandoned = options;
-    abandoned.keep = 1 << 30;
-    SG_ASSIGN_OR_RETURN(GcResult r, CollectGarbage(store, clock, part_job, abandoned));
+    // One node's collector on each rank's parts, with one listing and the
+    // proof's second (docs/design.md §4): it uncommits the committed parts
+    // that no kept group snapshot names and whose step is not newer than
+    // the newest group snapshot's (group snapshots only ever commit newer
+    // steps, so such a part can join no later one), and the parts whose
+    // writer died before their commit; then deletes the objects no remaining
+    // part references, nothing while a writer of the rank is live, and
+    // unfinished uploads.
+    GcOptions parts = options;
+    parts.retire = [&](uint64_t seq, SnapshotCatalog& catalog) {
+      if (!any_group || referenced.contains({rank, seq})) return false;
+      auto manifest = catalog.ReadManifest(seq);
+      return manifest.ok() && manifest->step && *manifest->step <= newest_step;
+    };
+    SG_ASSIGN_OR_RETURN(GcResult r, CollectGarbage(store, clock, PartJob(job, rank), parts));
+    result.parts_deleted += r.deleted.size();
     result.abandoned += static_cast<int>(r.abandoned.size()) + r.stale_writes;
   }
   if (first_kept < groups.size()) {

@@ -12,24 +12,6 @@
 namespace sg {
 namespace {
 
-constexpr std::string_view kJson = ".json";
-
-std::string StepName(int64_t step) {
-  // Twenty digits after an offset of 2^63, so that name order is step order
-  // also for a negative step.
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%020llu",
-                static_cast<unsigned long long>(static_cast<uint64_t>(step) + (1ull << 63)));
-  return buf;
-}
-
-// The name after `prefix` without ".json"; "" when `key` is not such a name.
-std::string NameOf(const std::string& key, const std::string& prefix) {
-  if (!key.starts_with(prefix) || !key.ends_with(kJson)) return "";
-  std::string name = key.substr(prefix.size(), key.size() - prefix.size() - kJson.size());
-  return name.find('/') == std::string::npos ? name : "";
-}
-
 // Forgets what `cache` holds under `prefix` that `listed` no longer has.
 template <typename T>
 void Forget(std::map<std::string, T>& cache, const std::string& prefix,
@@ -80,19 +62,15 @@ StatusOr<std::optional<T>> GroupStore::ReadOnce(std::map<std::string, T>& cache,
   return std::optional<T>(std::move(*parsed));
 }
 
-std::string GroupStore::MembersPrefix() const { return JobPrefix(job_) + "group/members/"; }
+std::string GroupStore::MembersPrefix() const { return GroupMembersPrefix(job_); }
 
 std::string GroupStore::MemberKey(const std::string& agent) const {
-  return MembersPrefix() + agent + std::string(kJson);
+  return GroupMemberKey(job_, agent);
 }
 
-std::string GroupStore::RoundPrefix(uint64_t round) const {
-  return JobPrefix(job_) + "group/rounds/" + SeqName(round) + "/";
-}
+std::string GroupStore::RoundPrefix(uint64_t round) const { return GroupRoundPrefix(job_, round); }
 
-std::string GroupStore::GroupKey(uint64_t seq) const {
-  return JobPrefix(job_) + "groups/" + SeqName(seq) + std::string(kJson);
-}
+std::string GroupStore::GroupKey(uint64_t seq) const { return sg::GroupKey(job_, seq); }
 
 Status GroupStore::WriteMember(const MemberRecord& m) {
   return store_.Put(MemberKey(m.agent), MemberToJson(m), PutCondition::None()).status();
@@ -107,7 +85,7 @@ StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> GroupStore
   std::map<std::string, std::pair<std::string, MemberRecord>> out;
   std::map<std::string, MemberRecord> still;
   for (const ObjectInfo& o : listed) {
-    if (NameOf(o.key, prefix).empty()) continue;
+    if (RecordNameOf(o.key, prefix).empty()) continue;
     auto m = ReadOnce(members_, o, ParseMember);
     if (!m.ok()) {
       if (!m.status().Is(StatusCode::kCorruption)) return m.status();
@@ -125,14 +103,14 @@ StatusOr<std::map<std::string, std::pair<std::string, MemberRecord>>> GroupStore
 Status GroupStore::Refuse(const std::string& agent, const std::string& why) {
   nlohmann::json j = {{"agent", agent}, {"why", why}};
   Status st = store_
-                  .Put(JobPrefix(job_) + "group/refused/" + agent + std::string(kJson), j.dump(),
+                  .Put(GroupRefusalKey(job_, agent), j.dump(),
                        PutCondition::CreateOnly())
                   .status();
   return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
 }
 
 StatusOr<std::optional<std::string>> GroupStore::Refusal(const std::string& agent) {
-  auto body = store_.Get(JobPrefix(job_) + "group/refused/" + agent + std::string(kJson));
+  auto body = store_.Get(GroupRefusalKey(job_, agent));
   if (body.status().Is(StatusCode::kNotFound)) return std::optional<std::string>();
   SG_RETURN_IF_ERROR(body.status());
   nlohmann::json j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
@@ -142,7 +120,7 @@ StatusOr<std::optional<std::string>> GroupStore::Refusal(const std::string& agen
   return std::optional<std::string>("(an unreadable refusal)");
 }
 
-std::string GroupStore::FailureKey() const { return JobPrefix(job_) + "group/failed.json"; }
+std::string GroupStore::FailureKey() const { return GroupFailureKey(job_); }
 
 Status GroupStore::MarkFailed(const FailureRecord& failure) {
   nlohmann::ordered_json j = {{"why", failure.why},
@@ -182,15 +160,12 @@ StatusOr<std::optional<RoundPlan>> GroupStore::NewestPlan() {
 }
 
 StatusOr<PlanListing> GroupStore::Plans() {
-  const std::string prefix = JobPrefix(job_) + "group/rounds/";
+  const std::string prefix = GroupRoundsPrefix(job_);
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
   // round -> its plan's listing; the numbers come from the keys alone.
   std::map<uint64_t, ObjectInfo, std::greater<>> rounds;
   for (const ObjectInfo& o : listed) {
-    std::string_view rest = std::string_view(o.key).substr(prefix.size());
-    if (rest.size() != 10 + std::string_view("/plan.json").size() || !rest.ends_with("/plan.json"))
-      continue;
-    if (auto r = ParseSeqName(rest.substr(0, 10))) rounds.emplace(*r, o);
+    if (auto r = RoundOfPlanKey(job_, o.key)) rounds.emplace(*r, o);
   }
   Forget(plans_, prefix, listed);
   Forget(unreadable_, prefix, listed);
@@ -217,20 +192,20 @@ StatusOr<PlanListing> GroupStore::Plans() {
 }
 
 Status GroupStore::WritePlan(const RoundPlan& p) {
-  return store_.Put(RoundPrefix(p.round) + "plan.json", PlanToJson(p), PutCondition::CreateOnly())
+  return store_.Put(GroupPlanKey(job_, p.round), PlanToJson(p), PutCondition::CreateOnly())
       .status();
 }
 
 Status GroupStore::EndRound(uint64_t round, const RoundEnd& end) {
   Status st = store_
-                  .Put(RoundPrefix(round) + "end/" + end.by + std::string(kJson),
+                  .Put(RoundEndKey(job_, round, end.by),
                        RoundEndToJson(end), PutCondition::CreateOnly())
                   .status();
   return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
 }
 
 StatusOr<std::vector<RoundEnd>> GroupStore::Ends(uint64_t round) {
-  const std::string prefix = RoundPrefix(round) + "end/";
+  const std::string prefix = RoundRecordsPrefix(job_, round, RoundRecords::kEnds);
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
   Forget(ends_, "", listed);
   Forget(unreadable_, prefix, listed);
@@ -249,13 +224,12 @@ StatusOr<std::vector<RoundEnd>> GroupStore::Ends(uint64_t round) {
 }
 
 Status GroupStore::AnnouncePart(uint64_t round, const PartRecord& part) {
-  const std::string key = RoundPrefix(round) + "parts/" + StepName(part.step) + "-" +
-                          std::to_string(part.rank) + "-" + SeqName(part.seq) + std::string(kJson);
+  const std::string key = RoundPartKey(job_, round, part.step, part.rank, part.seq);
   return store_.Put(key, PartToJson(part), PutCondition::CreateOnly()).status();
 }
 
 StatusOr<std::vector<PartRecord>> GroupStore::Parts(uint64_t round) {
-  const std::string prefix = RoundPrefix(round) + "parts/";
+  const std::string prefix = RoundRecordsPrefix(job_, round, RoundRecords::kParts);
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
   // Only the round looked at is kept: parts of earlier rounds are not read again.
   Forget(parts_, "", listed);
@@ -274,15 +248,13 @@ StatusOr<std::vector<PartRecord>> GroupStore::Parts(uint64_t round) {
 
 namespace {
 
-// {"rank", "step"} records, one per rank, under `prefix` (create-only).
-Status PutRankStep(ObjectStore& store, const std::string& prefix, int rank,
+// {"rank", "step"} records, one per rank (create-only).
+Status PutRankStep(ObjectStore& store, const std::string& key, int rank,
                    std::optional<int64_t> step) {
   nlohmann::json j;
   j["rank"] = rank;
   j["step"] = step ? nlohmann::json(*step) : nlohmann::json(nullptr);
-  Status st = store.Put(prefix + std::to_string(rank) + std::string(kJson), j.dump(),
-                        PutCondition::CreateOnly())
-                  .status();
+  Status st = store.Put(key, j.dump(), PutCondition::CreateOnly()).status();
   return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
 }
 
@@ -308,43 +280,43 @@ StatusOr<std::map<int, std::optional<int64_t>>> RankSteps(ObjectStore& store,
 }  // namespace
 
 Status GroupStore::MarkDone(uint64_t round, int rank, std::optional<int64_t> step) {
-  return PutRankStep(store_, RoundPrefix(round) + "done/", rank, step);
+  return PutRankStep(store_, RoundRankKey(job_, round, RoundRecords::kDone, rank), rank, step);
 }
 
 StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Done(uint64_t round) {
-  return RankSteps(store_, RoundPrefix(round) + "done/");
+  return RankSteps(store_, RoundRecordsPrefix(job_, round, RoundRecords::kDone));
 }
 
 Status GroupStore::MarkAsked(uint64_t round, int rank, std::optional<int64_t> after) {
-  return PutRankStep(store_, RoundPrefix(round) + "asked/", rank, after);
+  return PutRankStep(store_, RoundRankKey(job_, round, RoundRecords::kAsked, rank), rank, after);
 }
 
 StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Asked(uint64_t round) {
-  return RankSteps(store_, RoundPrefix(round) + "asked/");
+  return RankSteps(store_, RoundRecordsPrefix(job_, round, RoundRecords::kAsked));
 }
 
 Status GroupStore::MarkFlush(uint64_t round, int rank, std::optional<int64_t> step) {
-  return PutRankStep(store_, RoundPrefix(round) + "flush/", rank, step);
+  return PutRankStep(store_, RoundRankKey(job_, round, RoundRecords::kFlush, rank), rank, step);
 }
 
 StatusOr<std::map<int, std::optional<int64_t>>> GroupStore::Flushes(uint64_t round) {
-  return RankSteps(store_, RoundPrefix(round) + "flush/");
+  return RankSteps(store_, RoundRecordsPrefix(job_, round, RoundRecords::kFlush));
 }
 
 Status GroupStore::WriteFinal(uint64_t round, uint64_t seq, int64_t step) {
   nlohmann::json j = {{"seq", seq}, {"step", step}};
-  Status st = store_.Put(RoundPrefix(round) + "final.json", j.dump(), PutCondition::CreateOnly())
+  Status st = store_.Put(GroupFinalKey(job_, round), j.dump(), PutCondition::CreateOnly())
                   .status();
   return st.Is(StatusCode::kPreconditionFailed) ? Status::Ok() : st;
 }
 
 StatusOr<std::optional<uint64_t>> GroupStore::Final(uint64_t round) {
-  auto body = store_.Get(RoundPrefix(round) + "final.json");
+  auto body = store_.Get(GroupFinalKey(job_, round));
   if (body.status().Is(StatusCode::kNotFound)) return std::optional<uint64_t>();
   SG_RETURN_IF_ERROR(body.status());
   nlohmann::json j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("seq") || !j["seq"].is_number_unsigned()) {
-    return Status::Corruption(RoundPrefix(round) + "final.json: no \"seq\"");
+    return Status::Corruption(GroupFinalKey(job_, round) + ": no \"seq\"");
   }
   return std::optional<uint64_t>(j["seq"].get<uint64_t>());
 }
@@ -359,13 +331,13 @@ StatusOr<std::vector<GroupCommit>> GroupStore::Groups() {
 }
 
 StatusOr<GroupListing> GroupStore::ListGroups() {
-  const std::string prefix = JobPrefix(job_) + "groups/";
+  const std::string prefix = GroupsPrefix(job_);
   SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store_, prefix));
   Forget(groups_, prefix, listed);
   Forget(unreadable_, prefix, listed);
   GroupListing out;
   for (const ObjectInfo& o : listed) {
-    auto seq = ParseSeqName(NameOf(o.key, prefix));
+    auto seq = GroupSeqOfKey(job_, o.key);
     if (!seq) continue;
     // The seq is the key's, whatever the record holds: the next commit
     // goes above every key listed (a damaged record at the top must not

@@ -4,28 +4,16 @@
 
 namespace sg {
 
-namespace {
-
-std::string SuspectPrefix(const std::string& job) { return JobPrefix(job) + "group/suspect/"; }
-
-}  // namespace
-
-std::string GroupSuspectKey(const std::string& job, uint64_t seq) {
-  return SuspectPrefix(job) + SeqName(seq) + ".json";
-}
-
 Status MarkGroupSuspect(ObjectStore& store, const std::string& job, uint64_t seq,
                         const nlohmann::ordered_json& record) {
   return store.Put(GroupSuspectKey(job, seq), record.dump(), PutCondition::None()).status();
 }
 
 StatusOr<std::set<uint64_t>> GroupSuspects(ObjectStore& store, const std::string& job) {
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store, SuspectPrefix(job)));
+  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store, GroupSuspectsPrefix(job)));
   std::set<uint64_t> out;
   for (const ObjectInfo& o : listed) {
-    const std::string name = o.key.substr(SuspectPrefix(job).size());
-    if (!name.ends_with(".json")) continue;
-    if (auto seq = ParseSeqName(name.substr(0, name.size() - 5))) out.insert(*seq);
+    if (auto seq = GroupSuspectSeqOfKey(job, o.key)) out.insert(*seq);
   }
   return out;
 }

@@ -20,8 +20,7 @@
 
 namespace sg {
 
-// "<job>/group/suspect/<seq>.json"
-std::string GroupSuspectKey(const std::string& job, uint64_t seq);
+// The marks are "<job>/group/suspect/<seq>.json" (agent/repo/store_layout.h).
 Status MarkGroupSuspect(ObjectStore& store, const std::string& job, uint64_t seq,
                         const nlohmann::ordered_json& record);
 // The seqs marked suspect.

@@ -38,7 +38,7 @@ uint64_t Manifest::TotalStored() const {
 uint64_t Manifest::NewStored() const {
   // Each stored frame of this snapshot's objects once, however many files
   // reference it.
-  const std::string own = "snapshots/" + SeqName(seq) + "/";
+  const std::string own = SnapshotObjectsPrefix(seq);
   std::set<std::pair<std::string_view, uint64_t>> seen;
   uint64_t n = 0;
   for (const ManifestFile& f : files) {

@@ -130,7 +130,11 @@ Status GcUncommitOld(ObjectStore& store, SnapshotCatalog& catalog, const std::st
       result.abandoned.push_back(seq);
       continue;
     }
-    if (d.committed) {
+    if (d.committed && options.retire) {
+      if (!options.retire(seq, catalog)) continue;
+      SG_RETURN_IF_ERROR(GcUncommitDir(store, job, seq, d, result));
+      result.deleted.push_back(seq);
+    } else if (d.committed) {
       // A suspect snapshot, or one that needs a quarantined object, is
       // never one of the kept good ones: it stays while newer than the
       // oldest of them (for `unsuspect`, or a restore of that seq), uncounted.
@@ -211,12 +215,14 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   }
   // Snapshots that need a quarantined object (docs/design.md §4,
   // "Quarantine"): one LIST, and their manifests read ahead when there is one.
-  SG_ASSIGN_OR_RETURN(const std::set<uint64_t> quarantined,
-                      SnapshotsNeedingQuarantined(store, catalog, job, admitted));
+  std::set<uint64_t> quarantined;
+  if (!options.retire) {
+    SG_ASSIGN_OR_RETURN(quarantined, SnapshotsNeedingQuarantined(store, catalog, job, admitted));
+  }
 
   GcResult result;
   // 1. Uncommit.
-  GcPrefetchKept(catalog, dirs, options.keep);
+  if (!options.retire) GcPrefetchKept(catalog, dirs, options.keep);
   const Clock::WallTime now_time = clock.Now();
   const Liveness liveness{.cutoff = now_time - options.abandoned_after,
                           .claims_after = now_time - kClaimTtl,

@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "agent/repo/snapshot_catalog.h"
 #include "common/clock.h"
 #include "common/object_store.h"
 
@@ -26,6 +28,12 @@ struct GcOptions {
   // Takes every writer of the job for dead, live claims too (`gc
   // --break-claims`): only when no agent or snapshot of the job is running.
   bool break_claims = false;
+  // Instead of `keep`, when set: whether committed snapshot `seq` is
+  // retired (a group's parts that no kept group snapshot names,
+  // agent/repo/group_retention.h); it reads the manifests it needs through
+  // `catalog`. The quarantine list is not read then: it only decides what
+  // `keep` counts.
+  std::function<bool(uint64_t seq, SnapshotCatalog& catalog)> retire = nullptr;
 };
 
 struct GcResult {

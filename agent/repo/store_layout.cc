@@ -1,6 +1,7 @@
 #include "agent/repo/store_layout.h"
 
 #include <cstdio>
+#include <string>
 
 namespace sg {
 namespace {
@@ -8,6 +9,7 @@ namespace {
 constexpr std::string_view kManifestName = "manifest.json";
 constexpr std::string_view kSuspectName = "suspect.json";
 constexpr std::string_view kQuarantineSuffix = ".json";
+constexpr std::string_view kJson = ".json";
 
 // The seq of "<job>/snapshots/<seq>/<name>".
 std::optional<uint64_t> SeqOfSnapshotObject(const std::string& job, std::string_view key,
@@ -22,22 +24,6 @@ std::optional<uint64_t> SeqOfSnapshotObject(const std::string& job, std::string_
 
 }  // namespace
 
-std::string SeqName(uint64_t seq) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%010llu", static_cast<unsigned long long>(seq));
-  return buf;
-}
-
-std::optional<uint64_t> ParseSeqName(std::string_view name) {
-  if (name.size() != 10) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : name) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return v;
-}
-
 std::string JobPrefix(const std::string& job) { return job + "/"; }
 std::string SnapshotsPrefix(const std::string& job) { return JobPrefix(job) + "snapshots/"; }
 std::string SnapshotPrefix(const std::string& job, uint64_t seq) {
@@ -51,7 +37,9 @@ std::string ClaimKey(const std::string& job, uint64_t seq) {
 }
 std::string LatestKey(const std::string& job) { return JobPrefix(job) + "latest"; }
 
-std::string FileObjectsPrefix(uint64_t seq) { return "snapshots/" + SeqName(seq) + "/files/"; }
+std::string SnapshotObjectsPrefix(uint64_t seq) { return "snapshots/" + SeqName(seq) + "/"; }
+
+std::string FileObjectsPrefix(uint64_t seq) { return SnapshotObjectsPrefix(seq) + "files/"; }
 
 std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec) {
   return FileObjectsPrefix(seq) + path + (codec == Codec::kNone ? "" : ".zst");
@@ -60,7 +48,7 @@ std::string FileObjectKey(uint64_t seq, const std::string& path, Codec codec) {
 std::string PackObjectKey(uint64_t seq, int number) {
   std::string n = std::to_string(number);
   if (n.size() < 6) n.insert(0, 6 - n.size(), '0');
-  return "snapshots/" + SeqName(seq) + "/packs/pack-" + n + ".zst";
+  return SnapshotObjectsPrefix(seq) + "packs/pack-" + n + ".zst";
 }
 
 std::optional<uint64_t> SeqOfDataKey(std::string_view key) {
@@ -172,12 +160,106 @@ std::optional<LogSegmentName> ParseLogSegmentKey(const std::string& job, std::st
   return name;
 }
 
-std::string CompactStamp(std::string_view time_utc) {
-  std::string out;
-  for (char c : time_utc) {
-    if (c != '-' && c != ':') out += c;
+std::string DoctorProbePrefix(const std::string& job, std::string_view id) {
+  return (job.empty() ? "" : JobPrefix(job)) + ".doctor/" + std::string(id) + "/";
+}
+
+std::string PartJob(const std::string& job, int rank) {
+  return JobPrefix(job) + "nodes/" + std::to_string(rank);
+}
+
+std::string PartRelativeKey(int rank, std::string_view key) {
+  return "nodes/" + std::to_string(rank) + "/" + std::string(key);
+}
+
+std::string RecordNameOf(std::string_view key, std::string_view prefix) {
+  if (!key.starts_with(prefix) || !key.ends_with(kJson)) return "";
+  std::string_view name = key.substr(prefix.size(), key.size() - prefix.size() - kJson.size());
+  return name.find('/') == std::string_view::npos ? std::string(name) : "";
+}
+
+std::string GroupMembersPrefix(const std::string& job) { return JobPrefix(job) + "group/members/"; }
+
+std::string GroupMemberKey(const std::string& job, const std::string& agent) {
+  return GroupMembersPrefix(job) + agent + std::string(kJson);
+}
+
+std::string GroupRefusalKey(const std::string& job, const std::string& agent) {
+  return JobPrefix(job) + "group/refused/" + agent + std::string(kJson);
+}
+
+std::string GroupFailureKey(const std::string& job) { return JobPrefix(job) + "group/failed.json"; }
+
+std::string GroupSuspectsPrefix(const std::string& job) { return JobPrefix(job) + "group/suspect/"; }
+
+std::string GroupSuspectKey(const std::string& job, uint64_t seq) {
+  return GroupSuspectsPrefix(job) + SeqName(seq) + std::string(kJson);
+}
+
+std::optional<uint64_t> GroupSuspectSeqOfKey(const std::string& job, std::string_view key) {
+  return ParseSeqName(RecordNameOf(key, GroupSuspectsPrefix(job)));
+}
+
+std::string GroupRoundsPrefix(const std::string& job) { return JobPrefix(job) + "group/rounds/"; }
+
+std::string GroupRoundPrefix(const std::string& job, uint64_t round) {
+  return GroupRoundsPrefix(job) + SeqName(round) + "/";
+}
+
+std::string GroupPlanKey(const std::string& job, uint64_t round) {
+  return GroupRoundPrefix(job, round) + "plan.json";
+}
+
+std::optional<uint64_t> RoundOfPlanKey(const std::string& job, std::string_view key) {
+  const std::string prefix = GroupRoundsPrefix(job);
+  constexpr std::string_view kPlan = "/plan.json";
+  if (!key.starts_with(prefix)) return std::nullopt;
+  key.remove_prefix(prefix.size());
+  if (key.size() != 10 + kPlan.size() || !key.ends_with(kPlan)) return std::nullopt;
+  return ParseSeqName(key.substr(0, 10));
+}
+
+std::string GroupFinalKey(const std::string& job, uint64_t round) {
+  return GroupRoundPrefix(job, round) + "final.json";
+}
+
+std::string RoundRecordsPrefix(const std::string& job, uint64_t round, RoundRecords kind) {
+  const char* folder = "end/";
+  switch (kind) {
+    case RoundRecords::kEnds: folder = "end/"; break;
+    case RoundRecords::kParts: folder = "parts/"; break;
+    case RoundRecords::kDone: folder = "done/"; break;
+    case RoundRecords::kAsked: folder = "asked/"; break;
+    case RoundRecords::kFlush: folder = "flush/"; break;
   }
-  return out;
+  return GroupRoundPrefix(job, round) + folder;
+}
+
+std::string RoundEndKey(const std::string& job, uint64_t round, const std::string& by) {
+  return RoundRecordsPrefix(job, round, RoundRecords::kEnds) + by + std::string(kJson);
+}
+
+std::string RoundPartKey(const std::string& job, uint64_t round, int64_t step, int rank,
+                         uint64_t seq) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%020llu",
+                static_cast<unsigned long long>(static_cast<uint64_t>(step) + (1ull << 63)));
+  return RoundRecordsPrefix(job, round, RoundRecords::kParts) + name + "-" +
+         std::to_string(rank) + "-" + SeqName(seq) + std::string(kJson);
+}
+
+std::string RoundRankKey(const std::string& job, uint64_t round, RoundRecords kind, int rank) {
+  return RoundRecordsPrefix(job, round, kind) + std::to_string(rank) + std::string(kJson);
+}
+
+std::string GroupsPrefix(const std::string& job) { return JobPrefix(job) + "groups/"; }
+
+std::string GroupKey(const std::string& job, uint64_t seq) {
+  return GroupsPrefix(job) + SeqName(seq) + std::string(kJson);
+}
+
+std::optional<uint64_t> GroupSeqOfKey(const std::string& job, std::string_view key) {
+  return ParseSeqName(RecordNameOf(key, GroupsPrefix(job)));
 }
 
 }  // namespace sg

@@ -13,7 +13,23 @@
 //   <job>/events/<utc-time>-<kind>.json    the job's event records (agent/ledger/events.h)
 //   <job>/logs/<instance>/<generation>-<seq>-<utc-time>.log.zst
 //                                          a shipped log segment (agent/logs/log_shipper.h)
+//   <job>/.doctor/<id>/...                 `spotguard doctor`'s probe objects, removed by it
 //
+// and those of a job of several nodes (docs/multi-node.md; the records are
+// agent/repo/group_store.h's):
+//
+//   <job>/group/members/<agent>.json       a member record
+//   <job>/group/failed.json                the job failed
+//   <job>/group/refused/<agent>.json       a member the coordinator refused
+//   <job>/group/suspect/<seq>.json         a group snapshot no round could resume from
+//   <job>/group/rounds/<round>/plan.json   a round's plan; beside it final.json,
+//                                          end/<instance>.json, parts/<step>-<rank>-<seq>.json,
+//                                          done/<rank>.json, asked/<rank>.json, flush/<rank>.json
+//   <job>/groups/<seq>.json                a group snapshot
+//   <job>/nodes/<rank>/...                 a rank's parts: a job of its own (PartJob)
+//
+// The repository (agent/repo/repository.h) is the one owner of these keys:
+// this header is included by agent/repo/ alone (tests/tools/source_layers.py).
 // <seq> and <generation> are ten-digit decimals, so name order is numeric
 // order.
 #pragma once
@@ -23,13 +39,10 @@
 #include <string>
 #include <string_view>
 
+#include "agent/repo/store_names.h"
 #include "common/zstd_codec.h"
 
 namespace sg {
-
-// "0000000042": ten digits, so that name order is numeric order.
-std::string SeqName(uint64_t seq);
-std::optional<uint64_t> ParseSeqName(std::string_view name);
 
 std::string JobPrefix(const std::string& job);                     // "<job>/"
 std::string SnapshotsPrefix(const std::string& job);               // "<job>/snapshots/"
@@ -37,6 +50,9 @@ std::string SnapshotPrefix(const std::string& job, uint64_t seq);  // ".../<seq>
 std::string ManifestKey(const std::string& job, uint64_t seq);
 std::string ClaimKey(const std::string& job, uint64_t seq);
 std::string LatestKey(const std::string& job);
+// Where snapshot `seq`'s own data objects are, relative to the job prefix:
+// "snapshots/<seq>/".
+std::string SnapshotObjectsPrefix(uint64_t seq);
 // Where the objects of snapshot `seq`'s files are, relative to the job
 // prefix: "snapshots/<seq>/files/".
 std::string FileObjectsPrefix(uint64_t seq);
@@ -91,20 +107,54 @@ std::string EventKey(const std::string& job, std::string_view stamp, std::string
 // "" when it is not one.
 std::string EventKindOfKey(std::string_view key);
 
-// A shipped log segment (docs/design.md §13). The attempt is the lease
-// generation of the agent that wrote it; `seq` numbers the segments of that
-// agent; `stamp` is the time of its first line, in EventKey's form. Name
-// order within an instance is (generation, seq) order.
-struct LogSegmentName {
-  std::string instance;
-  uint64_t generation = 0;
-  uint64_t seq = 0;
-  std::string stamp;
-};
 std::string LogsPrefix(const std::string& job);  // "<job>/logs/"
 std::string LogSegmentKey(const std::string& job, const LogSegmentName& name);
 std::optional<LogSegmentName> ParseLogSegmentKey(const std::string& job, std::string_view key);
-// "2026-11-22T08:22:00.123Z" as "20261122T082200.123Z" (EventKey's stamp).
-std::string CompactStamp(std::string_view time_utc);
+
+// Where `spotguard doctor` writes and removes its probe objects: "<job>/.doctor/<id>/"
+// ("" job: ".doctor/<id>/" at the top of the store).
+std::string DoctorProbePrefix(const std::string& job, std::string_view id);
+
+// ---- A job of several nodes (docs/multi-node.md).
+
+// A rank's parts are snapshots of a job of their own: "<job>/nodes/<rank>".
+std::string PartJob(const std::string& job, int rank);
+// `key`, relative to the part job of `rank`, made relative to "<job>/":
+// "nodes/<rank>/<key>".
+std::string PartRelativeKey(int rank, std::string_view key);
+
+std::string GroupMembersPrefix(const std::string& job);  // "<job>/group/members/"
+std::string GroupMemberKey(const std::string& job, const std::string& agent);
+std::string GroupRefusalKey(const std::string& job, const std::string& agent);
+std::string GroupFailureKey(const std::string& job);  // "<job>/group/failed.json"
+std::string GroupSuspectsPrefix(const std::string& job);  // "<job>/group/suspect/"
+std::string GroupSuspectKey(const std::string& job, uint64_t seq);
+std::optional<uint64_t> GroupSuspectSeqOfKey(const std::string& job, std::string_view key);
+
+std::string GroupRoundsPrefix(const std::string& job);  // "<job>/group/rounds/"
+std::string GroupRoundPrefix(const std::string& job, uint64_t round);
+std::string GroupPlanKey(const std::string& job, uint64_t round);
+// The round of a plan's key; nullopt for any other key.
+std::optional<uint64_t> RoundOfPlanKey(const std::string& job, std::string_view key);
+std::string GroupFinalKey(const std::string& job, uint64_t round);
+// The records of a round kept in a folder each, one per instance (end) or per
+// rank (the others).
+enum class RoundRecords { kEnds, kParts, kDone, kAsked, kFlush };
+std::string RoundRecordsPrefix(const std::string& job, uint64_t round, RoundRecords kind);
+std::string RoundEndKey(const std::string& job, uint64_t round, const std::string& by);
+// "<step>-<rank>-<seq>.json": <step> in twenty digits after an offset of
+// 2^63, so that name order is step order also for a negative step.
+std::string RoundPartKey(const std::string& job, uint64_t round, int64_t step, int rank,
+                         uint64_t seq);
+// A done, asked or flush record of `rank`.
+std::string RoundRankKey(const std::string& job, uint64_t round, RoundRecords kind, int rank);
+
+std::string GroupsPrefix(const std::string& job);  // "<job>/groups/"
+std::string GroupKey(const std::string& job, uint64_t seq);
+std::optional<uint64_t> GroupSeqOfKey(const std::string& job, std::string_view key);
+
+// The name after `prefix` without ".json" ("<prefix><name>.json", no '/' in
+// <name>); "" when `key` is not such a name.
+std::string RecordNameOf(std::string_view key, std::string_view prefix);
 
 }  // namespace sg

@@ -32,12 +32,13 @@
 #include "agent/logs/log_store.h"
 #include "agent/detect/presets.h"
 #include "agent/run/resume_guard.h"
+#include "agent/repo/repository.h"
 #include "agent/repo/retention.h"
 #include "agent/run/retry_budget.h"
 #include "agent/repo/open_store.h"
 #include "agent/repo/snapshot_writer.h"
 #include "agent/run/start_watch.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "agent/trainer/supervisor.h"
 #include "agent/run/suspect.h"
 #include "agent/trainer/trainer_record.h"
@@ -90,7 +91,7 @@ class Agent {
   bool SignalPending();
   void Forward(int signo);
   // Records this generation's fence (agent/repo/fencing.h). REQUIRES: the lease.
-  Status DrawFence();
+  Status DrawFence(uint64_t newest_seq);
   Status Prepare();  // staging, checkpoint source
   // The start (agent/run/job_start.h) on a thread of its own, watched by `watch`
   // on this one; a stop cancels it (docs/design.md §9, "The start").

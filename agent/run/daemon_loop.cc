@@ -129,7 +129,7 @@ JobActions Agent::Do(const JobAction& action) {
     attempt_.Record(event->kind, event->data, event->at);
   } else if (std::holds_alternative<a::RunRetention>(action)) {
     store_work_.Post([this] {
-      auto gc = CollectGarbage(c_.store, c_.clock, cfg_.job, GcOptions{.keep = cfg_.keep});
+      auto gc = Repository::Open(c_.store, cfg_.job).Prune(c_.clock, GcOptions{.keep = cfg_.keep});
       if (!gc.ok()) LogWarn("retention failed: {}", gc.status().message());
       // The logs of old attempts go with them (logs_keep, docs/design.md §13).
       auto logs = PruneLogs(c_.store, cfg_.job, cfg_.logs_keep);

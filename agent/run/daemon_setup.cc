@@ -34,14 +34,14 @@ void Agent::Forward(int signo) {
   }
 }
 
-Status Agent::DrawFence() {
+Status Agent::DrawFence(uint64_t newest_seq) {
   {
     // Fixed from now on: uploads read it without waiting on a renewal.
     std::lock_guard<std::mutex> lock(lease_mu_);
     generation_ = lease_.generation();
   }
-  return sg::DrawFence(c_.store, cfg_.job, generation_, c_.instance,
-                       FormatUtc(c_.clock.Now(), true))
+  return DrawFenceAfter(c_.store, cfg_.job, generation_, newest_seq, c_.instance,
+                        FormatUtc(c_.clock.Now(), true))
       .status();
 }
 
@@ -83,7 +83,7 @@ void Agent::TakePrices(std::chrono::milliseconds wait) {
 JobStart Agent::RunStart(StartWatch& watch) {
   StartSteps steps{cfg_,        c_.store,    c_.clock,   events_,
                    lease_,      lease_mu_,   c_.notifier, c_.instance,
-                   [this] { return DrawFence(); },
+                   [this](uint64_t newest_seq) { return DrawFence(newest_seq); },
                    /*stopped=*/{},
                    /*cancel=*/nullptr};  // both set by RunWatchedStart
   // Tests on a fake clock run the start on this thread, between whose steps
@@ -138,7 +138,6 @@ StatusOr<SnapshotResult> Agent::Upload(const Checkpoint& checkpoint,
   SG_ASSIGN_OR_RETURN(CapturedCheckpoint capture,
                       CapturedCheckpoint::Capture(cfg_.checkpoint_dir, checkpoint, staging_root_));
   SnapshotRequest request;
-  request.job = cfg_.job;
   request.preset = std::string(PresetName(cfg_.preset));
   request.instance = c_.instance;
   request.index = cfg_.index;
@@ -149,8 +148,8 @@ StatusOr<SnapshotResult> Agent::Upload(const Checkpoint& checkpoint,
   // follows a successful renewal, well inside the lease timeout, so no
   // successor can have taken the job meanwhile.
   request.verify_before_commit = [&]() -> Status { return RenewLease(); };
-  SnapshotWriter writer(c_.store, c_.clock, SnapshotOptionsOf(cfg_));
-  return writer.Write(capture, request);
+  return Repository::Open(c_.store, cfg_.job)
+      .Write(c_.clock, SnapshotOptionsOf(cfg_), capture, request);
 }
 
 }  // namespace sg::daemon_detail

@@ -4,7 +4,7 @@
 #include <cctype>
 
 #include "agent/ledger/ledger.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 
 namespace sg {
 
@@ -29,15 +29,14 @@ std::optional<Clock::WallTime> ParseCompactStamp(std::string_view stamp) {
 
 StatusOr<InterruptionHistory> ReadInterruptionHistory(ObjectStore& store, const std::string& job,
                                                       Clock::WallTime now) {
-  SG_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListAll(store, EventsPrefix(job)));
+  SG_ASSIGN_OR_RETURN(std::vector<StoredEvent> listed, Repository::Open(store, job).Events());
   InterruptionHistory h;
   std::optional<Clock::WallTime> first;
-  for (const ObjectInfo& o : listed) {
-    const std::string_view name = std::string_view(o.key).substr(EventsPrefix(job).size());
-    const std::optional<Clock::WallTime> at = ParseCompactStamp(name.substr(0, name.find('-')));
+  for (const StoredEvent& e : listed) {
+    const std::optional<Clock::WallTime> at = ParseCompactStamp(e.stamp);
     if (!at) continue;  // not an event's key
     if (!first || *at < *first) first = at;
-    if (EventKindOfKey(o.key) == "notice") ++h.interruptions;
+    if (e.kind == "notice") ++h.interruptions;
   }
   if (first && now > *first) h.exposure = std::chrono::duration_cast<Seconds>(now - *first);
   return h;

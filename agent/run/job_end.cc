@@ -1,6 +1,6 @@
 #include "agent/run/job_end.h"
 
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "common/log.h"
 #include "common/process.h"
 
@@ -27,9 +27,9 @@ void WriteCompleteMarker(ObjectStore& store, Clock& clock, EventLog& events, con
                                          {"instance", instance},
                                          {"seq", OrNull(seq)},
                                          {"step", OrNull(step)}};
-  auto put = store.Put(CompleteKey(job), marker.dump(), PutCondition::CreateOnly());
-  if (!put.ok() && !put.status().Is(StatusCode::kPreconditionFailed)) {
-    LogError("writing the complete marker failed: {}", put.status().message());
+  Status put = Repository::Open(store, job).MarkComplete(marker.dump());
+  if (!put.ok() && !put.Is(StatusCode::kPreconditionFailed)) {
+    LogError("writing the complete marker failed: {}", put.message());
   }
   events.Note("complete", marker);
   LogInfo("job {} is complete", job);

@@ -7,7 +7,7 @@
 #include "agent/run/notice_budget.h"
 #include "agent/detect/presets.h"
 #include "agent/trainer/restart_backoff.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "common/log.h"
 #include "common/signal_names.h"
 

@@ -8,7 +8,7 @@
 #include "agent/run/job_policy.h"
 #include "agent/run/job_policy_detail.h"
 #include "agent/run/notice_budget.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "common/log.h"
 #include "common/signal_names.h"
 

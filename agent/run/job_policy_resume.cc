@@ -2,7 +2,7 @@
 // a snapshot the trainer cannot resume from (agent/run/suspect.h).
 #include "agent/run/job_policy.h"
 #include "agent/run/job_policy_detail.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "common/log.h"
 
 namespace sg {

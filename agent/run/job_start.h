@@ -19,6 +19,7 @@
 #include "agent/trainer/job_ports.h"
 #include "agent/run/job_policy.h"
 #include "agent/repo/lease.h"
+#include "agent/repo/snapshot_catalog.h"
 #include "agent/run/start_watch.h"
 #include "common/clock.h"
 #include "common/files.h"
@@ -77,8 +78,11 @@ Status CheckGroupStart(ObjectStore& store, const Config& config);
 // foreign files kept (docs/design.md §7). Once `cancel` (when given) is
 // set, a restore in progress gives up (Cancelled): its temporary dir is
 // removed, checkpoint_dir left as it was.
+// `listed`: the history as the caller listed it after taking the lease (the
+// fence was drawn from it); without it, the history is listed here.
 StatusOr<StartPoint> RestoreAtStart(ObjectStore& store, Clock& clock, const Config& config,
-                                    EventLog& events, const std::atomic<bool>* cancel = nullptr);
+                                    EventLog& events, const std::atomic<bool>* cancel = nullptr,
+                                    std::optional<SnapshotHistory> listed = std::nullopt);
 
 // The start of `run` after the checkpoint dir is claimed: whether the job is
 // already complete, the lease, the fence, the restore. Runs on a thread of
@@ -92,7 +96,9 @@ struct StartSteps {
   std::mutex& lease_mu;
   const SystemdNotifier& notifier;
   const std::string& instance;
-  std::function<Status()> draw_fence;  // REQUIRES: the lease
+  // Draws the fence after `newest_seq`, the newest seq of the history the
+  // start listed. REQUIRES: the lease.
+  std::function<Status(uint64_t newest_seq)> draw_fence;
   // Set by RunWatchedStart: a stop was seen, give up; the flag the restore
   // checks.
   std::function<bool()> stopped = [] { return false; };

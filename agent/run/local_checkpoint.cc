@@ -6,7 +6,7 @@
 #include <set>
 
 #include "agent/repo/restore_placement.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/store_names.h"
 #include "common/crypto.h"
 #include "common/files.h"
 

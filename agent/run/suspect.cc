@@ -6,7 +6,7 @@
 #include "agent/detect/checkpoint_watcher.h"
 #include "agent/run/local_checkpoint.h"
 #include "agent/detect/presets.h"
-#include "agent/repo/store_layout.h"
+#include "agent/repo/repository.h"
 #include "common/log.h"
 #include "common/strings.h"
 
@@ -53,13 +53,11 @@ nlohmann::ordered_json SuspectRecord::ToJson() const {
 }
 
 Status MarkSuspect(ObjectStore& store, const std::string& job, const SuspectRecord& record) {
-  return store.Put(SuspectKey(job, record.seq), record.ToJson().dump(2) + "\n", PutCondition::None())
-      .status();
+  return Repository::Open(store, job).MarkSuspect(record.seq, record.ToJson().dump(2) + "\n");
 }
 
 Status ClearSuspect(ObjectStore& store, const std::string& job, uint64_t seq) {
-  SG_RETURN_IF_ERROR(store.Head(SuspectKey(job, seq)).status());
-  return store.Delete(SuspectKey(job, seq));
+  return Repository::Open(store, job).ClearSuspect(seq);
 }
 
 Status SetAsideSuspect(const Config& config, Clock& clock, SnapshotHistory& history) {

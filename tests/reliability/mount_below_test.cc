@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "agent/repo/store_layout.h"
 #include "agent/repo/group_restore.h"
 #include "agent/repo/restore_placement.h"
 #include "agent/repo/restorer.h"

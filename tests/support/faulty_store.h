@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -38,6 +39,13 @@ class FaultyStore final : public ObjectStore {
   }
   bool dead() const { return dead_; }
   int puts() const { return puts_; }
+  // The LIST requests' first pages under `prefix` so far: how often a
+  // listing of it was begun.
+  int listings_of(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = listings_.find(prefix);
+    return it == listings_.end() ? 0 : it->second;
+  }
 
   StatusOr<std::string> Put(const std::string& key, std::string_view data,
                             const PutCondition& condition) override {
@@ -63,6 +71,10 @@ class FaultyStore final : public ObjectStore {
   StatusOr<ListPage> List(const std::string& prefix, const std::string& token,
                           int max_keys) override {
     if (dead_) return Dead();
+    if (token.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++listings_[prefix];
+    }
     return base_.List(prefix, token, max_keys);
   }
   Status Delete(const std::string& key) override {
@@ -100,6 +112,7 @@ class FaultyStore final : public ObjectStore {
   std::function<void()> append_hook_;
   std::atomic<bool> dead_{false};
   std::atomic<int> puts_{0};
+  std::map<std::string, int> listings_;
 };
 
 class FaultyStore::Writer final : public ObjectWriter {

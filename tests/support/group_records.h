@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "agent/repo/store_layout.h"
 #include "agent/repo/group_protocol.h"
 #include "agent/repo/snapshot_writer.h"
 #include "common/clock.h"

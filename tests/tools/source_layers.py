@@ -7,7 +7,10 @@ refuses a call into a folder that is not below; this check refuses the
 includes too (a header's inline code needs no link), so that every
 `#include "agent/<g>/..."` in agent/<f>/ names <f> itself or a folder <f>
 may use, directly or through the folders it uses. common/ never includes
-agent/. Exits 1 and names every include that breaks a rule.
+agent/. The store's keys are the repository's own (docs/design.md §4, "The
+repository"): agent/repo/store_layout.h, where every key is built, is
+included by agent/repo/ alone. Exits 1 and names every include that breaks
+a rule.
 Usage: source_layers.py REPO_ROOT
 """
 import pathlib
@@ -55,6 +58,9 @@ def main():
         folder = rel.parts[1]
         for n, line in enumerate(path.read_text().splitlines(), 1):
             m = re.match(r'\s*#\s*include\s+"agent/(\w+)/', line)
+            if folder != "repo" and re.match(r'\s*#\s*include\s+"agent/repo/store_layout\.h"', line):
+                problems.append(f"{rel}:{n}: only agent/repo/ builds store keys: ask the "
+                                "repository (agent/repo/repository.h), not store_layout.h")
             if m and m.group(1) != folder and m.group(1) not in uses.get(folder, set()):
                 problems.append(f"{rel}:{n}: agent/{folder} may not use agent/{m.group(1)} "
                                 f"(it may use: {', '.join(sorted(uses.get(folder, ()))) or 'none'})")

@@ -1,6 +1,7 @@
 // The round protocol's records and decisions (agent/repo/group_protocol.h) and
 // their keys in the store (agent/repo/group_store.h), on a file:// store:
 // docs/multi-node.md.
+#include "agent/repo/store_layout.h"
 #include "agent/repo/group_protocol.h"
 #include "agent/trainer/restart_backoff.h"
 

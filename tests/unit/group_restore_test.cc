@@ -128,7 +128,7 @@ TEST_F(GroupRestoreTest, APartsDamagedObjectIsQuarantinedInItsRanksPartJob) {
   auto read = ReadGroupQuarantine(*store_, "job", {g});
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(read->Seqs(), std::set<uint64_t>{1});
-  EXPECT_EQ(read->needs.at(1), std::vector<std::string>{GroupRelativeKey(1, lost)});
+  EXPECT_EQ(read->needs.at(1), std::vector<std::string>{PartRelativeKey(1, lost)});
   EXPECT_EQ(read->AllKeys(), std::vector<std::string>{"nodes/1/" + lost});
 }
 

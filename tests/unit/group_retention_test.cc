@@ -13,6 +13,7 @@
 #include "agent/repo/snapshot_catalog.h"
 #include "agent/repo/store_layout.h"
 #include "tests/support/capture_in_place.h"
+#include "tests/support/faulty_store.h"
 #include "tests/support/file_store_fixture.h"
 #include "tests/support/group_records.h"
 #include "tests/support/random_bytes.h"
@@ -195,6 +196,26 @@ TEST_F(GroupRetentionTest, APartWrittenAfterAQuarantineUploadsTheQuarantinedFram
   EXPECT_NE(ObjectOf(0, part.seq, "weights.bin"), weights);
   EXPECT_GE(one.reused_bytes, 3u << 20) << "rank 1's weights are not quarantined";
   EXPECT_EQ(ObjectOf(1, other.seq, "weights.bin"), ObjectOf(1, first.parts[1].seq, "weights.bin"));
+}
+
+// Each rank's parts are listed twice (the proof's two listings, docs/design.md
+// §4) and its quarantine once: the collector of one node runs on the rank's
+// parts with the retirement of the parts no kept group snapshot names, and
+// group retention hands its quarantine read down (it listed the parts three
+// times, and the quarantine twice, before).
+TEST_F(GroupRetentionTest, ListsEachRanksPartsOnlyForTheProof) {
+  Commit(1, 10);
+  Commit(2, 20);
+  FaultyStore counted(*store_);
+  auto gc = CollectGroupGarbage(counted, clock_, "job", GcOptions{1, std::chrono::hours(1)});
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->parts_deleted, 2u);
+  for (int rank : {0, 1}) {
+    const std::string part = PartJob("job", rank);
+    EXPECT_EQ(counted.listings_of(SnapshotsPrefix(part)), 2) << "rank " << rank;
+    EXPECT_EQ(counted.listings_of(QuarantinePrefix(part)), 1) << "rank " << rank;
+    EXPECT_EQ(counted.listings_of(FencesPrefix(part)), 1) << "rank " << rank;
+  }
 }
 
 }  // namespace
