@@ -56,16 +56,15 @@ Status VerifyParts(const Config& config, ObjectStore& store, const GroupCommit& 
   std::vector<std::string> bad;
   for (const PartRecord& p : g.parts) {
     const Repository part = Repository::Open(store, config.job).Part(p.rank);
-    const std::string& part_job = part.job();
     auto manifest = part.Catalog().ReadManifest(p.seq);
     Status st = manifest.status();
     if (st.ok()) {
       ProgressLine progress("verify rank " + std::to_string(p.rank), manifest->TotalSize());
-      SnapshotFileReader reader = part.Reader();
-      st = reader.Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
       // In the rank's part job (docs/design.md §14, "Quarantine in a group").
-      for (const std::string& key :
-           QuarantineDamaged(store, part_job, reader, st, "verify", p.seq)) {
+      const Repository::Verified v =
+          part.Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
+      st = v.status;
+      for (const std::string& key : v.quarantined) {
         found.push_back(Repository::PartRelativeKey(p.rank, key));
       }
       files += manifest->files.size();
@@ -146,14 +145,13 @@ int RunVerifyCommand(const Config& config, const Environment& env, std::optional
   }
   auto manifest = catalog.ReadManifest(*seq);
   if (!manifest.ok()) return VerifyFailed(manifest.status());
-  SnapshotFileReader reader = repo.Reader();
-  Status st;
+  Repository::Verified verified;
   {
     ProgressLine progress("verify", manifest->TotalSize());
-    st = reader.Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
+    verified = repo.Verify(*manifest, [&](uint64_t done) { progress.Update(done); });
   }
-  const std::vector<std::string> found =
-      QuarantineDamaged(**store, config.job, reader, st, "verify", *seq);
+  const Status& st = verified.status;
+  const std::vector<std::string>& found = verified.quarantined;
   const std::vector<std::string> needed = QuarantinedReferences(*manifest, quarantined);
   PrintQuarantined(*seq, quarantined, found, needed);
   if (!st.ok()) return VerifyFailed(st);

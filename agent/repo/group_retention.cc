@@ -53,6 +53,10 @@ StatusOr<uint64_t> PruneRoundRecords(ObjectStore& store, const std::string& job,
 
 }  // namespace
 
+namespace {
+const std::set<std::string> kNoQuarantine;
+}  // namespace
+
 StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
                                             const std::string& job, const GcOptions& options) {
   const int keep = options.keep;
@@ -95,6 +99,10 @@ StatusOr<GroupGcResult> CollectGroupGarbage(ObjectStore& store, Clock& clock,
     // part references, nothing while a writer of the rank is live, and
     // unfinished uploads.
     GcOptions parts = options;
+    // The rank's quarantine as group retention read it (a rank no group
+    // snapshot names was not read: none is known).
+    const auto listed = quarantine.lists.find(rank);
+    parts.quarantine = listed != quarantine.lists.end() ? &listed->second : &kNoQuarantine;
     parts.retire = [&](uint64_t seq, SnapshotCatalog& catalog) {
       if (!any_group || referenced.contains({rank, seq})) return false;
       auto manifest = catalog.ReadManifest(seq);

@@ -77,6 +77,11 @@ StatusOr<std::set<uint64_t>> SnapshotsNeedingQuarantined(ObjectStore& store,
                                                          const std::string& job,
                                                          const std::vector<uint64_t>& seqs) {
   SG_ASSIGN_OR_RETURN(const std::set<std::string> quarantined, ReadQuarantine(store, job));
+  return SnapshotsNeeding(catalog, seqs, quarantined);
+}
+
+std::set<uint64_t> SnapshotsNeeding(SnapshotCatalog& catalog, const std::vector<uint64_t>& seqs,
+                                    const std::set<std::string>& quarantined) {
   std::set<uint64_t> out;
   if (quarantined.empty()) return out;
   catalog.Prefetch(seqs);
@@ -85,6 +90,15 @@ StatusOr<std::set<uint64_t>> SnapshotsNeedingQuarantined(ObjectStore& store,
     if (m.ok() && !QuarantinedReferences(*m, quarantined).empty()) out.insert(seq);
   }
   return out;
+}
+
+Status ForgetQuarantined(ObjectStore& store, const std::string& job,
+                         const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    Status st = store.Delete(QuarantineKey(job, key));
+    if (!st.ok() && !st.Is(StatusCode::kNotFound)) return st;
+  }
+  return Status::Ok();
 }
 
 SnapshotHistory WithoutQuarantined(const SnapshotHistory& history) {

@@ -73,6 +73,17 @@ StatusOr<std::set<uint64_t>> SnapshotsNeedingQuarantined(ObjectStore& store,
                                                          const std::string& job,
                                                          const std::vector<uint64_t>& seqs);
 
+// The seqs of `seqs` whose manifest references a key of `quarantined`,
+// read through `catalog` (no read when `quarantined` is empty).
+std::set<uint64_t> SnapshotsNeeding(SnapshotCatalog& catalog, const std::vector<uint64_t>& seqs,
+                                    const std::set<std::string>& quarantined);
+
+// Removes the quarantine entries of `keys` (relative to "<job>/"), whose
+// objects are gone: an entry outlives its object only until the gc that
+// finds it so.
+Status ForgetQuarantined(ObjectStore& store, const std::string& job,
+                         const std::vector<std::string>& keys);
+
 // `history` without the snapshots that reference a quarantined object,
 // each named in the log: what a local checkpoint is compared with at
 // `run`'s start (docs/design.md §8), since the store holds no good copy of them.

@@ -54,6 +54,15 @@ StatusOr<GroupGcResult> Repository::PruneGroup(Clock& clock, const GcOptions& op
   return CollectGroupGarbage(*store_, clock, job_, options);
 }
 
+Repository::Verified Repository::Verify(const Manifest& manifest,
+                                        const ProgressFn& progress) const {
+  SnapshotFileReader reader(*store_, job_);
+  Verified out;
+  out.status = reader.Verify(manifest, progress);
+  out.quarantined = QuarantineDamaged(*store_, job_, reader, out.status, "verify", manifest.seq);
+  return out;
+}
+
 StatusOr<GcResult> Repository::Prune(Clock& clock, const GcOptions& options) const {
   return CollectGarbage(*store_, clock, job_, options);
 }

@@ -81,8 +81,14 @@ class Repository {
                                         const SnapshotHistory& history,
                                         const std::string& target_dir,
                                         const ProgressFn& progress = {}) const;
-  // Reads back and checks stored snapshots (`verify`).
-  SnapshotFileReader Reader() const { return SnapshotFileReader(*store_, job_); }
+  // Reads back every frame of snapshot `manifest` and checks it (`verify`):
+  // the read's status, and the objects found damaged, which are quarantined
+  // (relative to "<job>/"; docs/design.md §4, "Quarantine").
+  struct Verified {
+    Status status;
+    std::vector<std::string> quarantined;
+  };
+  Verified Verify(const Manifest& manifest, const ProgressFn& progress = {}) const;
   // Retention and cleanup (`gc`, and after each commit).
   StatusOr<GcResult> Prune(Clock& clock, const GcOptions& options) const;
   // The same for a job of several nodes: group snapshots, every rank's

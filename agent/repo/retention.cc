@@ -174,8 +174,10 @@ std::vector<uint64_t> LiveWriters(const Dirs& dirs, const Liveness& liveness) {
 // Steps 2 and 3 on the second listing `now`: while a writer whose claim is in
 // it is live, no data object goes; otherwise every object of a dir without
 // claim or manifest goes, unless a manifest of this listing references it.
+// The keys it deletes go into `gone`.
 Status GcDeleteUnreferenced(ObjectStore& store, SnapshotCatalog& catalog, const std::string& job,
-                            const Dirs& now, const std::vector<uint64_t>& live, GcResult& result) {
+                            const Dirs& now, const std::vector<uint64_t>& live,
+                            std::set<std::string>& gone, GcResult& result) {
   if (!live.empty()) {
     LogInfo("gc of job {}: snapshot {} is being written; old objects stay until the next gc", job,
             SeqName(live.front()));
@@ -187,10 +189,27 @@ Status GcDeleteUnreferenced(ObjectStore& store, SnapshotCatalog& catalog, const 
     for (const std::string& key : d.keys) {
       if (referenced.contains(key)) continue;
       SG_RETURN_IF_ERROR(store.Delete(key));
+      gone.insert(key);
       ++result.objects_deleted;
     }
   }
   return Status::Ok();
+}
+
+// The quarantine entries whose object is gone: not in the second listing
+// `objects`, or deleted by step 3 (`gone`). Relative to "<job>/".
+std::vector<std::string> StaleQuarantine(const std::string& job,
+                                         const std::set<std::string>& quarantine,
+                                         const std::vector<ObjectInfo>& objects,
+                                         const std::set<std::string>& gone) {
+  std::set<std::string> present;
+  for (const ObjectInfo& o : objects) present.insert(o.key);
+  std::vector<std::string> stale;
+  for (const std::string& key : quarantine) {
+    const std::string full = JobPrefix(job) + key;
+    if (!present.contains(full) || gone.contains(full)) stale.push_back(key);
+  }
+  return stale;
 }
 
 }  // namespace
@@ -214,11 +233,16 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
     if (auto it = dirs.find(seq); it != dirs.end()) it->second.fenced = true;
   }
   // Snapshots that need a quarantined object (docs/design.md §4,
-  // "Quarantine"): one LIST, and their manifests read ahead when there is one.
-  std::set<uint64_t> quarantined;
-  if (!options.retire) {
-    SG_ASSIGN_OR_RETURN(quarantined, SnapshotsNeedingQuarantined(store, catalog, job, admitted));
+  // "Quarantine"): one LIST (unless the caller read it), and their manifests
+  // read ahead when there is one.
+  std::set<std::string> listed_quarantine;
+  if (!options.quarantine) {
+    SG_ASSIGN_OR_RETURN(listed_quarantine, ReadQuarantine(store, job));
   }
+  const std::set<std::string>& quarantine =
+      options.quarantine ? *options.quarantine : listed_quarantine;
+  const std::set<uint64_t> quarantined =
+      options.retire ? std::set<uint64_t>() : SnapshotsNeeding(catalog, admitted, quarantine);
 
   GcResult result;
   // 1. Uncommit.
@@ -235,7 +259,12 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   // objects no manifest of this listing references.
   SG_ASSIGN_OR_RETURN(Dirs now, ListDirs(store, job, &objects));
   const std::vector<uint64_t> live = LiveWriters(now, liveness);
-  SG_RETURN_IF_ERROR(GcDeleteUnreferenced(store, catalog, job, now, live, result));
+  std::set<std::string> gone;
+  SG_RETURN_IF_ERROR(GcDeleteUnreferenced(store, catalog, job, now, live, gone, result));
+  // An entry outlives its object only until now: a later object of the same
+  // key (a seq claimed again) is not taken for damaged.
+  result.unquarantined = StaleQuarantine(job, quarantine, objects, gone);
+  SG_RETURN_IF_ERROR(ForgetQuarantined(store, job, result.unquarantined));
   // A live writer's unfinished upload stays, however old: one file may take
   // longer than `--older-than` to upload.
   const KeyFilter spare_live = [&](const std::string& key) {
@@ -244,10 +273,13 @@ StatusOr<GcResult> CollectGarbage(ObjectStore& store, Clock& clock, const std::s
   };
   SG_ASSIGN_OR_RETURN(result.stale_writes,
                       store.CleanStaleWrites(JobPrefix(job), options.abandoned_after, spare_live));
-  if (!result.deleted.empty() || !result.abandoned.empty() || result.stale_writes > 0) {
-    LogInfo("gc of job {}: removed {} old and {} abandoned snapshots ({} objects), {} stale writes",
-            job, result.deleted.size(), result.abandoned.size(), result.objects_deleted,
-            result.stale_writes);
+  if (!result.deleted.empty() || !result.abandoned.empty() || result.stale_writes > 0 ||
+      !result.unquarantined.empty()) {
+    LogInfo(
+        "gc of job {}: removed {} old and {} abandoned snapshots ({} objects), {} stale writes, "
+        "{} quarantine entries of objects gone",
+        job, result.deleted.size(), result.abandoned.size(), result.objects_deleted,
+        result.stale_writes, result.unquarantined.size());
   }
   return result;
 }

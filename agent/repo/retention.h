@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,11 @@ struct GcOptions {
   // Instead of `keep`, when set: whether committed snapshot `seq` is
   // retired (a group's parts that no kept group snapshot names,
   // agent/repo/group_retention.h); it reads the manifests it needs through
-  // `catalog`. The quarantine list is not read then: it only decides what
-  // `keep` counts.
+  // `catalog`.
   std::function<bool(uint64_t seq, SnapshotCatalog& catalog)> retire = nullptr;
+  // The job's quarantine list as the caller read it (group retention reads
+  // each rank's once): not listed again. Without it, gc lists it.
+  const std::set<std::string>* quarantine = nullptr;
 };
 
 struct GcResult {
@@ -41,6 +44,9 @@ struct GcResult {
   std::vector<uint64_t> abandoned;  // uncommitted and fenced snapshot dirs removed
   int stale_writes = 0;             // multipart uploads aborted / staged files removed
   uint64_t objects_deleted = 0;
+  // Quarantine entries removed because the object they name is gone
+  // (docs/design.md §4, "Quarantine").
+  std::vector<std::string> unquarantined;
 };
 
 // Keeps the newest `keep` committed snapshots and removes older ones

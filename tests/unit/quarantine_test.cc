@@ -175,6 +175,8 @@ TEST_F(QuarantineTest, RetentionNeverCountsASnapshotThatNeedsAQuarantinedObject)
   auto gc = CollectGarbage(store_, clock_, "job", keep_one);
   ASSERT_TRUE(gc.ok()) << gc.status().ToString();
   EXPECT_TRUE(gc->deleted.empty()) << "1 is the kept good one; 2-4 are newer, uncounted";
+  EXPECT_TRUE(gc->unquarantined.empty()) << "the damaged object is still there";
+  EXPECT_EQ(*ReadQuarantine(store_, "job"), std::set<std::string>{kShared});
   auto r = Restore("out");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->seq, 1u);
@@ -185,6 +187,9 @@ TEST_F(QuarantineTest, RetentionNeverCountsASnapshotThatNeedsAQuarantinedObject)
   EXPECT_EQ(gc->deleted, (std::vector<uint64_t>{4, 3, 2, 1}));
   EXPECT_TRUE(store_.Head("job/" + kShared).status().Is(StatusCode::kNotFound));
   EXPECT_EQ(CountMissingReferences(store_, "job"), 0);
+  // The entry goes with its object: it names nothing any more.
+  EXPECT_EQ(gc->unquarantined, std::vector<std::string>{kShared});
+  EXPECT_TRUE(ReadQuarantine(store_, "job")->empty());
   r = Restore("again");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->seq, 5u);
