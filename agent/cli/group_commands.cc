@@ -120,21 +120,32 @@ int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint
   }
   auto groups = Repository::Open(store, config.job).Group().Groups();
   if (!groups.ok()) return FailGroupCommand("restore", groups.status());
-  // Without a seq, the newest group snapshot whose parts need no
-  // quarantined object, as a round resumes from (docs/design.md §14,
-  // "Quarantine in a group"); with one, exactly that one.
+  // Without a seq, the newest group snapshot that a round would resume
+  // from: none whose parts need a quarantined object (docs/design.md §14,
+  // "Quarantine in a group") and none marked suspect; with one, exactly
+  // that one. Every rank restored so chooses the same one.
   GroupQuarantine quarantine;
+  std::set<uint64_t> suspect;
   if (!seq) {
     auto read = ReadGroupQuarantine(store, config.job, *groups);
     if (!read.ok()) return FailGroupCommand("restore", read.status());
     quarantine = std::move(*read);
+    auto marked = GroupSuspects(store, config.job);
+    if (!marked.ok()) return FailGroupCommand("restore", marked.status());
+    suspect = std::move(*marked);
   }
-  const std::set<uint64_t> passed_over = quarantine.Seqs();
+  std::set<uint64_t> passed_over = quarantine.Seqs();
+  passed_over.insert(suspect.begin(), suspect.end());
   std::optional<GroupCommit> g = FindGroup(*groups, seq, passed_over);
   for (const auto& [q, keys] : quarantine.needs) {
     if (g && q < g->seq) continue;
     LogWarn("passing over group snapshot {}: it needs the quarantined object(s) {}", SeqName(q),
             Join(keys, ", "));
+  }
+  for (uint64_t s : suspect) {
+    if (g && s < g->seq) continue;
+    LogWarn("passing over group snapshot {}: it is marked suspect (`spotguard unsuspect {}` "
+            "clears it)", SeqName(s), s);
   }
   if (!g) {
     return FailGroupCommand(
@@ -142,8 +153,8 @@ int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint
         Status::NotFound(seq ? "job " + config.job + " has no group snapshot " + SeqName(*seq)
                          : !passed_over.empty()
                              ? "every group snapshot of job " + config.job +
-                                   " needs a quarantined object (restore one "
-                                   "with --snapshot SEQ)"
+                                   " needs a quarantined object or is marked suspect (restore "
+                                   "one with --snapshot SEQ)"
                              : "the store has no group snapshot of job " + config.job),
         seq ? kExitFailure : kExitNothingToRestore);
   }
@@ -167,6 +178,14 @@ int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint
   options.replace_foreign = force;
   auto result = RestoreGroupPart(store, config.job, config.preset, *g, *rank, target, options);
   if (!result.ok()) {
+    // No fallback here: the other ranks must restore the same group
+    // snapshot. The damage is quarantined, so the same command without
+    // --snapshot, run for every rank, passes over this one.
+    if (!seq && IsDamage(result.status())) {
+      LogError("rank {}'s part of group snapshot {} is damaged and now quarantined; run the "
+               "restore again for every rank: it passes over group snapshot {}",
+               *rank, SeqName(g->seq), SeqName(g->seq));
+    }
     return FailGroupCommand("restore", result.status(),
                             IsRestoreRefusal(result.status()) ? kExitUsage : kExitFailure);
   }

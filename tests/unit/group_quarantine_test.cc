@@ -4,6 +4,7 @@
 // names it; `ls` and `status` mark the group snapshots that need it; and
 // `restore --rank` without a seq passes over them.
 #include "agent/repo/group_quarantine.h"
+#include "agent/repo/group_suspect.h"
 
 #include <gtest/gtest.h>
 
@@ -165,6 +166,27 @@ TEST_F(GroupQuarantineTest, VerifyFailsAGroupSnapshotThatNeedsAQuarantinedObject
   EXPECT_NE(v.err.find("reads back whole but needs the quarantined object(s) nodes/0/" + key),
             std::string::npos)
       << v.err;
+}
+
+// restore --rank without a seq chooses as a round would: a group snapshot
+// marked suspect (no round could resume from it) is passed over, the same
+// for every rank; with --snapshot, exactly that one.
+TEST_F(GroupQuarantineTest, RestoreOfARankPassesOverASuspectGroupSnapshot) {
+  Commit(1, 10);
+  Commit(2, 20);
+  ASSERT_TRUE(MarkGroupSuspect(*store_, "job", 2, {{"why", "test"}}).ok());
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string target = dir_.Join("restored-" + std::to_string(rank));
+    Output r = Capture([&] {
+      return RunGroupRestore(config_, *store_, std::nullopt, rank, target, /*force=*/false);
+    });
+    ASSERT_EQ(r.code, kExitOk) << r.err;
+    EXPECT_EQ(ReadTree(target), PartTree(rank, 10)) << "group snapshot 1's part";
+  }
+  const std::string exact = dir_.Join("exact");
+  Output r = Capture([&] { return RunGroupRestore(config_, *store_, 2, 1, exact, false); });
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(ReadTree(exact), PartTree(1, 20));
 }
 
 }  // namespace
