@@ -64,6 +64,18 @@ class GroupQuarantineTest : public FileStoreTest {
     ASSERT_TRUE(store_->Put(full, *body, PutCondition::None()).ok());
   }
 
+  // restore --rank without --snapshot, for each rank: its part of `step`.
+  void ExpectEveryRankRestoresStep(int64_t step) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string target = dir_.Join("restored-" + std::to_string(rank));
+      Output r = Capture([&] {
+        return RunGroupRestore(config_, *store_, std::nullopt, rank, target, /*force=*/false);
+      });
+      ASSERT_EQ(r.code, kExitOk) << r.err;
+      EXPECT_EQ(ReadTree(target), PartTree(rank, step)) << "rank " << rank;
+    }
+  }
+
   struct Output {
     int code = 0;
     std::string out, err;
@@ -137,14 +149,7 @@ TEST_F(GroupQuarantineTest, VerifyQuarantinesADamagedPartObjectAndEveryCommandNa
       << GroupStatusText(*status);
 
   // restore --rank without a seq passes over group snapshot 2, for every rank.
-  for (int rank = 0; rank < 2; ++rank) {
-    const std::string target = dir_.Join("restored-" + std::to_string(rank));
-    Output r = Capture([&] {
-      return RunGroupRestore(config_, *store_, std::nullopt, rank, target, /*force=*/false);
-    });
-    ASSERT_EQ(r.code, kExitOk) << r.err;
-    EXPECT_EQ(ReadTree(target), PartTree(rank, 10)) << "group snapshot 1's part";
-  }
+  ExpectEveryRankRestoresStep(10);  // group snapshot 1's parts
   // With the seq, exactly that one: rank 0's part of 2 is whole.
   const std::string exact = dir_.Join("exact");
   Output r = Capture([&] { return RunGroupRestore(config_, *store_, 2, 0, exact, false); });
@@ -175,14 +180,7 @@ TEST_F(GroupQuarantineTest, RestoreOfARankPassesOverASuspectGroupSnapshot) {
   Commit(1, 10);
   Commit(2, 20);
   ASSERT_TRUE(MarkGroupSuspect(*store_, "job", 2, {{"why", "test"}}).ok());
-  for (int rank = 0; rank < 2; ++rank) {
-    const std::string target = dir_.Join("restored-" + std::to_string(rank));
-    Output r = Capture([&] {
-      return RunGroupRestore(config_, *store_, std::nullopt, rank, target, /*force=*/false);
-    });
-    ASSERT_EQ(r.code, kExitOk) << r.err;
-    EXPECT_EQ(ReadTree(target), PartTree(rank, 10)) << "group snapshot 1's part";
-  }
+  ExpectEveryRankRestoresStep(10);  // group snapshot 1's parts
   const std::string exact = dir_.Join("exact");
   Output r = Capture([&] { return RunGroupRestore(config_, *store_, 2, 1, exact, false); });
   ASSERT_EQ(r.code, kExitOk) << r.err;
