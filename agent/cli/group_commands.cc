@@ -108,6 +108,45 @@ int RunGroupLs(const Config& config, ObjectStore& store, bool json) {
   return kExitOk;
 }
 
+namespace {
+
+// The group snapshot `restore --rank` restores: with `seq`, exactly that
+// one; without, the newest a round would resume from: none whose parts
+// need a quarantined object (docs/design.md §14, "Quarantine in a group")
+// and none marked suspect. Every rank restored so chooses the same one.
+struct GroupChoice {
+  std::optional<GroupCommit> group;
+  bool passed_over = false;  // some were passed over
+};
+StatusOr<GroupChoice> ChooseGroupToRestore(ObjectStore& store, const std::string& job,
+                                           const std::vector<GroupCommit>& groups,
+                                           std::optional<uint64_t> seq) {
+  GroupQuarantine quarantine;
+  std::set<uint64_t> suspect;
+  if (!seq) {
+    SG_ASSIGN_OR_RETURN(quarantine, ReadGroupQuarantine(store, job, groups));
+    SG_ASSIGN_OR_RETURN(suspect, GroupSuspects(store, job));
+  }
+  std::set<uint64_t> passed_over = quarantine.Seqs();
+  passed_over.insert(suspect.begin(), suspect.end());
+  GroupChoice out{FindGroup(groups, seq, passed_over), !passed_over.empty()};
+  const std::optional<GroupCommit>& g = out.group;
+  for (const auto& [q, keys] : quarantine.needs) {
+    if (g && q < g->seq) continue;
+    LogWarn("passing over group snapshot {}: it needs the quarantined object(s) {}", SeqName(q),
+            Join(keys, ", "));
+  }
+  for (uint64_t s : suspect) {
+    if (g && s < g->seq) continue;
+    LogWarn("passing over group snapshot {}: it is marked suspect (`spotguard unsuspect {}` "
+            "clears it)",
+            SeqName(s), s);
+  }
+  return out;
+}
+
+}  // namespace
+
 int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint64_t> seq,
                     std::optional<int> rank, const std::string& target, bool force) {
   if (!rank) {
@@ -120,38 +159,15 @@ int RunGroupRestore(const Config& config, ObjectStore& store, std::optional<uint
   }
   auto groups = Repository::Open(store, config.job).Group().Groups();
   if (!groups.ok()) return FailGroupCommand("restore", groups.status());
-  // Without a seq, the newest group snapshot that a round would resume
-  // from: none whose parts need a quarantined object (docs/design.md §14,
-  // "Quarantine in a group") and none marked suspect; with one, exactly
-  // that one. Every rank restored so chooses the same one.
-  GroupQuarantine quarantine;
-  std::set<uint64_t> suspect;
-  if (!seq) {
-    auto read = ReadGroupQuarantine(store, config.job, *groups);
-    if (!read.ok()) return FailGroupCommand("restore", read.status());
-    quarantine = std::move(*read);
-    auto marked = GroupSuspects(store, config.job);
-    if (!marked.ok()) return FailGroupCommand("restore", marked.status());
-    suspect = std::move(*marked);
-  }
-  std::set<uint64_t> passed_over = quarantine.Seqs();
-  passed_over.insert(suspect.begin(), suspect.end());
-  std::optional<GroupCommit> g = FindGroup(*groups, seq, passed_over);
-  for (const auto& [q, keys] : quarantine.needs) {
-    if (g && q < g->seq) continue;
-    LogWarn("passing over group snapshot {}: it needs the quarantined object(s) {}", SeqName(q),
-            Join(keys, ", "));
-  }
-  for (uint64_t s : suspect) {
-    if (g && s < g->seq) continue;
-    LogWarn("passing over group snapshot {}: it is marked suspect (`spotguard unsuspect {}` "
-            "clears it)", SeqName(s), s);
-  }
+  auto chosen = ChooseGroupToRestore(store, config.job, *groups, seq);
+  if (!chosen.ok()) return FailGroupCommand("restore", chosen.status());
+  const std::optional<GroupCommit>& g = chosen->group;
+  const bool passed_over_some = chosen->passed_over;
   if (!g) {
     return FailGroupCommand(
         "restore",
         Status::NotFound(seq ? "job " + config.job + " has no group snapshot " + SeqName(*seq)
-                         : !passed_over.empty()
+                         : passed_over_some
                              ? "every group snapshot of job " + config.job +
                                    " needs a quarantined object or is marked suspect (restore "
                                    "one with --snapshot SEQ)"
