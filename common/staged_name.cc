@@ -1,6 +1,7 @@
 // The names of a FileStore's staged writes (common/staged_name.h).
 #include "common/staged_name.h"
 
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace sg {

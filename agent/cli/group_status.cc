@@ -12,6 +12,7 @@
 #include "agent/repo/group_quarantine.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
+#include "agent/repo/progress.h"
 #include "agent/repo/repository.h"
 #include "common/duration.h"
 #include "common/strings.h"

@@ -6,6 +6,7 @@
 #include "agent/run/retry_budget.h"
 #include "agent/cli/status_command.h"
 #include "agent/cli/status_parts.h"
+#include "agent/repo/progress.h"
 #include "agent/repo/quarantine.h"
 #include "agent/repo/store_names.h"
 #include "common/strings.h"
