@@ -79,7 +79,7 @@ Status S3ErrorStatus(const std::string& operation, const std::string& resource,
       {StatusCode::kOutOfRange, {"InvalidRange"}},
       {StatusCode::kInvalidArgument,
        {"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "EntityTooLarge"}},
-      {StatusCode::kCorruption, {"BadDigest", "InvalidDigest"}},
+      {StatusCode::kCorruption, {"BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch"}},
   };
   return AwsErrorStatus(AwsErrorCode(e, kCodes), operation + " " + resource, e);
 }

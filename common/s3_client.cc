@@ -66,8 +66,10 @@ StatusOr<S3PutResult> S3Client::PutObject(const std::string& bucket, const std::
     call.headers.emplace_back(
         "If-Match", IsAwsEndpoint(options_) ? "\"" + condition.etag + "\"" : condition.etag);
   }
+  // The server checks the body against the signed SHA-256 (SHA-NI: about 3x
+  // the speed of MD5 here), or against the Content-MD5 the caller gave.
   if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
-  call.sign_payload = call.body.size() <= (1 << 20);
+  call.sign_payload = content_md5.empty() || call.body.size() <= (1 << 20);
   // A create-only PUT needs its body after sending (below); others give it up.
   const bool create_only = condition.kind == PutCondition::Kind::kCreateOnly;
   auto resp = create_only ? Execute(call) : Execute(std::move(call));
@@ -240,7 +242,11 @@ StatusOr<std::string> S3Client::UploadPart(const std::string& bucket, const std:
   Call call("UploadPart", "PUT", bucket, key,
             {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}});
   call.body = std::move(body);
-  call.sign_payload = false;  // Content-MD5 protects the body; no second pass to hash it
+  // The server checks the body against the SHA-256 in the signature
+  // (x-amz-content-sha256; Ceph RGW 16 answers XAmzContentSHA256Mismatch),
+  // or, when the caller gives one, against its Content-MD5 with the payload
+  // unsigned: one hash of the body either way.
+  call.sign_payload = content_md5.empty();
   if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
   SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(std::move(call)));
   std::string etag = Unquote(resp.Header("etag"));

@@ -112,8 +112,9 @@ class S3Client {
   S3Client(HttpTransport& transport, CredentialsProvider& credentials, Clock& clock,
            S3ClientOptions options, UniformRandom random = DefaultRandom());
 
-  // `condition`: If-None-Match: * or If-Match. `content_md5` (base64) makes
-  // the server check the body.
+  // `condition`: If-None-Match: * or If-Match. The server checks the body:
+  // against its SHA-256 in the signature, or, for a body over 1 MiB with a
+  // `content_md5` (base64), against that MD5 instead.
   StatusOr<S3PutResult> PutObject(const std::string& bucket, const std::string& key,
                                   std::string body, const PutCondition& condition = {},
                                   const std::string& content_md5 = "");
@@ -133,6 +134,8 @@ class S3Client {
   Status CreateBucket(const std::string& bucket);
 
   StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key);
+  // The server checks the part against its SHA-256 in the signature, or,
+  // with a `content_md5` (base64), against that MD5 (the payload unsigned).
   StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key,
                                    const std::string& upload_id, int part_number, std::string body,
                                    const std::string& content_md5);

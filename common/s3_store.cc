@@ -1,6 +1,5 @@
 #include "common/s3_store.h"
 
-#include "common/crypto.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -81,8 +80,9 @@ StatusOr<std::string> S3Store::Put(const std::string& key, std::string_view data
     return Status::InvalidArgument("Put of " + key +
                                    ": objects over 5 GiB need a multipart upload");
   }
-  SG_ASSIGN_OR_RETURN(S3PutResult r, client_->PutObject(bucket_, FullKey(key), std::string(data),
-                                                        condition, Base64Encode(Md5(data))));
+  // No Content-MD5: the body goes with a signed SHA-256 that the server checks.
+  SG_ASSIGN_OR_RETURN(S3PutResult r,
+                      client_->PutObject(bucket_, FullKey(key), std::string(data), condition));
   if (r.etag.empty()) {
     SG_ASSIGN_OR_RETURN(ObjectInfo head, client_->HeadObject(bucket_, FullKey(key)));
     return head.etag;
@@ -152,9 +152,8 @@ class S3Store::Writer final : public ObjectWriter {
     if (closed_) return Status::InvalidArgument("writer for " + key_ + " is closed");
     closed_ = true;
     if (!upload_) {
-      const std::string md5 = Base64Encode(Md5(buffer_));
-      SG_ASSIGN_OR_RETURN(S3PutResult r, store_.client_->PutObject(store_.bucket_, key_,
-                                                                   std::move(buffer_), {}, md5));
+      SG_ASSIGN_OR_RETURN(S3PutResult r,
+                          store_.client_->PutObject(store_.bucket_, key_, std::move(buffer_)));
       return r.etag;
     }
     if (!buffer_.empty()) SG_RETURN_IF_ERROR(upload_->AddPart(std::move(buffer_)));

@@ -176,6 +176,45 @@ TEST_F(S3Transfers, ACorruptedPartIsRefusedByItsChecksum) {
   ASSERT_TRUE(client().AbortMultipartUpload(bucket(), key, *id).ok());
 }
 
+// Sends every request with one byte of its body flipped: bytes damaged after
+// they were hashed and signed, on the way to the server.
+class BodyFlippingTransport final : public HttpTransport {
+ public:
+  StatusOr<HttpResponse> Send(const HttpRequest& request) override {
+    HttpRequest damaged = request;
+    if (!damaged.body.empty()) damaged.body[damaged.body.size() / 2] ^= 0x01;
+    return inner_.Send(damaged);
+  }
+
+ private:
+  CurlTransport inner_;
+};
+
+TEST_F(S3Transfers, APartOrObjectDamagedAfterItWasSignedIsRefusedByTheServer) {
+  // Without Content-MD5 the server checks each body against the SHA-256 in
+  // its signature (x-amz-content-sha256): a part and a large single PUT.
+  BodyFlippingTransport flipping;
+  StaticCredentials creds({env_.access_key, env_.secret_key, ""});
+  S3ClientOptions options;
+  options.endpoint = env_.endpoint;
+  options.region = env_.region;
+  options.retry.max_attempts = 1;
+  S3Client damaging(flipping, creds, SystemClock(), options);
+  const std::string key = prefix_ + "flipped";
+  auto id = client().CreateMultipartUpload(bucket(), key);
+  ASSERT_TRUE(id.ok());
+  const std::string part = RandomBytes(5u << 20, 6);
+  auto r = damaging.UploadPart(bucket(), key, *id, 1, part, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().Is(StatusCode::kCorruption)) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), "XAmzContentSHA256Mismatch");
+  ASSERT_TRUE(client().AbortMultipartUpload(bucket(), key, *id).ok());
+  auto put = damaging.PutObject(bucket(), key, RandomBytes(3u << 20, 7));
+  ASSERT_FALSE(put.ok());
+  EXPECT_TRUE(put.status().Is(StatusCode::kCorruption)) << put.status().ToString();
+  EXPECT_TRUE(store_->Head(key).status().Is(StatusCode::kNotFound));
+}
+
 TEST_F(S3Transfers, ListingFollowsContinuationAcrossMoreThan1000Keys) {
   constexpr int kKeys = 1100;
   BoundedExecutor executor(8, 16);

@@ -440,7 +440,28 @@ TEST_F(S3ClientRetryTest, SignsEveryAttemptAfreshWithoutDuplicateHeaders) {
   EXPECT_EQ(signatures.size(), 3u) << "each attempt carries its own signature";
 }
 
-TEST_F(S3ClientRetryTest, LargePartsAreSentWithUnsignedPayload) {
+TEST_F(S3ClientRetryTest, PartsAreSentWithTheirSha256SignedForTheServerToCheck) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.Reply(200, "", {{"etag", "\"p1\""}});
+  auto r = client->UploadPart("bkt", "big", "UP1", 1, "part bytes", "");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(transport_.sent.size(), 1u);
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "x-amz-content-sha256"), Sha256Hex("part bytes"));
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "content-md5"), "");
+}
+
+TEST_F(S3ClientRetryTest, LargeObjectsAreSentWithTheirSha256SignedForTheServerToCheck) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.Reply(200, "", {{"etag", "\"o1\""}});
+  const std::string body((2 << 20) + 1, 'x');
+  auto r = client->PutObject("bkt", "big", body);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(transport_.sent.size(), 1u);
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "x-amz-content-sha256"), Sha256Hex(body));
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "content-md5"), "");
+}
+
+TEST_F(S3ClientRetryTest, PartsWithContentMd5AreSentWithUnsignedPayload) {
   auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
   transport_.Reply(200, "", {{"etag", "\"p1\""}});
   auto r = client->UploadPart("bkt", "big", "UP1", 1, "part bytes", "bWQ1");
