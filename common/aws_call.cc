@@ -7,6 +7,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/sigv4.h"
+#include "common/spare_buffer.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -229,6 +230,12 @@ StatusOr<HttpResponse> SignedCallExecutor::Execute(SignedRequest request,
   // Built once: only the signed headers change between attempts, so a body
   // (up to a part's size) is never copied per attempt.
   HttpRequest http = AttemptHttpRequestOf(request);
+  // A large body (a part) goes back to the shared pool once the call is
+  // done, for the next part (common/spare_buffer.h).
+  struct BodyBack {
+    HttpRequest& http;
+    ~BodyBack() { GiveSharedBuffer(std::move(http.body)); }
+  } body_back{http};
   const int max_attempts = options_.retry.max_attempts;
   const auto give_up = request.give_up_after;
   // Since when no attempt has had an answer (docs/design.md §12).

@@ -210,7 +210,9 @@ class FileStore::Writer final : public ObjectWriter {
 
   Status Append(std::string data) override {
     if (!fd_.valid()) return Status::InvalidArgument("writer for " + key_ + " is closed");
-    return WriteAll(fd_.get(), data, staged_);
+    Status st = WriteAll(fd_.get(), data, staged_);
+    GiveSharedBuffer(std::move(data));  // for the next frame (common/spare_buffer.h)
+    return st;
   }
 
   StatusOr<std::string> Commit() override {

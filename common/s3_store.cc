@@ -1,5 +1,8 @@
 #include "common/s3_store.h"
 
+#include <algorithm>
+
+#include "common/spare_buffer.h"
 #include "common/strings.h"
 
 namespace sg {
@@ -133,9 +136,15 @@ class S3Store::Writer final : public ObjectWriter {
       buffer_ = std::move(data);  // a whole part already: no copy
     } else {
       // Room for a full part plus the append that completes it: the part is
-      // filled with one copy of each append and never regrown.
-      if (buffer_.capacity() < part_size) buffer_.reserve(part_size + data.size());
+      // filled with one copy of each append and never regrown. Parts and
+      // appends come from and go back to the shared pool (the sent part:
+      // SignedCallExecutor), so a long upload maps no new memory.
+      if (buffer_.capacity() < part_size) {
+        buffer_ = TakeSharedBuffer(std::max(part_size + data.size(), 2 * part_size + (1 << 20)));
+        buffer_.clear();
+      }
       buffer_ += data;
+      GiveSharedBuffer(std::move(data));
     }
     if (buffer_.size() < part_size) return Status::Ok();
     if (!upload_) {

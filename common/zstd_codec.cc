@@ -1,4 +1,5 @@
 #include "common/zstd_codec.h"
+#include "common/spare_buffer.h"
 #include "common/zstd_stream.h"
 
 // ZSTD_d_forceIgnoreChecksum is among zstd's experimental parameters.
@@ -42,7 +43,10 @@ StatusOr<std::string> Compress(std::string_view raw, int level) {
   ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
   ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
   ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 1);
-  std::string out(ZSTD_compressBound(raw.size()), '\0');
+  // From the shared pool: the caller hands it on to a store writer, which
+  // gives it back once its bytes are in a part (common/spare_buffer.h).
+  std::string out = TakeSharedBuffer(ZSTD_compressBound(raw.size()));
+  out.resize(ZSTD_compressBound(raw.size()));
   const size_t n = ZSTD_compress2(c, out.data(), out.size(), raw.data(), raw.size());
   if (ZSTD_isError(n)) return Status::IOError(std::string("zstd: ") + ZSTD_getErrorName(n));
   out.resize(n);
@@ -51,7 +55,10 @@ StatusOr<std::string> Compress(std::string_view raw, int level) {
 
 size_t CompressedSize(std::string_view raw, int level) {
   auto r = Compress(raw, level);
-  return r.ok() ? r->size() : raw.size();
+  if (!r.ok()) return raw.size();
+  const size_t size = r->size();
+  GiveSharedBuffer(std::move(*r));
+  return size;
 }
 
 }  // namespace
@@ -89,7 +96,11 @@ int ShuffleWidth(Codec codec) {
 }
 
 StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level) {
-  if (codec == Codec::kNone) return std::string(raw);
+  if (codec == Codec::kNone) {
+    std::string out = TakeSharedBuffer(raw.size());
+    out.assign(raw);
+    return out;
+  }
   const int width = ShuffleWidth(codec);
   if (width == 1) return Compress(raw, level);
   thread_local std::string planes;  // reused: a frame is shuffled into it, then compressed

@@ -17,6 +17,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/ordered_pipeline.h"
+#include "common/spare_buffer.h"
 #include "common/strings.h"
 #include "common/xxh3.h"
 
@@ -91,7 +92,10 @@ StatusOr<SnapshotEncodedFrame> EncodeSnapshotFrame(Codec codec, int level, Frame
   }
   if (early) {
     e.stored = index->Find(codec, e.sha256);
-    if (e.stored) e.bytes.clear();
+    if (e.stored) {
+      GiveSharedBuffer(std::move(e.bytes));
+      e.bytes.clear();
+    }
   }
   return e;
 }
@@ -204,7 +208,10 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   const int level = options_.level;
   for (uint64_t offset = 0; offset < size; offset += kFrameSize) {
     const uint64_t want = std::min(kFrameSize, size - offset);
-    SG_ASSIGN_OR_RETURN(std::string raw, PreadUpTo(fd.get(), offset, want, read_from));
+    // Read into a reused buffer, given back once compressed and hashed
+    // (common/spare_buffer.h): a fresh one per frame costs a page fault per 4 KiB.
+    std::string raw = TakeSharedBuffer(want);
+    SG_RETURN_IF_ERROR(PreadInto(fd.get(), offset, want, &raw, read_from));
     if (raw.size() != want) {  // it shrank under us
       return FileChanged(source.relpath, "shrank while it was read; this capture is not committed");
     }
@@ -212,8 +219,10 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
     sha.Update(raw);
     if (progress) progress(raw.size());
     SG_RETURN_IF_ERROR(pipeline.Submit(
-        [codec, level, index, raw = std::move(raw)]() -> StatusOr<SnapshotEncodedFrame> {
-          return EncodeSnapshotFrame(codec, level, index, raw);
+        [codec, level, index, raw = std::move(raw)]() mutable -> StatusOr<SnapshotEncodedFrame> {
+          auto encoded = EncodeSnapshotFrame(codec, level, index, raw);
+          GiveSharedBuffer(std::move(raw));
+          return encoded;
         }));
   }
   SG_RETURN_IF_ERROR(pipeline.Finish());
@@ -366,6 +375,7 @@ StatusOr<SnapshotResult> SnapshotWriter::Write(const CapturedCheckpoint& capture
   if (options_.reuse) index_ = &index;
   cancel_ = request.cancel;
   auto result = UploadAndCommit(capture, request, std::move(manifest), progress);
+  ReleaseSharedBuffers();  // an idle agent holds no upload buffers
   keeper.Stop();
   if (reader.joinable()) reader.join();
   cancel_ = nullptr;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 namespace sg {
 namespace {
 
@@ -49,6 +52,52 @@ TEST(SpareBuffer, BodiesUnder1MiBOrOver64MiBAreNotKept) {
   const char* huge_memory = huge.data();
   RecycleResponseBody(std::move(huge));
   EXPECT_NE(TakeSpareBuffer(2u << 20).data(), huge_memory);
+}
+
+TEST(SharedBuffer, ABufferGivenBackOnOneThreadIsTakenOnAnother) {
+  ReleaseSharedBuffers();
+  std::string part;
+  part.reserve(9u << 20);
+  part.assign(5u << 20, 'p');
+  const char* memory = part.data();
+  std::thread([&] { GiveSharedBuffer(std::move(part)); }).join();
+  std::string next;
+  std::thread([&] { next = TakeSharedBuffer(8u << 20); }).join();
+  EXPECT_EQ(next.data(), memory);
+  EXPECT_EQ(next.size(), 5u << 20) << "as its last user left it: resizing costs no fill";
+  ReleaseSharedBuffers();
+}
+
+TEST(SharedBuffer, TheSmallestIdleBufferThatFitsIsTaken) {
+  ReleaseSharedBuffers();
+  std::string small, large;
+  small.reserve(8u << 20);
+  large.reserve(17u << 20);
+  const char* small_memory = small.data();
+  const char* large_memory = large.data();
+  GiveSharedBuffer(std::move(large));
+  GiveSharedBuffer(std::move(small));
+  EXPECT_EQ(TakeSharedBuffer(4u << 20).data(), small_memory);
+  EXPECT_EQ(TakeSharedBuffer(16u << 20).data(), large_memory);
+  // None idle fits: new memory, with room for what was asked.
+  EXPECT_GE(TakeSharedBuffer(3u << 20).capacity(), 3u << 20);
+}
+
+TEST(SharedBuffer, IdleBuffersAreBoundedAndReleasedAtTheEnd) {
+  ReleaseSharedBuffers();
+  for (int i = 0; i < 10; ++i) {
+    std::string b;
+    b.reserve(16u << 20);
+    GiveSharedBuffer(std::move(b));
+  }
+  EXPECT_GT(SharedBufferIdleBytes(), kSharedIdleBytes - (16u << 20));
+  EXPECT_LE(SharedBufferIdleBytes(), kSharedIdleBytes);
+  ReleaseSharedBuffers();
+  EXPECT_EQ(SharedBufferIdleBytes(), 0u);
+  // Under 1 MiB is not kept.
+  std::string small(1000, 'x');
+  GiveSharedBuffer(std::move(small));
+  EXPECT_EQ(SharedBufferIdleBytes(), 0u);
 }
 
 }  // namespace
