@@ -1,5 +1,6 @@
 #include "common/zstd_codec.h"
 #include "common/spare_buffer.h"
+#include "common/zstd_literal_planes.h"
 #include "common/zstd_stream.h"
 
 // ZSTD_d_forceIgnoreChecksum is among zstd's experimental parameters.
@@ -37,12 +38,17 @@ ZSTD_DCtx* ThreadStreamDCtx() {
   return ctx.get();
 }
 
-StatusOr<std::string> Compress(std::string_view raw, int level) {
+// `raw`, byte planes of width `planes` when above 1 (each plane coded as
+// literals only where a probe finds that as small: zstd_literal_planes.h).
+StatusOr<std::string> Compress(std::string_view raw, int level, int planes = 1) {
   ZSTD_CCtx* c = ThreadCCtx();
+  PlaneLayout layout{raw.data(), raw.size(), raw.size() / planes, planes, 0};
+  if (planes > 1) ChooseLiteralPlanes(c, level, layout);
   ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
   ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
   ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
   ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 1);
+  UseLiteralPlanes(c, layout);
   // From the shared pool: the caller hands it on to a store writer, which
   // gives it back once its bytes are in a part (common/spare_buffer.h).
   std::string out = TakeSharedBuffer(ZSTD_compressBound(raw.size()));
@@ -53,8 +59,8 @@ StatusOr<std::string> Compress(std::string_view raw, int level) {
   return out;
 }
 
-size_t CompressedSize(std::string_view raw, int level) {
-  auto r = Compress(raw, level);
+size_t CompressedSize(std::string_view raw, int level, int planes = 1) {
+  auto r = Compress(raw, level, planes);
   if (!r.ok()) return raw.size();
   const size_t size = r->size();
   GiveSharedBuffer(std::move(*r));
@@ -106,7 +112,7 @@ StatusOr<std::string> EncodeFrame(Codec codec, std::string_view raw, int level) 
   thread_local std::string planes;  // reused: a frame is shuffled into it, then compressed
   planes.resize(raw.size());
   ShuffleInto(raw.data(), raw.size(), width, planes.data());
-  return Compress(planes, level);
+  return Compress(planes, level, width);
 }
 
 StatusOr<std::string> DecodeSizedFrame(std::string_view stored, uint64_t max_size) {
@@ -308,10 +314,10 @@ Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy po
     raw += s.size();
     plain += CompressedSize(s, level);
     if (policy == ShufflePolicy::kAuto || policy == ShufflePolicy::kTwo) {
-      two += CompressedSize(ShuffleBytes(s, 2), level);
+      two += CompressedSize(ShuffleBytes(s, 2), level, 2);
     }
     if (policy == ShufflePolicy::kAuto || policy == ShufflePolicy::kFour) {
-      four += CompressedSize(ShuffleBytes(s, 4), level);
+      four += CompressedSize(ShuffleBytes(s, 4), level, 4);
     }
   }
   if (raw == 0) return Codec::kZstd;
