@@ -58,7 +58,13 @@ std::string TakeSharedBuffer(uint64_t size) {
       pool.idle.erase(best);
     }
   }
-  if (out.capacity() < size) out.reserve(size);
+  if (out.capacity() < size) {
+    // A whole number of MiB, with room to spare: a frame read (8 MiB) and
+    // a compressed one (up to ZSTD_compressBound, 8 MiB + 32 KiB) then
+    // take the same buffers.
+    constexpr uint64_t kMiB = 1u << 20;
+    out.reserve(size < kRecycleMin ? size : (size + kMiB / 4 + kMiB - 1) / kMiB * kMiB);
+  }
   return out;
 }
 
