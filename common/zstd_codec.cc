@@ -59,8 +59,12 @@ StatusOr<std::string> Compress(std::string_view raw, int level, int planes = 1) 
   return out;
 }
 
-size_t CompressedSize(std::string_view raw, int level, int planes = 1) {
-  auto r = Compress(raw, level, planes);
+// The codec is chosen by the sizes of zstd with its match finder alone,
+// shuffled or not (as before literal planes: an all-zero sample codes a
+// few bytes smaller as literal planes, which would tip the choice for
+// nothing).
+size_t CompressedSize(std::string_view raw, int level) {
+  auto r = Compress(raw, level);
   if (!r.ok()) return raw.size();
   const size_t size = r->size();
   GiveSharedBuffer(std::move(*r));
@@ -314,10 +318,10 @@ Codec ChooseCodec(const std::vector<std::string_view>& samples, ShufflePolicy po
     raw += s.size();
     plain += CompressedSize(s, level);
     if (policy == ShufflePolicy::kAuto || policy == ShufflePolicy::kTwo) {
-      two += CompressedSize(ShuffleBytes(s, 2), level, 2);
+      two += CompressedSize(ShuffleBytes(s, 2), level);
     }
     if (policy == ShufflePolicy::kAuto || policy == ShufflePolicy::kFour) {
-      four += CompressedSize(ShuffleBytes(s, 4), level, 4);
+      four += CompressedSize(ShuffleBytes(s, 4), level);
     }
   }
   if (raw == 0) return Codec::kZstd;
