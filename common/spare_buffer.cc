@@ -43,14 +43,15 @@ void RecycleResponseBody(std::string&& body) {
 
 std::string TakeSharedBuffer(uint64_t size) {
   std::string out;
-  {
+  // A small string never takes a pooled one (it may be kept long, holding
+  // megabytes for a few bytes), nor a buffer much larger than asked for.
+  if (size >= kRecycleMin) {
     SharedPool& pool = Shared();
     std::lock_guard<std::mutex> lock(pool.mu);
     auto best = pool.idle.end();
     for (auto it = pool.idle.begin(); it != pool.idle.end(); ++it) {
-      if (it->capacity() >= size && (best == pool.idle.end() || it->capacity() < best->capacity())) {
-        best = it;
-      }
+      const bool fits = it->capacity() >= size && it->capacity() <= 2 * size + kRecycleMin * 2;
+      if (fits && (best == pool.idle.end() || it->capacity() < best->capacity())) best = it;
     }
     if (best != pool.idle.end()) {
       out.swap(*best);

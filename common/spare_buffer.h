@@ -34,8 +34,9 @@ void RecycleResponseBody(std::string&& body);
 
 inline constexpr uint64_t kSharedIdleBytes = 64ull << 20;
 
-// A string with room for at least `size` bytes: the smallest idle buffer of
-// the shared pool that holds that many, else a new empty one. Its size and
+// A string with room for at least `size` bytes: for 1 MiB and more, the
+// smallest idle buffer of the shared pool that holds that many (and not
+// more than twice as many, plus 2 MiB), else a new empty one. Its size and
 // bytes are what its last user left: resize() it to what is written next
 // (a reused buffer is then not zeroed again), or clear() it.
 std::string TakeSharedBuffer(uint64_t size);

@@ -83,6 +83,18 @@ TEST(SharedBuffer, TheSmallestIdleBufferThatFitsIsTaken) {
   EXPECT_GE(TakeSharedBuffer(3u << 20).capacity(), 3u << 20);
 }
 
+TEST(SharedBuffer, SmallStringsNeverTakeAPooledBufferNorMuchSmallerOnesALargeOne) {
+  ReleaseSharedBuffers();
+  std::string large;
+  large.reserve(18u << 20);
+  const char* memory = large.data();
+  GiveSharedBuffer(std::move(large));
+  EXPECT_NE(TakeSharedBuffer(1000).data(), memory);
+  EXPECT_NE(TakeSharedBuffer(2u << 20).data(), memory);
+  EXPECT_EQ(SharedBufferIdleBytes(), 18u << 20);
+  EXPECT_EQ(TakeSharedBuffer(8u << 20).data(), memory);
+}
+
 TEST(SharedBuffer, IdleBuffersAreBoundedAndReleasedAtTheEnd) {
   ReleaseSharedBuffers();
   for (int i = 0; i < 10; ++i) {
