@@ -23,13 +23,14 @@ MALLOC_TEXT = {"default": "as shipped", "arena2": "`MALLOC_ARENA_MAX=2`",
                "mmap1m": "`MALLOC_MMAP_THRESHOLD_=1048576`"}
 # Buffers, MiB: writing, 2 x threads frames of 8 MiB raw plus their compressed
 # form (up to 8 MiB more), plus the S3 writer's 8 parts of 8 MiB and the part
-# being filled (docs/format.md: "with 2 cores ... about 136 MiB"); reading,
+# being filled (docs/format.md: "with 2 cores ... about 136 MiB"), plus what
+# the shared buffer pool may keep idle between users (64 MiB); reading,
 # 26 MiB per worker (a 16 MiB range, an 8 MiB decompressed frame, a 128 KiB
 # piece, 1 MiB read back), two workers per core from 4 to 8 (docs/format.md:
 # "208 MiB with 8 workers").
 def bound_mib(op, cores):
     if op == "snapshot":
-        return 2 * cores * 16 + 64 + 8
+        return 2 * cores * 16 + 64 + 8 + 64
     return 26 * min(8, max(4, 2 * cores))
 
 

@@ -1,12 +1,15 @@
 // Micro-benchmarks of the per-byte and per-request work on spotguard's
 // upload and restore paths (Google Benchmark):
 //   SigV4        signing one UploadPart PUT (what every 8 MiB part costs)
-//   SHA-256      of an 8 MiB buffer, streamed (the writer hashes every raw file)
-//   MD5          of an 8 MiB buffer (Content-MD5 of every part; spotguard has
-//                no CRC32C: S3 checksums are not used, MD5 is what it computes)
+//   SHA-256      of an 8 MiB buffer, streamed (the writer hashes every raw file
+//                and frame, and every part for its signature, which the server
+//                checks)
+//   MD5          of an 8 MiB buffer (the Content-MD5 every part carried until
+//                2026-11-30, kept for comparison: SHA-256 replaced it)
 //   CRC32C       of an 8 MiB buffer, table-driven and with SSE4.2's crc32
 //                instruction: what S3's x-amz-checksum-crc32c would cost per
-//                part instead of MD5 (a candidate, not what spotguard does)
+//                part (a candidate, not what spotguard does: Ceph RGW 16
+//                ignores it)
 //   shuffle      ShuffleBytes / UnshuffleBytes, widths 2 and 4, 8 MiB
 //   frame        EncodeFrame / DecodeFrame of one 8 MiB frame at level 1,
 //                plain zstd and zstd+shuffle4; and as the reference, libzstd's
@@ -80,9 +83,9 @@ void BM_SigV4SignUploadPart(benchmark::State& state) {
     r.path = "/bucket/jobs/llm-7b/snapshots/0000000042/files/model/checkpoint.pt.zst";
     r.query = {{"partNumber", "17"}, {"uploadId", "2~fcGq3kZf6nXl4aE9mBQyXy0t1yFXq8Wv"}};
     r.headers = {{"host", "bucket.s3.us-east-1.amazonaws.com"},
-                 {"Content-MD5", "1B2M2Y8AsgTpgAmY7PhCfg=="},
                  {"Content-Length", "8388608"}};
-    r.payload_sha256_hex = std::string(sg::kUnsignedPayload);
+    // The part's SHA-256, hashed once beforehand (BM_Sha256Stream8MiB).
+    r.payload_sha256_hex = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
     sg::SignRequest(r, creds, "us-east-1", "s3", now);
     benchmark::DoNotOptimize(r.headers);
   }
