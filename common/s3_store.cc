@@ -84,8 +84,12 @@ StatusOr<std::string> S3Store::Put(const std::string& key, std::string_view data
                                    ": objects over 5 GiB need a multipart upload");
   }
   // No Content-MD5: the body goes with a signed SHA-256 that the server checks.
+  // A large body (a pack) is taken from the shared pool, which it goes back
+  // to once sent (common/spare_buffer.h): the next pack reuses it.
+  std::string body = TakeSharedBuffer(data.size());
+  body.assign(data);
   SG_ASSIGN_OR_RETURN(S3PutResult r,
-                      client_->PutObject(bucket_, FullKey(key), std::string(data), condition));
+                      client_->PutObject(bucket_, FullKey(key), std::move(body), condition));
   if (r.etag.empty()) {
     SG_ASSIGN_OR_RETURN(ObjectInfo head, client_->HeadObject(bucket_, FullKey(key)));
     return head.etag;
