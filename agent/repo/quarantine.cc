@@ -72,14 +72,6 @@ std::vector<std::string> QuarantinedReferences(const Manifest& m,
   return out;
 }
 
-StatusOr<std::set<uint64_t>> SnapshotsNeedingQuarantined(ObjectStore& store,
-                                                         SnapshotCatalog& catalog,
-                                                         const std::string& job,
-                                                         const std::vector<uint64_t>& seqs) {
-  SG_ASSIGN_OR_RETURN(const std::set<std::string> quarantined, ReadQuarantine(store, job));
-  return SnapshotsNeeding(catalog, seqs, quarantined);
-}
-
 std::set<uint64_t> SnapshotsNeeding(SnapshotCatalog& catalog, const std::vector<uint64_t>& seqs,
                                     const std::set<std::string>& quarantined) {
   std::set<uint64_t> out;

@@ -64,17 +64,10 @@ std::vector<std::string> QuarantineDamaged(ObjectStore& store, const std::string
 std::vector<std::string> QuarantinedReferences(const Manifest& m,
                                                const std::set<std::string>& quarantined);
 
-// The seqs of `seqs` whose manifest (read through `catalog`, several at a
-// time) references a quarantined object: one LIST of the quarantine list,
-// and no manifest read when it is empty. One whose manifest cannot be read
-// is left out: it is not a good snapshot anyway.
-StatusOr<std::set<uint64_t>> SnapshotsNeedingQuarantined(ObjectStore& store,
-                                                         SnapshotCatalog& catalog,
-                                                         const std::string& job,
-                                                         const std::vector<uint64_t>& seqs);
-
 // The seqs of `seqs` whose manifest references a key of `quarantined`,
-// read through `catalog` (no read when `quarantined` is empty).
+// read through `catalog`, several at a time (no read when `quarantined` is
+// empty). One whose manifest cannot be read is left out: it is not a good
+// snapshot anyway.
 std::set<uint64_t> SnapshotsNeeding(SnapshotCatalog& catalog, const std::vector<uint64_t>& seqs,
                                     const std::set<std::string>& quarantined);
 

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "agent/repo/quarantine.h"
+#include "agent/repo/snapshot_file_reader.h"
 #include "agent/repo/store_layout.h"
 
 namespace sg {

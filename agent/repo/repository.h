@@ -24,7 +24,6 @@
 #include "agent/repo/restorer.h"
 #include "agent/repo/retention.h"
 #include "agent/repo/snapshot_catalog.h"
-#include "agent/repo/snapshot_file_reader.h"
 #include "agent/repo/snapshot_writer.h"
 #include "agent/repo/store_names.h"
 #include "common/clock.h"
