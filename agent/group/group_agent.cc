@@ -81,15 +81,10 @@ std::string OwnAddress(const Config& cfg, MetadataService* imds) {
 }  // namespace
 
 Status GroupAgent::Setup() {
-  if (!c_.ports.stop_requested) {
-    SG_ASSIGN_OR_RETURN(signal_fd_, BlockStopSignals());
+  if (std::optional<NodeShell::Failure> failed = shell_.Begin(events_)) {
+    exit_code_ = failed->exit_code;
+    return failed->status;
   }
-  ClaimedDir claimed = ClaimCheckpointDir(cfg_);
-  if (!claimed.status.ok()) {
-    exit_code_ = claimed.exit_code;
-    return claimed.status;
-  }
-  host_lock_ = std::move(claimed.lock);
   SG_RETURN_IF_ERROR(
       CheckWritableDir(cfg_.checkpoint_dir, "checkpoint_dir " + cfg_.checkpoint_dir));
   // A fresh disk has no checkpoint dir yet: made here, as one node's agent
@@ -99,7 +94,6 @@ Status GroupAgent::Setup() {
   staging_root_ = std::move(parts.staging_root);
   own_checkpoints_ = std::move(parts.own_checkpoints);
   checkpoints_ = parts.checkpoints;
-  monitor_ = std::move(parts.monitor);
   logs_.Open(c_.env);
   launcher_.set_output(logs_.TrainerSink());
   self_ = OwnRecord(cfg_, c_.instance, c_.instance + "-" + RandomHex(4),

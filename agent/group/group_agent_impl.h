@@ -35,6 +35,7 @@
 #include "agent/run/instance_prices.h"
 #include "agent/run/interruption_monitor.h"
 #include "agent/run/metadata_poll.h"
+#include "agent/run/node_shell.h"
 #include "agent/run/metrics_file.h"
 #include "agent/run/start_watch.h"
 #include "agent/logs/job_logs.h"
@@ -56,7 +57,6 @@ namespace sg::group_detail {
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
-constexpr auto kTick = milliseconds(100);
 // The store is read for the round's news every quarter heartbeat, between
 // these bounds (docs/multi-node.md, "Cost in S3 requests").
 constexpr auto kMinLook = milliseconds(250);
@@ -76,8 +76,7 @@ inline LoopCalls::Runner CallRunner(const AgentPorts& ports) {
   return nullptr;
 }
 
-// What the loop read from the metadata service and the stop signals since
-// its last turn.
+// What the turn read from the metadata service and the stop signals, sorted.
 struct News {
   std::vector<InterruptionEvent> notices;
   std::vector<InterruptionEvent> others;  // rebalance recommendations and the like
@@ -92,7 +91,9 @@ struct LeaseState {
   Status status;
 };
 
-class GroupAgent {
+// The group role of the one loop (agent/run/node_shell.h): the round
+// protocol around this node's trainer.
+class GroupAgent final : public NodeRole {
  public:
   explicit GroupAgent(const AgentContext& c)
       : c_(c),
@@ -115,6 +116,12 @@ class GroupAgent {
   // Work was left running at the exit (a store call, an upload, a restore,
   // retention, a log shipment): it still uses the agent.
   bool threads_left() const { return threads_left_; }
+
+  // NodeRole
+  bool done() const override { return state_ == State::kDone; }
+  Trainer* trainer() override { return trainer_.get(); }
+  CheckpointSource* checkpoints() override { return checkpoints_; }
+  void Turn(Clock::MonoTime now, TurnNews news) override;
 
  private:
   // kStopping: the round is left and the trainer was asked to stop; the
@@ -142,13 +149,11 @@ class GroupAgent {
   // The exit event's reason: "complete", "notice", "signal", "failed", "none".
   std::string_view ExitReason() const;
   // True once per stop signal (SIGTERM, SIGINT) read since the last call.
-  bool TakeStopSignal();
-  // Turns the state machine until the node is done.
-  void Loop();
+  bool TakeStopSignal() { return shell_.TakeStopSignal(trainer_.get()); }
   // Waits up to a tick for a signal or a checkpoint file (ports.idle in tests).
-  void Idle();
-  // Reads the stop signals and the metadata service; what it found goes to TakeNews.
-  void Watch(Clock::MonoTime now);
+  void Idle() { shell_.Idle(checkpoints_); }
+  // Sorts what the turn read (the start's events first); it goes to TakeNews.
+  void Watch(Clock::MonoTime now, TurnNews news);
   // On a notice or a stop signal, at once: writes the notice file (the
   // notice's, or a request's saying `why` when `notice` is null) and sends
   // checkpoint_signal to the trainer; sets the deadline the exit keeps.
@@ -221,8 +226,8 @@ class GroupAgent {
   // systemd (docs/design.md §14): READY=1 once the first round's part is
   // restored and its trainer started, STOPPING=1 once this node leaves for
   // good; each said once.
-  void SayReady();
-  void SayStopping();
+  void SayReady() { shell_.SayReady(); }
+  void SayStopping() { shell_.SayStopping(); }
   // checkpoint_signal to the trainer, where CheckpointSignalTarget says.
   void AskTrainer(const std::string& why);
   void Ending(Clock::MonoTime now);
@@ -262,6 +267,7 @@ class GroupAgent {
 
   const AgentContext& c_;
   const Config& cfg_;
+  NodeShell shell_{c_};
   GroupStore group_;
   EventLog events_;
   LeaseKeeper lease_;
@@ -273,11 +279,8 @@ class GroupAgent {
   LazyAutoScaling autoscaling_;
   AutoScalingApi& asg_ = c_.ports.autoscaling ? *c_.ports.autoscaling : autoscaling_;
   const SignalTarget signal_target_;
-  std::optional<HostLock> host_lock_;
-  UniqueFd signal_fd_;
   std::unique_ptr<CheckpointSource> own_checkpoints_;
   CheckpointSource* checkpoints_ = nullptr;
-  std::unique_ptr<InterruptionMonitor> monitor_;
   std::string staging_root_;
   // The store calls of the loop, off it (see the top of this file).
   LoopCalls calls_{CallRunner(c_.ports)};
@@ -285,11 +288,7 @@ class GroupAgent {
   bool announcing_ = false;  // a part's record is being written
   bool coordinating_ = false;    // the lease, as the calls last said
   uint64_t generation_ = 0;      // its generation then
-  bool signalled_ = false;       // Idle read a stop signal
-  std::optional<MetadataPoll> metadata_;  // the loop's reads of the metadata service
   std::vector<InterruptionEvent> start_others_;  // read during the start, for the first Watch
-  // Tests on a fake clock read it on the loop's thread (the world's turns).
-  const bool inline_reads_ = c_.ports.inline_store_work || static_cast<bool>(c_.ports.loop_calls);
   // Set by the first notice or stop signal (Act): when the trainer was
   // asked for its checkpoint, and the deadline the exit keeps.
   std::optional<Clock::WallTime> asked_at_;
@@ -349,16 +348,11 @@ class GroupAgent {
   };
   std::vector<DeferredEvent> deferred_events_;
   bool defer_events_ = false;  // set by a notice or a stop signal
-  WatchdogPinger watchdog_{c_.notifier};  // once READY=1 was said
-  InstancePriceRead prices_{c_.ports.inline_store_work};
   // The opt-in metrics file (metrics_file), as one node's agent writes it;
   // its phases are the group states' (GroupPhaseName).
   MetricsFile metrics_{cfg_.metrics_file, cfg_.job, events_.attempt_id()};
-  bool ready_ = false;
-  bool stopping_said_ = false;
   bool lifecycle_due_ = false;             // a notice: the hook's CONTINUE after the stop
   bool notice_read_ = false;               // a notice came (the exit's reason)
-  const bool pid1_ = ::getpid() == 1;      // reaps orphans (docs/design.md §11)
   // The node's logs (docs/design.md §13); the attempt a segment is shipped
   // under is the round.
   JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};

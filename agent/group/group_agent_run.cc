@@ -3,8 +3,6 @@
 // its one bound on the work still running.
 #include "agent/group/group_agent.h"
 
-#include <poll.h>
-
 #include <algorithm>
 
 #include "agent/run/attempt_record.h"
@@ -22,13 +20,12 @@
 namespace sg::group_detail {
 
 AgentResult GroupAgent::Run() {
-  if (pid1_) LogInfo("running as PID 1: reaping every orphaned process");
   if (Status st = Setup(); !st.ok()) {
     LogError("{}", st.message());
     result_.exit_code = exit_code_.value_or(kExitFailure);
     return result_;
   }
-  StartWatch watch(c_.clock, [this] { return TakeStopSignal(); }, monitor_.get(),
+  StartWatch watch(c_.clock, [this] { return TakeStopSignal(); }, shell_.monitor(),
                    cfg_.imds.poll_interval);
   std::optional<StartRead> start = ReadStart(watch);
   if (!start) return StoppedAtStart(watch);
@@ -38,10 +35,7 @@ AgentResult GroupAgent::Run() {
   start_others_ = watch.TakeOthers();
   CadenceLearn(start->history);
   if (start->complete) {
-    LogInfo("job {} is already complete; not starting it again", cfg_.job);
-    (void)c_.notifier.Notify("READY=1");
-    PerformOnComplete({cfg_, c_.env, asg_, events_, c_.instance});
-    result_.exit_code = kExitOk;
+    result_.exit_code = shell_.EndComplete({cfg_, c_.env, asg_, events_, c_.instance});
     return result_;
   }
   // A job that ran on one node is not silently started over by a group.
@@ -52,13 +46,10 @@ AgentResult GroupAgent::Run() {
   }
   // The ledger's first event of this attempt (docs/operations.md, "The ledger").
   Event("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
-  if (std::optional<PriceReaders> readers =
-          AgentPriceReaders(c_.ports.prices, c_.aws, c_.clock, c_.identity)) {
-    prices_.Start(std::move(*readers), *c_.identity, c_.clock.Now());
-  }
+  shell_.StartPriceRead();
   // READY=1 comes once this node's part is restored (SayReady).
-  (void)c_.notifier.Notify("STATUS=waiting for " + std::to_string(cfg_.nodes) + " members");
-  Loop();
+  shell_.SayStatus("waiting for " + std::to_string(cfg_.nodes) + " members");
+  RunNodeLoop(shell_, *this);
   return End();
 }
 
@@ -85,10 +76,7 @@ std::optional<GroupAgent::StartRead> GroupAgent::ReadStart(StartWatch& watch) {
 }
 
 AgentResult GroupAgent::StoppedAtStart(const StartWatch& watch) {
-  (void)c_.notifier.Notify("STOPPING=1");
-  watch.LogStopped(cfg_.checkpoint_dir);
-  if (watch.notice()) CompleteLifecycleHook({cfg_, c_.env, asg_, events_, c_.instance});
-  result_.exit_code = kExitInterrupted;  // not done, nothing lost: run it again
+  result_.exit_code = shell_.EndStoppedAtStart(watch, {cfg_, c_.env, asg_, events_, c_.instance});
   result_.abandoned = threads_left_;
   return result_;
 }
@@ -120,46 +108,23 @@ std::string_view GroupAgent::GroupPhaseName(State state) {
   return "lease";
 }
 
-bool GroupAgent::TakeStopSignal() {
-  return c_.ports.stop_requested ? c_.ports.stop_requested() : std::exchange(signalled_, false);
-}
-
-void GroupAgent::Idle() {
-  if (c_.ports.idle) {
-    c_.ports.idle(kTick);
-    return;
-  }
-  pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {checkpoints_->fd(), POLLIN, 0}};
-  if (::poll(fds, 2, static_cast<int>(kTick.count())) > 0 && (fds[0].revents & POLLIN)) {
-    signalled_ = StopSignalArrived(signal_fd_.get()) || signalled_;
-  }
-  // PID 1 of a container inherits every orphan (docs/design.md §11).
-  if (pid1_) ReapOrphanedChildren();
-}
-
-void GroupAgent::Loop() {
-  while (state_ != State::kDone) {
-    Idle();
-    // The store calls' results, in the order the calls were posted.
-    calls_.Deliver();
-    store_work_.Deliver();  // retention's (nothing to act on)
-    if (state_ == State::kDone) break;
-    const auto now = c_.clock.Monotonic();
-    if (ready_) watchdog_.Tick(now);
-    checkpoints_->Poll();
-    Watch(now);
-    if (state_ == State::kDone) break;
-    logs_.Tick(now, state_ == State::kInRound, log_round_);
-    TakePrices();
-    metrics_.Tick(c_.clock.Now(), GroupPhaseName(state_));
-    Beat(now);
-    KeepLease(now);
-    Look(now);
-    if (state_ == State::kJoining) Joining();
-    if (state_ == State::kInRound) InRound(now);
-    if (state_ == State::kEnding) Ending(now);
-    if (state_ == State::kStopping) Stopping(now);
-  }
+void GroupAgent::Turn(Clock::MonoTime now, TurnNews news) {
+  // The store calls' results, in the order the calls were posted.
+  calls_.Deliver();
+  store_work_.Deliver();  // retention's (nothing to act on)
+  if (state_ == State::kDone) return;
+  Watch(now, std::move(news));
+  if (state_ == State::kDone) return;
+  logs_.Tick(now, state_ == State::kInRound, log_round_);
+  TakePrices();
+  metrics_.Tick(c_.clock.Now(), GroupPhaseName(state_));
+  Beat(now);
+  KeepLease(now);
+  Look(now);
+  if (state_ == State::kJoining) Joining();
+  if (state_ == State::kInRound) InRound(now);
+  if (state_ == State::kEnding) Ending(now);
+  if (state_ == State::kStopping) Stopping(now);
 }
 
 bool GroupAgent::DeliverUntil(LoopCalls& calls, Clock::MonoTime until) {
@@ -225,8 +190,7 @@ AgentResult GroupAgent::End() {
     LogWarn("the Auto Scaling calls at the exit still run");
     calls_left = true;
   }
-  FinishStoppedTrainers();
-  if (pid1_) ReapOrphanedChildren();
+  shell_.FinishTrainers();
   // An upload given up on, or a log shipment, still runs on its thread and
   // uses the agent and the store: the process ends without destroying them.
   threads_left_ = upload_left || uploader_.left_any() || restore_left_ || calls_left;
@@ -235,10 +199,7 @@ AgentResult GroupAgent::End() {
     threads_left_ = true;
   }
   if (!logs_.Flush(log_round_, threads_left_, deadline_)) threads_left_ = true;
-  // A metadata poll still running uses the monitor (a service that does not
-  // answer): briefly waited for, else left to end with the process.
-  if (metadata_ && !metadata_->Finish(kMetadataPollWait)) threads_left_ = true;
-  if (prices_.running()) threads_left_ = true;  // its thread uses the clients
+  if (shell_.FinishReads()) threads_left_ = true;
   metrics_.Tick(c_.clock.Now(), "done", /*force=*/true);
   result_.abandoned = threads_left_;
   result_.exit_code = exit_code_.value_or(kExitFailure);

@@ -10,18 +10,6 @@
 
 namespace sg::group_detail {
 
-void GroupAgent::SayReady() {
-  if (ready_) return;
-  ready_ = true;
-  (void)c_.notifier.Notify("READY=1");
-}
-
-void GroupAgent::SayStopping() {
-  if (stopping_said_) return;
-  stopping_said_ = true;
-  (void)c_.notifier.Notify("STOPPING=1");
-}
-
 void GroupAgent::AskTrainer(const std::string& why) {
   if (!cfg_.checkpoint_signal || !trainer_ || !trainer_->running()) return;
   if (SendCheckpointSignal(*trainer_, *cfg_.checkpoint_signal, signal_target_).ok()) {
@@ -92,11 +80,8 @@ void GroupAgent::Event(std::string_view kind, nlohmann::ordered_json details,
 }
 
 void GroupAgent::TakePrices(std::chrono::milliseconds wait) {
-  std::optional<InstancePriceRead::Result> read = prices_.Take(wait);
+  std::optional<InstancePriceRead::Result> read = shell_.TakePrices(wait);
   if (!read) return;
-  if (std::string warning = PriceReadWarning(read->details); !warning.empty()) {
-    LogWarn("{}", warning);
-  }
   // At the time the reads began: a late answer never lengthens the attempt.
   Event("prices", std::move(read->details), read->began);
 }

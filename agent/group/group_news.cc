@@ -20,17 +20,16 @@ double Seconds(milliseconds d) { return static_cast<double>(d.count()) / 1000.0;
 
 }  // namespace
 
-void GroupAgent::Watch(Clock::MonoTime now) {
+void GroupAgent::Watch(Clock::MonoTime now, TurnNews turn) {
   News news;
-  if (TakeStopSignal()) {
+  if (turn.stop_signal) {
     news.stop_signal = true;
     Act("SIGTERM", now + duration_cast<milliseconds>(cfg_.stop_timeout), nullptr);
   }
-  // What the start read, then the poll's news. The poll runs on a thread of
-  // its own, as one node's agent runs it (metadata_poll.h).
-  if (!metadata_) metadata_.emplace(monitor_.get(), cfg_.imds.poll_interval, inline_reads_);
+  // What the start read, then the poll's news (the shell's poll runs on a
+  // thread of its own: agent/run/metadata_poll.h).
   std::vector<InterruptionEvent> events = std::exchange(start_others_, {});
-  for (InterruptionEvent& e : metadata_->Take(now)) events.push_back(std::move(e));
+  for (InterruptionEvent& e : turn.events) events.push_back(std::move(e));
   for (const InterruptionEvent& e : events) {
     if (!e.IsNotice()) {
       news.others.push_back(e);  // TakeRebalance decides (on_rebalance)

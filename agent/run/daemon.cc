@@ -5,16 +5,37 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "agent/run/daemon_agent.h"
 
 namespace sg {
 namespace daemon_detail {
 
 void Agent::EndBackgroundWork() {
+  // One bound for all of it: a fall back's restore still running takes its
+  // share of kExitWait first (never past a second before a notice's deadline).
+  auto limit = kExitWait;
+  bool fallback_left = false;
+  if (fallback_.busy()) {
+    const auto start = c_.clock.Monotonic();
+    auto wait = kExitWait;
+    if (const auto deadline = policy_.deadline()) {
+      wait = std::clamp(duration_cast<milliseconds>(*deadline - milliseconds(1000) - start),
+                        milliseconds(0), kExitWait);
+    }
+    if (!fallback_.WaitFor(wait)) {
+      LogError("the restore of the fall back still runs at the exit; leaving it behind");
+      fallback_left = true;
+    }
+    limit = std::max(milliseconds(0),
+                     kExitWait - duration_cast<milliseconds>(c_.clock.Monotonic() - start));
+  }
   const LeftBehind left =
-      EndStoreWork(uploader(), renewal_, store_work_, c_.clock, kExitWait, policy_.deadline());
-  result_.abandoned = left.any;
-  threads_left_ = left.threads || (c_.ports.uploader == nullptr && uploader_.left_any());
+      EndStoreWork(uploader(), renewal_, store_work_, c_.clock, limit, policy_.deadline());
+  result_.abandoned = left.any || fallback_left;
+  threads_left_ = left.threads || fallback_left ||
+                  (c_.ports.uploader == nullptr && uploader_.left_any());
 }
 
 void Agent::FlushLogs() {
@@ -50,10 +71,7 @@ AgentResult Agent::Run() {
     threads_left_ = true;
     result.abandoned = true;
   }
-  // A metadata poll still running uses the monitor (a service that does not
-  // answer): briefly waited for, else left to end with the process; so do
-  // price reads still running, with their clients.
-  if ((metadata_ && !metadata_->Finish(kMetadataPollWait)) || prices_.running()) {
+  if (shell_.FinishReads()) {
     threads_left_ = true;
     result.abandoned = true;
   }
@@ -61,31 +79,19 @@ AgentResult Agent::Run() {
 }
 
 AgentResult Agent::RunJob() {
-  events_.SetEngineIdentity(cfg_.index, cfg_.engine_attempt);
-  if (auto near = AttemptBudgetWarning(cfg_.engine_attempt, cfg_.fleet_max_attempts)) {
-    LogWarn("{}", *near);  // docs/fleet.md, "Retry budgets"
-  }
-  if (pid1_) LogInfo("running as PID 1: reaping every orphaned process");
-  if (Status st = BlockSignals(); !st.ok()) {
-    LogError("{}", st.message());
-    result_.exit_code = kExitFailure;
-    return result_;
+  if (std::optional<NodeShell::Failure> failed = shell_.Begin(events_)) {
+    return Fail(failed->status, failed->exit_code);
   }
   // After the signals are blocked: the first task starts the store-work
   // thread, which inherits the mask (a SIGTERM must not end it).
   attempt_.Record("agent-start", AgentStartDetails(c_.identity, c_.launch_time));
-  StartPriceRead();
-  ClaimedDir claimed = ClaimCheckpointDir(cfg_);
-  if (!claimed.status.ok()) return Fail(claimed.status, claimed.exit_code);
-  host_lock_ = std::move(claimed.lock);
+  shell_.StartPriceRead();
   // Only the agent holding the checkpoint dir writes beside it.
   logs_.Open(c_.env);
   launcher_.set_output(tail_.Wrap(logs_.TrainerSink()));
-  // Notices are watched for from here on, through the start (docs/design.md §9).
-  monitor_ = NewInterruptionMonitor(c_);
   // A member: a start left running still uses it.
-  StartWatch& watch = watch_.emplace(c_.clock, [this] { return SignalPending(); }, monitor_.get(),
-                                     cfg_.imds.poll_interval);
+  StartWatch& watch = watch_.emplace(c_.clock, [this] { return SignalPending(); },
+                                     shell_.monitor(), cfg_.imds.poll_interval);
   JobStart start = RunStart(watch);
   if (start.outcome == JobStart::Outcome::kFailed) {
     if (start.exit_code == kExitInterrupted) {
@@ -96,10 +102,7 @@ AgentResult Agent::RunJob() {
     return Fail(start.status, start.exit_code);
   }
   if (start.outcome == JobStart::Outcome::kComplete) {
-    LogInfo("job {} is already complete; not starting it again", cfg_.job);
-    (void)c_.notifier.Notify("READY=1");
-    PerformOnComplete(EndContext());
-    result_.exit_code = kExitOk;
+    result_.exit_code = shell_.EndComplete(EndContext());
     return result_;
   }
   if (start.outcome == JobStart::Outcome::kStopped || watch.stopped()) {
@@ -131,22 +134,19 @@ AgentResult Agent::Train(const JobStart& start, StartWatch& watch) {
   resume_ = start.point.state.resume;
   if (!start.point.state.upload_first && !resume_.empty()) resume_seq_ = start.point.state.last_seq;
   if (Status st = Prepare(); !st.ok()) return Fail(st);
-  (void)c_.notifier.Notify("READY=1");
-  (void)c_.notifier.Notify("STATUS=training");
+  shell_.SayReady();
+  shell_.SayStatus("training");
   Perform(policy_.OnRestored(Now(), start.point.state));
   // What the metadata service said during the start (a rebalance
   // recommendation, ...), now that the trainer runs.
   for (const InterruptionEvent& e : watch.TakeOthers()) {
     Perform(policy_.OnInterruption(Now(), e, 0));
   }
-  Loop();
+  RunNodeLoop(shell_, *this);
   EndBackgroundWork();
-  // What is left of the trainer's group gets stop_signal, then SIGKILL after
-  // stop_grace; no descendant's descriptor is waited for (docs/design.md §11).
   trainer_.reset();
   finished_trainer_.reset();
-  FinishStoppedTrainers();
-  if (pid1_) ReapOrphanedChildren();
+  shell_.FinishTrainers();
   // After the final snapshot's commit (the loop ends on Exit) and after the
   // trainer's last lines were read: never before (docs/design.md §13).
   FlushLogs();

@@ -23,6 +23,7 @@
 #include "agent/run/instance_prices.h"
 #include "agent/run/interruption_monitor.h"
 #include "agent/run/metadata_poll.h"
+#include "agent/run/node_shell.h"
 #include "agent/run/job_end.h"
 #include "agent/logs/job_logs.h"
 #include "agent/run/job_policy.h"
@@ -56,13 +57,14 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr auto kTick = milliseconds(100);
 // The exit's wait for work on the store (docs/agent.md, "How it ends").
 constexpr auto kExitWait = milliseconds(15'000);
 // The wait for the ledger's events when the start ended early (Agent::Run).
 constexpr auto kLedgerWait = milliseconds(5'000);
 
-class Agent {
+// The solo role of the one loop (agent/run/node_shell.h): the lease, the
+// fence and the job policy around one trainer.
+class Agent final : public NodeRole {
  public:
   explicit Agent(const AgentContext& c)
       : c_(c),
@@ -85,11 +87,15 @@ class Agent {
   bool threads_left() const { return threads_left_; }
 
  private:
+  // NodeRole
+  bool done() const override { return done_; }
+  Trainer* trainer() override { return trainer_.get(); }
+  CheckpointSource* checkpoints() override { return checkpoints_; }
+  void Turn(Clock::MonoTime now, TurnNews news) override;
+
   // Setup, before the loop.
-  Status BlockSignals();
   // True when a stop signal arrived; the signals to forward go to the trainer.
-  bool SignalPending();
-  void Forward(int signo);
+  bool SignalPending() { return shell_.TakeStopSignal(trainer_.get()); }
   // Records this generation's fence (agent/repo/fencing.h). REQUIRES: the lease.
   Status DrawFence(uint64_t newest_seq);
   Status Prepare();  // staging, checkpoint source
@@ -98,8 +104,7 @@ class Agent {
   JobStart RunStart(StartWatch& watch);
   void WaitAtStart();
   // The instance's prices (agent/run/instance_prices.h): read once, off
-  // the loop, and recorded when read; `wait` bounds a wait for them.
-  void StartPriceRead();
+  // the loop (NodeShell), and recorded when read; `wait` bounds a wait for them.
   void TakePrices(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   // A stop before the trainer started: nothing changed, exit 75.
   AgentResult StoppedAtStart(const StartWatch& watch);
@@ -114,17 +119,18 @@ class Agent {
   StatusOr<SnapshotResult> Upload(const Checkpoint& checkpoint, const std::atomic<bool>* cancel);
   Status RenewLease();
 
-  // The loop and the actions.
-  void Loop();
+  // The loop's actions.
   PolicyTime Now() const { return {c_.clock.Monotonic(), c_.clock.Now()}; }
-  void Idle();
   void Perform(JobActions actions);
   JobActions Do(const JobAction& action);
   JobActions StartTrainer(const job_action::StartTrainer& a);
   JobActions FindCheckpoints();
   // The trainer ended: a snapshot it cannot resume from is marked suspect
-  // and the newest one that is not is restored (agent/run/suspect.h).
+  // and the newest one that is not is restored (agent/run/suspect.h), off
+  // the loop: a restore of many gigabytes must not hold the watchdog, the
+  // signals or the notices. The trainer starts once it is done (TakeFallback).
   void CheckResume(const ExitStatus& ended);
+  void TakeFallback();
   // Why an exit 0 does not complete the job (complete_when); nullopt if it does.
   std::optional<std::string> Unearned(const ExitStatus& ended);
   void Finish(int exit_code);
@@ -145,6 +151,7 @@ class Agent {
 
   const AgentContext& c_;
   const Config& cfg_;
+  NodeShell shell_{c_};
   EventLog events_;
   std::mutex lease_mu_;
   LeaseKeeper lease_;
@@ -154,12 +161,9 @@ class Agent {
   ThreadUploader uploader_;
   LazyAutoScaling autoscaling_;
   const SignalTarget signal_target_;   // where checkpoint_signal goes
-  std::optional<HostLock> host_lock_;  // held for the whole run
   std::string staging_root_;
-  UniqueFd signal_fd_;
   std::unique_ptr<CheckpointSource> own_checkpoints_;
   CheckpointSource* checkpoints_ = nullptr;
-  std::unique_ptr<InterruptionMonitor> monitor_;
   std::optional<StartWatch> watch_;  // for the start, before the loop
   std::unique_ptr<Trainer> trainer_;
   std::unique_ptr<Trainer> finished_trainer_;  // exited 0; kept until the end
@@ -168,6 +172,9 @@ class Agent {
   std::optional<uint64_t> resume_seq_;  // the snapshot resume_ is, if any
   bool resume_fixed_ = false;           // a fall back chose resume_: the restart takes it
   ResumeGuard guard_{cfg_.resume.max_failures};
+  BackgroundCall<StatusOr<StartPoint>> fallback_{c_.ports.inline_store_work};  // CheckResume's
+  uint64_t fallback_seq_ = 0;                              // the suspect snapshot it falls back from
+  std::optional<job_action::StartTrainer> deferred_start_;  // asked for during the fall back
   TrainerTail tail_;  // the trainer's last lines, for a suspect mark
 
   JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};
@@ -176,12 +183,8 @@ class Agent {
   BackgroundQueue store_work_{c_.ports.inline_store_work};      // events, retention, the release
   MetricsFile metrics_{cfg_.metrics_file, cfg_.job, events_.attempt_id()};
   AttemptRecorder attempt_{events_, store_work_, c_.clock, metrics_};  // every event goes here
-  std::optional<MetadataPoll> metadata_;  // the loop's reads of the metadata service
-  InstancePriceRead prices_{c_.ports.inline_store_work};
-  WatchdogPinger watchdog_{c_.notifier};
   bool done_ = false;
   bool threads_left_ = false;
-  const bool pid1_ = ::getpid() == 1;    // the first process of a PID namespace
   std::atomic<uint64_t> generation_{0};  // the lease's, once taken
   AgentResult result_;
 };

@@ -3,8 +3,6 @@
 // answers with is performed here. Every decision is the policy's.
 #include "agent/run/daemon_agent.h"
 
-#include <poll.h>
-
 #include <deque>
 #include <filesystem>
 
@@ -21,70 +19,51 @@ uint64_t Agent::NewestBytes() {
   return newest ? CheckpointBytes(cfg_.checkpoint_dir, *newest) : 0;
 }
 
-void Agent::Idle() {
-  if (c_.ports.idle) {
-    c_.ports.idle(kTick);
-    return;
-  }
-  pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {checkpoints_->fd(), POLLIN, 0}};
-  ::poll(fds, 2, static_cast<int>(kTick.count()));
-  // PID 1 of a container inherits every orphan (docs/design.md §11).
-  if (pid1_) ReapOrphanedChildren();
-}
-
-void Agent::Loop() {
-  // The metadata service is read on a thread of its own (metadata_poll.h).
-  metadata_.emplace(monitor_.get(), cfg_.imds.poll_interval, c_.ports.inline_store_work);
-  while (!done_) {
-    Idle();
-    if (SignalPending()) Perform(policy_.OnStopSignal(Now()));
-    if (done_) break;
-    checkpoints_->Poll();
-    const auto now = c_.clock.Monotonic();
-    watchdog_.Tick(now);
-    // The renewal runs on a thread of its own: a request that hangs must
-    // not keep the loop from the metadata service (docs/design.md §9).
-    if (renewal_.busy()) {
-      if (std::optional<Status> st = renewal_.Poll()) {
-        if (st->reason() == "Fenced") {
-          Perform(policy_.OnFenced(Now(), std::string(st->message())));
-        } else if (!st->ok()) {
-          LogWarn("renewing the lease failed (will retry): {}", st->message());
-        }
-      }
-    } else if (std::unique_lock<std::mutex> lock(lease_mu_, std::try_to_lock);
-               lock.owns_lock() && lease_.held() && lease_.RenewalDue()) {
-      lock.unlock();
-      renewal_.Start([this] { return RenewLease(); });
-    }
-    if (done_) break;
-    if (uploader().busy()) {
-      if (auto r = uploader().Poll()) Perform(policy_.OnUploadFinished(Now(), OutcomeOf(*r)));
-    }
-    if (done_) break;
-    logs_.Tick(now, policy_.phase() == JobPhase::kTraining, generation_);
-    for (const InterruptionEvent& e : metadata_->Take(now)) {
-      Perform(policy_.OnInterruption(Now(), e, e.IsNotice() ? NewestBytes() : 0));
-      if (done_) break;
-    }
-    if (done_) break;
-    TakePrices();
-    if (trainer_) {
-      if (auto ended = trainer_->Poll()) {
-        const std::optional<std::string> unearned = Unearned(*ended);
-        if (ended->success() && !unearned) {
-          finished_trainer_ = std::move(trainer_);
-        } else {
-          trainer_.reset();
-        }
-        CheckResume(*ended);
-        Perform(policy_.OnTrainerExited(Now(), *ended, unearned));
+void Agent::Turn(Clock::MonoTime now, TurnNews news) {
+  if (news.stop_signal) Perform(policy_.OnStopSignal(Now()));
+  if (done_) return;
+  if (fallback_.busy()) TakeFallback();
+  // The renewal runs on a thread of its own: a request that hangs must
+  // not keep the loop from the metadata service (docs/design.md §9).
+  if (renewal_.busy()) {
+    if (std::optional<Status> st = renewal_.Poll()) {
+      if (st->reason() == "Fenced") {
+        Perform(policy_.OnFenced(Now(), std::string(st->message())));
+      } else if (!st->ok()) {
+        LogWarn("renewing the lease failed (will retry): {}", st->message());
       }
     }
-    if (done_) break;
-    Perform(policy_.OnTick(Now()));
-    metrics_.Tick(c_.clock.Now(), JobPhaseName(policy_.phase()));
+  } else if (std::unique_lock<std::mutex> lock(lease_mu_, std::try_to_lock);
+             lock.owns_lock() && lease_.held() && lease_.RenewalDue()) {
+    lock.unlock();
+    renewal_.Start([this] { return RenewLease(); });
   }
+  if (done_) return;
+  if (uploader().busy()) {
+    if (auto r = uploader().Poll()) Perform(policy_.OnUploadFinished(Now(), OutcomeOf(*r)));
+  }
+  if (done_) return;
+  logs_.Tick(now, policy_.phase() == JobPhase::kTraining, generation_);
+  for (const InterruptionEvent& e : news.events) {
+    Perform(policy_.OnInterruption(Now(), e, e.IsNotice() ? NewestBytes() : 0));
+    if (done_) return;
+  }
+  TakePrices();
+  if (trainer_) {
+    if (auto ended = trainer_->Poll()) {
+      const std::optional<std::string> unearned = Unearned(*ended);
+      if (ended->success() && !unearned) {
+        finished_trainer_ = std::move(trainer_);
+      } else {
+        trainer_.reset();
+      }
+      CheckResume(*ended);
+      Perform(policy_.OnTrainerExited(Now(), *ended, unearned));
+    }
+  }
+  if (done_) return;
+  Perform(policy_.OnTick(Now()));
+  metrics_.Tick(c_.clock.Now(), JobPhaseName(policy_.phase()));
 }
 
 void Agent::Perform(JobActions actions) {
@@ -102,7 +81,11 @@ JobActions Agent::Do(const JobAction& action) {
   if (const auto* log = std::get_if<a::Log>(&action)) {
     WriteToLog(*log);
   } else if (const auto* notify = std::get_if<a::Notify>(&action)) {
-    (void)c_.notifier.Notify(notify->state);
+    if (notify->state == "STOPPING=1") {
+      shell_.SayStopping();  // said once
+    } else {
+      (void)c_.notifier.Notify(notify->state);
+    }
   } else if (const auto* start = std::get_if<a::StartTrainer>(&action)) {
     return StartTrainer(*start);
   } else if (std::holds_alternative<a::SignalTrainer>(action)) {
@@ -120,6 +103,7 @@ JobActions Agent::Do(const JobAction& action) {
       LogWarn("writing the notice file failed: {}", st.message());
     }
   } else if (const auto* stop = std::get_if<a::StopTrainer>(&action)) {
+    deferred_start_.reset();
     if (trainer_ && trainer_->running() && !trainer_->Poll()) {
       auto stopped = trainer_->Stop(cfg_.stop_signal, stop->grace);
       if (stopped.ok()) LogInfo("the trainer stopped: {}", stopped->ToString());
@@ -157,6 +141,10 @@ JobActions Agent::Do(const JobAction& action) {
 }
 
 JobActions Agent::StartTrainer(const job_action::StartTrainer& a) {
+  if (fallback_.busy()) {
+    deferred_start_ = a;  // started from the older snapshot once it is restored
+    return {};
+  }
   if (a.resume_from_newest_local && !resume_fixed_) {
     if (std::optional<Checkpoint> newest = NewestLocal()) {
       resume_ = cfg_.checkpoint_dir + "/" + newest->resume;
@@ -194,25 +182,38 @@ std::optional<std::string> Agent::Unearned(const ExitStatus& ended) {
 void Agent::CheckResume(const ExitStatus& ended) {
   std::optional<SuspectVerdict> verdict = guard_.Exited(ended, NewestLocal());
   if (!verdict) return;
-  const SuspectRecord record{verdict->seq, FormatUtc(c_.clock.Now(), true), c_.instance, resume_,
-                             verdict->exits, tail_.Lines()};
-  auto start = FallBackFromSuspect(c_.store, c_.clock, cfg_, events_, record);
-  if (!start.ok()) {
-    LogError("falling back from suspect snapshot {} failed: {}", SeqName(verdict->seq),
-             start.status().message());
-    return;
-  }
-  resume_ = start->state.resume;
-  resume_seq_ = start->state.upload_first || resume_.empty() ? std::nullopt : start->state.last_seq;
-  resume_fixed_ = true;
-  // The restore swapped the checkpoint dir: watch the new one.
-  if (own_checkpoints_) {
-    if (auto watched = WatchedCheckpoints::Start(cfg_, c_.clock); watched.ok()) {
-      own_checkpoints_ = std::move(*watched);
-      checkpoints_ = own_checkpoints_.get();
+  SuspectRecord record{verdict->seq, FormatUtc(c_.clock.Now(), true), c_.instance, resume_,
+                       verdict->exits, tail_.Lines()};
+  fallback_seq_ = verdict->seq;
+  fallback_.Start([this, record = std::move(record)] {
+    return FallBackFromSuspect(c_.store, c_.clock, cfg_, events_, record);
+  });
+  TakeFallback();  // done already when the store work runs inline (tests)
+}
+
+void Agent::TakeFallback() {
+  std::optional<StatusOr<StartPoint>> start = fallback_.Poll();
+  if (!start) return;
+  std::optional<job_action::StartTrainer> deferred = std::exchange(deferred_start_, std::nullopt);
+  if (!start->ok()) {
+    LogError("falling back from suspect snapshot {} failed: {}", SeqName(fallback_seq_),
+             start->status().message());
+  } else {
+    resume_ = (*start)->state.resume;
+    resume_seq_ = (*start)->state.upload_first || resume_.empty() ? std::nullopt
+                                                                  : (*start)->state.last_seq;
+    resume_fixed_ = true;
+    // The restore swapped the checkpoint dir: watch the new one.
+    if (own_checkpoints_) {
+      if (auto watched = WatchedCheckpoints::Start(cfg_, c_.clock); watched.ok()) {
+        own_checkpoints_ = std::move(*watched);
+        checkpoints_ = own_checkpoints_.get();
+      }
     }
+    Perform(policy_.OnFallback(Now(), fallback_seq_, (*start)->state));
   }
-  Perform(policy_.OnFallback(Now(), verdict->seq, start->state));
+  // A restart the policy asked for meanwhile, unless the job is ending.
+  if (deferred && policy_.phase() == JobPhase::kTraining) Perform({*deferred});
 }
 
 }  // namespace sg::daemon_detail

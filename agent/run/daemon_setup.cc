@@ -3,36 +3,9 @@
 // started, and the upload every snapshot goes through.
 #include "agent/run/daemon_agent.h"
 
-#include <poll.h>
 #include <unistd.h>
 
 namespace sg::daemon_detail {
-
-Status Agent::BlockSignals() {
-  if (c_.ports.stop_requested) return Status::Ok();
-  SG_ASSIGN_OR_RETURN(signal_fd_, BlockStopSignals());
-  return Status::Ok();
-}
-
-bool Agent::SignalPending() {
-  if (c_.ports.stop_requested) return c_.ports.stop_requested();
-  ArrivedSignals arrived = ReadArrivedSignals(signal_fd_.get());
-  for (int signo : arrived.forward) Forward(signo);
-  return arrived.stop;
-}
-
-void Agent::Forward(int signo) {
-  if (!trainer_ || !trainer_->running()) {
-    LogWarn("received {}; no trainer runs to forward it to", SignalName(signo));
-    return;
-  }
-  if (Status st = trainer_->Signal(signo); st.ok()) {
-    LogInfo("received {}; forwarded it to the trainer", SignalName(signo));
-  } else {
-    LogWarn("received {}; forwarding it to the trainer failed: {}", SignalName(signo),
-            st.message());
-  }
-}
 
 Status Agent::DrawFence(uint64_t newest_seq) {
   {
@@ -50,32 +23,17 @@ Status Agent::Prepare() {
   staging_root_ = std::move(parts.staging_root);
   own_checkpoints_ = std::move(parts.own_checkpoints);
   checkpoints_ = parts.checkpoints;
-  return Status::Ok();  // the monitor was made at start (Run)
+  return Status::Ok();  // the monitor was made at start (NodeShell::Begin)
 }
 
 void Agent::WaitAtStart() {
   TakePrices();
-  if (c_.ports.idle) {
-    c_.ports.idle(kTick);
-    return;
-  }
-  pollfd fd{signal_fd_.get(), POLLIN, 0};
-  ::poll(&fd, 1, static_cast<int>(kTick.count()));
-  if (pid1_) ReapOrphanedChildren();
-}
-
-void Agent::StartPriceRead() {
-  std::optional<PriceReaders> readers =
-      AgentPriceReaders(c_.ports.prices, c_.aws, c_.clock, c_.identity);
-  if (readers) prices_.Start(std::move(*readers), *c_.identity, c_.clock.Now());
+  shell_.Idle(nullptr);
 }
 
 void Agent::TakePrices(std::chrono::milliseconds wait) {
-  std::optional<InstancePriceRead::Result> read = prices_.Take(wait);
+  std::optional<InstancePriceRead::Result> read = shell_.TakePrices(wait);
   if (!read) return;
-  if (std::string warning = PriceReadWarning(read->details); !warning.empty()) {
-    LogWarn("{}", warning);
-  }
   // At the time the reads began: a late answer never lengthens the attempt.
   attempt_.Record("prices", std::move(read->details), read->began);
 }
@@ -110,21 +68,18 @@ void Agent::ReleaseLeaseNow() {
 }
 
 AgentResult Agent::StoppedAtStart(const StartWatch& watch) {
-  (void)c_.notifier.Notify("STOPPING=1");
-  const std::optional<InterruptionEvent>& notice = watch.notice();
-  watch.LogStopped(cfg_.checkpoint_dir);
-  // A start left running may still be taking the lease: not touched then.
-  if (!result_.abandoned && lease_.held()) {
+  result_.exit_code = shell_.EndStoppedAtStart(watch, EndContext(), [&] {
+    // A start left running may still be taking the lease: not touched then.
+    if (result_.abandoned || !lease_.held()) return;
+    const std::optional<InterruptionEvent>& notice = watch.notice();
     nlohmann::ordered_json data = {{"reason", notice ? "notice" : "signal"}, {"during", "start"}};
     if (notice) data["notice"] = notice->ToJson();
     events_.Note("stop", data);
     // The ledger's end of this attempt (docs/operations.md, "The ledger").
     events_.Note("exit", {{"code", kExitInterrupted}, {"reason", data["reason"]}});
-  }
-  if (notice) CompleteLifecycleHook(EndContext());
+  });
   FlushLogs();
   if (!result_.abandoned) ReleaseLeaseNow();
-  result_.exit_code = kExitInterrupted;  // not done, nothing lost: run it again
   return result_;
 }
 

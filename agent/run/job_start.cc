@@ -129,7 +129,6 @@ StatusOr<LoopParts> PrepareLoopParts(const AgentContext& c) {
     SG_ASSIGN_OR_RETURN(parts.own_checkpoints, WatchedCheckpoints::Start(c.config, c.clock));
     parts.checkpoints = parts.own_checkpoints.get();
   }
-  parts.monitor = NewInterruptionMonitor(c);
   return parts;
 }
 

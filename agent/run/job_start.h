@@ -48,13 +48,12 @@ StatusOr<bool> AwaitLease(LeaseKeeper& lease, std::mutex& lease_mu, const Config
 
 // What both agents' loops run on (single node, and group: agent/group/group_agent.h):
 // the staging root of captures (stale captures removed), the checkpoint
-// source (the context's, else an inotify watcher it owns) and the
-// interruption monitor (none without a metadata service).
+// source (the context's, else an inotify watcher it owns). The metadata
+// service's monitor is the shell's (agent/run/node_shell.h).
 struct LoopParts {
   std::string staging_root;
   std::unique_ptr<CheckpointSource> own_checkpoints;
   CheckpointSource* checkpoints = nullptr;
-  std::unique_ptr<InterruptionMonitor> monitor;
 };
 StatusOr<LoopParts> PrepareLoopParts(const AgentContext& c);
 

@@ -1,7 +1,8 @@
 // A group node's agent does what one node's agent does (docs/design.md §14,
 // "Like one node"; docs/multi-node.md), where only real processes show it:
 // it makes a checkpoint dir that does not exist yet, reaps orphans as PID 1,
-// and sends checkpoint_signal where agent/trainer/checkpoint_signal.h says. Two real
+// sends checkpoint_signal where agent/trainer/checkpoint_signal.h says, and
+// forwards SIGUSR1, SIGUSR2 and SIGHUP to its trainer. Two real
 // agents each, a file:// store, the IMDS simulator. The verdicts wait for
 // states (a file, a group snapshot, an exit), never for a time. The
 // lifecycle action, checkpoint_interval and on_rebalance of a group are
@@ -162,6 +163,27 @@ TEST_F(GroupDutiesE2E, UnderALauncherTheCheckpointSignalGoesToTheWorkersOnly) {
   const std::vector<RoundEnd> ends = Ends(1);
   ASSERT_FALSE(ends.empty()) << Logs();
   EXPECT_EQ(ends.front().reason, "notice") << "no crash: the launcher lives\n" << Logs();
+}
+
+// SIGUSR1, SIGUSR2 and SIGHUP sent to a group node's agent reach its
+// trainer, as one node's (docs/agent.md, "Signals"): both take their signals
+// in one shell (agent/run/node_shell.h). Before, a group agent logged them and
+// dropped them.
+TEST_F(GroupDutiesE2E, AStraySignalToTheAgentIsForwardedToItsTrainerAsWithOneNode) {
+  const std::string config = JobConfig(2, AskedTrainer("own"));
+  StartNode(1, config);
+  StartNode(2, config);
+  ASSERT_TRUE(nodes_[1].agent->WaitForOutput("] ready", 120s)) << Logs();
+  // The "own" trainer marks itself asked (beside its checkpoint dir) on SIGUSR1.
+  const std::string asked = DirName(nodes_[1].ckpt) + "/asked";
+  ASSERT_FALSE(std::filesystem::exists(asked));
+  ASSERT_EQ(::kill(nodes_[1].agent->pid(), SIGUSR1), 0);
+  EXPECT_TRUE(WaitFor([&] { return std::filesystem::exists(asked); }, 60s)) << Logs();
+  EXPECT_TRUE(nodes_[1].agent->WaitForOutput("received SIGUSR1; forwarded it to the trainer", 30s))
+      << Logs();
+  EXPECT_FALSE(std::filesystem::exists(DirName(nodes_[2].ckpt) + "/asked"))
+      << "node 2's agent got no signal\n"
+      << Logs();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -37,6 +38,18 @@ class FaultyStore final : public ObjectStore {
     std::lock_guard<std::mutex> lock(mu_);
     lose_fragment_ = std::move(fragment);
   }
+  // Every Get of a key containing `fragment` waits until ReleaseGets();
+  // held() is how many wait now.
+  void HoldGetsOf(std::string fragment) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_fragment_ = std::move(fragment);
+  }
+  void ReleaseGets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_fragment_.clear();
+    released_.notify_all();
+  }
+  int held() const { return held_; }
   bool dead() const { return dead_; }
   int puts() const { return puts_; }
   // The LIST requests' first pages under `prefix` so far: how often a
@@ -62,6 +75,14 @@ class FaultyStore final : public ObjectStore {
   StatusOr<std::string> Get(const std::string& key, std::optional<ByteRange> range,
                             ObjectInfo* info) override {
     if (dead_) return Dead();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!hold_fragment_.empty() && key.find(hold_fragment_) != std::string::npos) {
+        ++held_;
+        released_.wait(lock, [&] { return hold_fragment_.empty(); });
+        --held_;
+      }
+    }
     return base_.Get(key, range, info);
   }
   StatusOr<ObjectInfo> Head(const std::string& key) override {
@@ -107,6 +128,9 @@ class FaultyStore final : public ObjectStore {
   std::mutex mu_;
   std::string fail_fragment_;
   std::string lose_fragment_;
+  std::string hold_fragment_;
+  std::condition_variable released_;
+  std::atomic<int> held_{0};
   bool die_ = false;
   std::string append_fragment_;
   std::function<void()> append_hook_;

@@ -9,7 +9,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <functional>
+#include <thread>
 
 #include "agent/config/config.h"
 #include "agent/run/daemon.h"
@@ -17,7 +20,10 @@
 #include "common/file_store.h"
 #include "common/sd_notify.h"
 #include "common/zstd_codec.h"
+#include "agent/repo/snapshot_writer.h"
 #include "tests/support/agent_fakes.h"
+#include "tests/support/capture_in_place.h"
+#include "tests/support/faulty_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace sg::testing {
@@ -48,15 +54,19 @@ class AgentLoopTest : public ::testing::Test {
               {"restart.max_backoff", "8s"}};
   }
 
-  AgentResult Run() {
+  // `store` in place of store_; `adjust` changes the world's ports.
+  AgentResult Run(ObjectStore* store = nullptr,
+                  const std::function<void(AgentPorts&)>& adjust = {}) {
     ConfigSources sources;
     sources.flags = flags_;
     sources.command_args = {"/nonexistent/trainer"};  // the fake launcher starts nothing
     ConfigResult loaded = LoadConfig(sources, ConfigNeeds{true, true, true});
     EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.problems.front().message);
     config_ = loaded.config;
-    AgentContext context{config_,   env_,     *store_, w_.clock,  &w_.imds,
-                         notifier_, "i-test", nullptr, w_.Ports()};
+    AgentPorts ports = w_.Ports();
+    if (adjust) adjust(ports);
+    AgentContext context{config_,   env_,     store ? *store : *store_, w_.clock, &w_.imds,
+                         notifier_, "i-test", nullptr,                  ports};
     return RunAgent(context);
   }
 
@@ -319,6 +329,68 @@ TEST_F(AgentLoopTest, ANoticeBeforeTheTrainerStartsEndsTheJobWithoutStartingIt) 
   EXPECT_TRUE(w_.uploader.committed.empty());
   EXPECT_EQ(Events(), (std::vector<std::string>{"agent-start", "exit", "stop"}));
   EXPECT_NE(Lease().find("\"released\":true"), std::string::npos) << Lease();
+}
+
+// The fall back from a snapshot the trainer cannot resume from restores the
+// older snapshot off the loop (docs/design.md §9): while its reads wait for
+// the store, the loop goes on turning (the watchdog, the signals, the
+// notices), and the restart it asks for meanwhile waits for the restore.
+// Before, the restore ran on the loop's thread: a snapshot of many gigabytes
+// held WATCHDOG=1 past systemd's limit, and SIGTERM was not read.
+TEST_F(AgentLoopTest, AFallBackRestoresTheOlderSnapshotOffTheLoop) {
+  std::filesystem::remove_all(dir_.Join("ckpt"));
+  for (int64_t step : {10, 20}) {  // seq 1 resumes from step_10.pt, seq 2 from step_20.pt
+    const std::string src = dir_.Join("src-" + std::to_string(step));
+    const std::string name = "step_" + std::to_string(step) + ".pt";
+    WriteTree(src, {{name, {"weights of step " + std::to_string(step)}}});
+    auto capture = CaptureTree(src, step, name);
+    ASSERT_TRUE(capture.ok()) << capture.status().ToString();
+    SnapshotRequest request;
+    request.job = "job";
+    request.instance = "i-test";
+    auto r = SnapshotWriter(*store_, w_.clock, SnapshotOptions{}).Write(*capture, request);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  flags_["resume.max_failures"] = "2";
+  FaultyStore faulty(*store_);
+  faulty.HoldGetsOf("snapshots/0000000001/files/");  // the older snapshot's data
+  // Runs from seq 2 crash twice, writing nothing newer: the fall back to seq 1,
+  // held for 100 turns (10 s), longer than the restart's backoff (8 s).
+  for (int at : {3, 9}) {
+    w_.At(seconds(at), [&] { w_.launcher.trainer->Exit(ExitStatus{.code = 1}); });
+  }
+  int turns_while_held = 0;
+  std::atomic<bool> done{false};
+  // Only the failure path waits on this: with the restore on the loop's
+  // thread, no turn comes while it is held, and this lets it go.
+  std::thread release([&] {
+    for (int i = 0; i < 2000 && !done; ++i) std::this_thread::sleep_for(milliseconds(10));
+    faulty.ReleaseGets();
+  });
+  const AgentResult r = Run(&faulty, [&](AgentPorts& ports) {
+    ports.inline_store_work = false;  // the fall back on a thread of its own
+    ports.idle = [&](milliseconds d) {
+      if (faulty.held() > 0 && ++turns_while_held == 100) faulty.ReleaseGets();
+      // The restarted trainer (from seq 1) finishes the job.
+      if (w_.launcher.launches.size() == 3 && w_.launcher.trainer->running()) {
+        w_.launcher.trainer->Exit(ExitStatus{.code = 0});
+      }
+      std::this_thread::sleep_for(milliseconds(1));  // the threads' work, in real time
+      w_.Idle(d);
+    };
+  });
+  done = true;
+  release.join();
+  EXPECT_GE(turns_while_held, 100) << "the loop stood still while the fall back restored";
+  EXPECT_EQ(r.exit_code, kExitOk);
+  ASSERT_EQ(w_.launcher.launches.size(), 3u);
+  EXPECT_EQ(w_.launcher.launches[0].resume, dir_.Join("ckpt") + "/step_20.pt");
+  EXPECT_EQ(w_.launcher.launches[2].resume, dir_.Join("ckpt") + "/step_10.pt")
+      << "the restart waited for the older snapshot";
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("ckpt") + "/step_10.pt"));
+  const std::vector<std::string> events = Events();
+  EXPECT_NE(std::find(events.begin(), events.end(), "fallback"), events.end());
+  EXPECT_NE(std::find(events.begin(), events.end(), "suspect"), events.end());
 }
 
 }  // namespace
