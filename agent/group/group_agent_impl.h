@@ -61,8 +61,6 @@ using std::chrono::milliseconds;
 // these bounds (docs/multi-node.md, "Cost in S3 requests").
 constexpr auto kMinLook = milliseconds(250);
 constexpr auto kMaxLook = milliseconds(2'000);
-// The longest the exit waits, in all, for an upload, a restore and retention.
-constexpr auto kExitBound = milliseconds(15'000);
 // The longest a trainer is given to stop when its node leaves a round.
 constexpr auto kMaxLeaveGrace = milliseconds(10'000);
 // The process ends this long before a notice's deadline at the latest.

@@ -14,22 +14,22 @@ namespace daemon_detail {
 
 void Agent::EndBackgroundWork() {
   // One bound for all of it: a fall back's restore still running takes its
-  // share of kExitWait first (never past a second before a notice's deadline).
-  auto limit = kExitWait;
+  // share of kExitBound first (never past a second before a notice's deadline).
+  auto limit = kExitBound;
   bool fallback_left = false;
   if (fallback_.busy()) {
     const auto start = c_.clock.Monotonic();
-    auto wait = kExitWait;
+    auto wait = kExitBound;
     if (const auto deadline = policy_.deadline()) {
       wait = std::clamp(duration_cast<milliseconds>(*deadline - milliseconds(1000) - start),
-                        milliseconds(0), kExitWait);
+                        milliseconds(0), kExitBound);
     }
     if (!fallback_.WaitFor(wait)) {
       LogError("the restore of the fall back still runs at the exit; leaving it behind");
       fallback_left = true;
     }
     limit = std::max(milliseconds(0),
-                     kExitWait - duration_cast<milliseconds>(c_.clock.Monotonic() - start));
+                     kExitBound - duration_cast<milliseconds>(c_.clock.Monotonic() - start));
   }
   const LeftBehind left =
       EndStoreWork(uploader(), renewal_, store_work_, c_.clock, limit, policy_.deadline());

@@ -57,8 +57,6 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// The exit's wait for work on the store (docs/agent.md, "How it ends").
-constexpr auto kExitWait = milliseconds(15'000);
 // The wait for the ledger's events when the start ended early (Agent::Run).
 constexpr auto kLedgerWait = milliseconds(5'000);
 
@@ -134,7 +132,7 @@ class Agent final : public NodeRole {
   // Why an exit 0 does not complete the job (complete_when); nullopt if it does.
   std::optional<std::string> Unearned(const ExitStatus& ended);
   void Finish(int exit_code);
-  // Waits, within kExitWait, for the upload, the renewal and the store work
+  // Waits, within kExitBound, for the upload, the renewal and the store work
   // still running; what does not end in time is abandoned (AgentResult).
   void EndBackgroundWork();
   // The last log segments, after the final snapshot (docs/design.md §13).

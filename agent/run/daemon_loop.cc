@@ -120,12 +120,17 @@ JobActions Agent::Do(const JobAction& action) {
       if (!logs.ok()) LogWarn("log retention failed: {}", logs.status().message());
     });
   } else if (std::holds_alternative<a::CompleteLifecycleHook>(action)) {
-    CompleteLifecycleHook(EndContext());
+    // The Auto Scaling calls and the store's records of the job's end go to
+    // the ordered queue too, behind the events before them: none holds the
+    // loop, and the exit waits for them within its bound.
+    store_work_.Post([this] { CompleteLifecycleHook(EndContext()); });
   } else if (const auto* marker = std::get_if<a::WriteCompleteMarker>(&action)) {
-    sg::WriteCompleteMarker(c_.store, c_.clock, events_, cfg_.job, c_.instance, marker->seq,
-                            marker->step);
+    store_work_.Post([this, seq = marker->seq, step = marker->step] {
+      sg::WriteCompleteMarker(c_.store, c_.clock, events_, cfg_.job, c_.instance, seq, step);
+    });
   } else if (std::holds_alternative<a::PerformOnComplete>(action)) {
-    PerformOnComplete(EndContext());
+    // Behind the marker: a shutdown never comes before the job is marked.
+    store_work_.Post([this] { PerformOnComplete(EndContext()); });
   } else if (std::holds_alternative<a::ReleaseLease>(action)) {
     store_work_.Post([this] {
       std::lock_guard<std::mutex> lock(lease_mu_);

@@ -39,6 +39,10 @@ struct JobEndContext;
 
 // One turn of the loop waits this long at most for a signal or a checkpoint.
 inline constexpr std::chrono::milliseconds kLoopTick{100};
+// The exit's one bound on the work still running on the store (uploads,
+// restores, the queued records, the lease's release), for every node: never
+// past a second before a notice's deadline either (docs/agent.md, "How it ends").
+inline constexpr std::chrono::milliseconds kExitBound{15'000};
 
 // What one turn read for the role: a stop signal (SIGTERM, SIGINT, SIGQUIT)
 // and the metadata service's events (notices, rebalance recommendations),

@@ -70,12 +70,4 @@ ArrivedSignals ReadArrivedSignals(int signal_fd) {
   return arrived;
 }
 
-bool StopSignalArrived(int signal_fd) {
-  ArrivedSignals arrived = ReadArrivedSignals(signal_fd);
-  for (int signo : arrived.forward) {
-    LogWarn("received {}; not forwarded (no single trainer to forward it to)", SignalName(signo));
-  }
-  return arrived.stop;
-}
-
 }  // namespace sg

@@ -34,10 +34,6 @@ struct ArrivedSignals {
 };
 ArrivedSignals ReadArrivedSignals(int signal_fd);
 
-// True when a stop signal arrived; a signal to forward is logged as not
-// forwarded (for agents that have no trainer to forward it to).
-bool StopSignalArrived(int signal_fd);
-
 // Whether `signo` is one the agent forwards to the trainer.
 bool IsForwardedSignal(int signo);
 

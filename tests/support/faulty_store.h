@@ -38,13 +38,13 @@ class FaultyStore final : public ObjectStore {
     std::lock_guard<std::mutex> lock(mu_);
     lose_fragment_ = std::move(fragment);
   }
-  // Every Get of a key containing `fragment` waits until ReleaseGets();
-  // held() is how many wait now.
-  void HoldGetsOf(std::string fragment) {
+  // Every Get and Put of a key containing `fragment` waits until
+  // ReleaseCalls(); held() is how many wait now.
+  void HoldCallsOf(std::string fragment) {
     std::lock_guard<std::mutex> lock(mu_);
     hold_fragment_ = std::move(fragment);
   }
-  void ReleaseGets() {
+  void ReleaseCalls() {
     std::lock_guard<std::mutex> lock(mu_);
     hold_fragment_.clear();
     released_.notify_all();
@@ -63,6 +63,7 @@ class FaultyStore final : public ObjectStore {
   StatusOr<std::string> Put(const std::string& key, std::string_view data,
                             const PutCondition& condition) override {
     SG_RETURN_IF_ERROR(Check(key));
+    Hold(key);
     ++puts_;
     auto put = base_.Put(key, data, condition);
     std::lock_guard<std::mutex> lock(mu_);
@@ -75,14 +76,7 @@ class FaultyStore final : public ObjectStore {
   StatusOr<std::string> Get(const std::string& key, std::optional<ByteRange> range,
                             ObjectInfo* info) override {
     if (dead_) return Dead();
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (!hold_fragment_.empty() && key.find(hold_fragment_) != std::string::npos) {
-        ++held_;
-        released_.wait(lock, [&] { return hold_fragment_.empty(); });
-        --held_;
-      }
-    }
+    Hold(key);
     return base_.Get(key, range, info);
   }
   StatusOr<ObjectInfo> Head(const std::string& key) override {
@@ -113,6 +107,13 @@ class FaultyStore final : public ObjectStore {
  private:
   class Writer;
   static Status Dead() { return Status::Unavailable("the process is dead (injected)"); }
+  void Hold(const std::string& key) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (hold_fragment_.empty() || key.find(hold_fragment_) == std::string::npos) return;
+    ++held_;
+    released_.wait(lock, [&] { return hold_fragment_.empty(); });
+    --held_;
+  }
   Status Check(const std::string& key) {
     if (dead_) return Dead();
     std::lock_guard<std::mutex> lock(mu_);

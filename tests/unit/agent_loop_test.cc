@@ -18,6 +18,7 @@
 #include "agent/run/daemon.h"
 #include "agent/config/exit_codes.h"
 #include "common/file_store.h"
+#include "common/files.h"
 #include "common/sd_notify.h"
 #include "common/zstd_codec.h"
 #include "agent/repo/snapshot_writer.h"
@@ -353,7 +354,7 @@ TEST_F(AgentLoopTest, AFallBackRestoresTheOlderSnapshotOffTheLoop) {
   }
   flags_["resume.max_failures"] = "2";
   FaultyStore faulty(*store_);
-  faulty.HoldGetsOf("snapshots/0000000001/files/");  // the older snapshot's data
+  faulty.HoldCallsOf("snapshots/0000000001/files/");  // the older snapshot's data
   // Runs from seq 2 crash twice, writing nothing newer: the fall back to seq 1,
   // held for 100 turns (10 s), longer than the restart's backoff (8 s).
   for (int at : {3, 9}) {
@@ -365,12 +366,12 @@ TEST_F(AgentLoopTest, AFallBackRestoresTheOlderSnapshotOffTheLoop) {
   // thread, no turn comes while it is held, and this lets it go.
   std::thread release([&] {
     for (int i = 0; i < 2000 && !done; ++i) std::this_thread::sleep_for(milliseconds(10));
-    faulty.ReleaseGets();
+    faulty.ReleaseCalls();
   });
   const AgentResult r = Run(&faulty, [&](AgentPorts& ports) {
     ports.inline_store_work = false;  // the fall back on a thread of its own
     ports.idle = [&](milliseconds d) {
-      if (faulty.held() > 0 && ++turns_while_held == 100) faulty.ReleaseGets();
+      if (faulty.held() > 0 && ++turns_while_held == 100) faulty.ReleaseCalls();
       // The restarted trainer (from seq 1) finishes the job.
       if (w_.launcher.launches.size() == 3 && w_.launcher.trainer->running()) {
         w_.launcher.trainer->Exit(ExitStatus{.code = 0});
@@ -391,6 +392,46 @@ TEST_F(AgentLoopTest, AFallBackRestoresTheOlderSnapshotOffTheLoop) {
   const std::vector<std::string> events = Events();
   EXPECT_NE(std::find(events.begin(), events.end(), "fallback"), events.end());
   EXPECT_NE(std::find(events.begin(), events.end(), "suspect"), events.end());
+}
+
+// The job's end on the store and on Auto Scaling (the complete marker, then
+// on_complete) goes to the ordered queue, off the loop (docs/design.md §9):
+// a marker PUT that hangs holds neither the loop nor its exit past the
+// exit's bound, and on_complete still comes only after the marker.
+TEST_F(AgentLoopTest, AHangingCompleteMarkerHoldsNeitherTheLoopNorOnComplete) {
+  flags_["on_complete"] = "scale-to-zero";
+  const std::string metrics = dir_.Join("metrics.prom");
+  flags_["metrics_file"] = metrics;
+  w_.At(seconds(5), [&] { w_.checkpoints.Write(100); });
+  w_.At(seconds(9), [&] { w_.launcher.trainer->Exit(ExitStatus{}); });
+  FaultyStore faulty(*store_);
+  faulty.HoldCallsOf("job/complete");
+  // The marker is let go once the loop has reached its end (its last
+  // metrics say "done"); only the failure path waits out the 20 s.
+  std::atomic<bool> done_seen{false};
+  std::thread release([&] {
+    for (int i = 0; i < 2000 && !done_seen; ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+      auto text = ReadFileToString(metrics);
+      done_seen = text.ok() && text->find("phase=\"done\"} 1") != std::string::npos;
+    }
+    faulty.ReleaseCalls();
+  });
+  std::vector<std::string> calls_while_held;
+  const AgentResult r = Run(&faulty, [&](AgentPorts& ports) {
+    ports.inline_store_work = false;  // the queue on a thread of its own
+    ports.idle = [&](milliseconds d) {
+      if (faulty.held() > 0) calls_while_held = w_.autoscaling.calls;
+      w_.Idle(d);
+    };
+  });
+  release.join();
+  EXPECT_TRUE(done_seen) << "the loop stood still while the marker's PUT hung";
+  EXPECT_EQ(r.exit_code, kExitOk);
+  EXPECT_TRUE(calls_while_held.empty()) << "on_complete came before the marker";
+  EXPECT_TRUE(store_->Get("job/complete").ok());
+  EXPECT_EQ(w_.autoscaling.calls,
+            (std::vector<std::string>{"Describe i-test", "Update asg-1 min=0 desired=0"}));
 }
 
 }  // namespace
