@@ -137,8 +137,8 @@ void GroupAgent::StartTrainer(const std::string& resume) {
     next_checkpoint_signal_ = c_.clock.Monotonic() + *cfg_.checkpoint_interval;
   }
   SayReady();
-  (void)c_.notifier.Notify("STATUS=training: round " + std::to_string(plan.round) + ", rank " +
-                           std::to_string(rank_));
+  shell_.SayStatus("training: round " + std::to_string(plan.round) + ", rank " +
+                   std::to_string(rank_));
   LogInfo("round {}: rank {} of {}, master {}:{}", plan.round, rank_, plan.nodes,
           placement.addresses.front(), plan.port);
 }

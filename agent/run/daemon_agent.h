@@ -126,9 +126,12 @@ class Agent final : public NodeRole {
   // The trainer ended: a snapshot it cannot resume from is marked suspect
   // and the newest one that is not is restored (agent/run/suspect.h), off
   // the loop: a restore of many gigabytes must not hold the watchdog, the
-  // signals or the notices. The trainer starts once it is done (TakeFallback).
+  // signals or the notices. The policy hears of the exit once it is done
+  // (TakeFallback, then TellExit), as if it had been done at once: it takes
+  // the older snapshot and its restart budget first, then decides the restart.
   void CheckResume(const ExitStatus& ended);
   void TakeFallback();
+  void TellExit();
   // Why an exit 0 does not complete the job (complete_when); nullopt if it does.
   std::optional<std::string> Unearned(const ExitStatus& ended);
   void Finish(int exit_code);
@@ -172,7 +175,11 @@ class Agent final : public NodeRole {
   ResumeGuard guard_{cfg_.resume.max_failures};
   BackgroundCall<StatusOr<StartPoint>> fallback_{c_.ports.inline_store_work};  // CheckResume's
   uint64_t fallback_seq_ = 0;                              // the suspect snapshot it falls back from
-  std::optional<job_action::StartTrainer> deferred_start_;  // asked for during the fall back
+  struct TrainerExit {
+    ExitStatus status;
+    std::optional<std::string> unearned;  // why an exit 0 does not complete the job
+  };
+  std::optional<TrainerExit> exit_to_tell_;  // the policy's, after the fall back
   TrainerTail tail_;  // the trainer's last lines, for a suspect mark
 
   JobLogs logs_{cfg_, c_.store, c_.clock, c_.instance, c_.ports.inline_store_work};

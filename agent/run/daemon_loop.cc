@@ -57,8 +57,9 @@ void Agent::Turn(Clock::MonoTime now, TurnNews news) {
       } else {
         trainer_.reset();
       }
+      exit_to_tell_ = TrainerExit{*ended, unearned};
       CheckResume(*ended);
-      Perform(policy_.OnTrainerExited(Now(), *ended, unearned));
+      if (!fallback_.busy()) TellExit();
     }
   }
   if (done_) return;
@@ -103,7 +104,6 @@ JobActions Agent::Do(const JobAction& action) {
       LogWarn("writing the notice file failed: {}", st.message());
     }
   } else if (const auto* stop = std::get_if<a::StopTrainer>(&action)) {
-    deferred_start_.reset();
     if (trainer_ && trainer_->running() && !trainer_->Poll()) {
       auto stopped = trainer_->Stop(cfg_.stop_signal, stop->grace);
       if (stopped.ok()) LogInfo("the trainer stopped: {}", stopped->ToString());
@@ -146,10 +146,6 @@ JobActions Agent::Do(const JobAction& action) {
 }
 
 JobActions Agent::StartTrainer(const job_action::StartTrainer& a) {
-  if (fallback_.busy()) {
-    deferred_start_ = a;  // started from the older snapshot once it is restored
-    return {};
-  }
   if (a.resume_from_newest_local && !resume_fixed_) {
     if (std::optional<Checkpoint> newest = NewestLocal()) {
       resume_ = cfg_.checkpoint_dir + "/" + newest->resume;
@@ -199,7 +195,6 @@ void Agent::CheckResume(const ExitStatus& ended) {
 void Agent::TakeFallback() {
   std::optional<StatusOr<StartPoint>> start = fallback_.Poll();
   if (!start) return;
-  std::optional<job_action::StartTrainer> deferred = std::exchange(deferred_start_, std::nullopt);
   if (!start->ok()) {
     LogError("falling back from suspect snapshot {} failed: {}", SeqName(fallback_seq_),
              start->status().message());
@@ -217,8 +212,13 @@ void Agent::TakeFallback() {
     }
     Perform(policy_.OnFallback(Now(), fallback_seq_, (*start)->state));
   }
-  // A restart the policy asked for meanwhile, unless the job is ending.
-  if (deferred && policy_.phase() == JobPhase::kTraining) Perform({*deferred});
+  TellExit();
+}
+
+void Agent::TellExit() {
+  if (std::optional<TrainerExit> e = std::exchange(exit_to_tell_, std::nullopt)) {
+    Perform(policy_.OnTrainerExited(Now(), e->status, e->unearned));
+  }
 }
 
 }  // namespace sg::daemon_detail

@@ -335,7 +335,8 @@ TEST_F(AgentLoopTest, ANoticeBeforeTheTrainerStartsEndsTheJobWithoutStartingIt) 
 // The fall back from a snapshot the trainer cannot resume from restores the
 // older snapshot off the loop (docs/design.md §9): while its reads wait for
 // the store, the loop goes on turning (the watchdog, the signals, the
-// notices), and the restart it asks for meanwhile waits for the restore.
+// notices), and the policy hears of the exit, which decides the restart, only
+// once the older snapshot is in place.
 // Before, the restore ran on the loop's thread: a snapshot of many gigabytes
 // held WATCHDOG=1 past systemd's limit, and SIGTERM was not read.
 TEST_F(AgentLoopTest, AFallBackRestoresTheOlderSnapshotOffTheLoop) {
@@ -353,6 +354,9 @@ TEST_F(AgentLoopTest, AFallBackRestoresTheOlderSnapshotOffTheLoop) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
   flags_["resume.max_failures"] = "2";
+  // One restart in all: the older snapshot's whole budget comes before the
+  // exit that decides the restart, as when the fall back ran at once.
+  flags_["restart.max"] = "1";
   FaultyStore faulty(*store_);
   faulty.HoldCallsOf("snapshots/0000000001/files/");  // the older snapshot's data
   // Runs from seq 2 crash twice, writing nothing newer: the fall back to seq 1,
