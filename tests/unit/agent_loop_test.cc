@@ -360,25 +360,28 @@ TEST_F(AgentLoopTest, AFallBackRestoresTheOlderSnapshotOffTheLoop) {
   FaultyStore faulty(*store_);
   faulty.HoldCallsOf("snapshots/0000000001/files/");  // the older snapshot's data
   // Runs from seq 2 crash twice, writing nothing newer: the fall back to seq 1,
-  // held for 100 turns (10 s), longer than the restart's backoff (8 s).
-  for (int at : {3, 9}) {
-    w_.At(seconds(at), [&] { w_.launcher.trainer->Exit(ExitStatus{.code = 1}); });
-  }
+  // held for 100 turns (10 s), longer than the restart's backoff (8 s). The
+  // trainers are driven by their launches, not by the fake time: with the
+  // store work on threads, the start takes real time.
   int turns_while_held = 0;
+  size_t ended = 0;  // launches whose trainer was made to exit (the loop owns each)
   std::atomic<bool> done{false};
   // Only the failure path waits on this: with the restore on the loop's
-  // thread, no turn comes while it is held, and this lets it go.
+  // thread, no turn comes while it is held, and this lets it go after 10 s,
+  // before the exit's 15 s wait for a fall back would give up on it.
   std::thread release([&] {
-    for (int i = 0; i < 2000 && !done; ++i) std::this_thread::sleep_for(milliseconds(10));
+    for (int i = 0; i < 1000 && !done; ++i) std::this_thread::sleep_for(milliseconds(10));
     faulty.ReleaseCalls();
   });
   const AgentResult r = Run(&faulty, [&](AgentPorts& ports) {
     ports.inline_store_work = false;  // the fall back on a thread of its own
     ports.idle = [&](milliseconds d) {
       if (faulty.held() > 0 && ++turns_while_held == 100) faulty.ReleaseCalls();
-      // The restarted trainer (from seq 1) finishes the job.
-      if (w_.launcher.launches.size() == 3 && w_.launcher.trainer->running()) {
-        w_.launcher.trainer->Exit(ExitStatus{.code = 0});
+      // Runs 1 and 2 crash; run 3 (from seq 1) finishes the job. The newest
+      // trainer is alive until it was made to exit and the loop saw it.
+      if (w_.launcher.launches.size() > ended) {
+        ended = w_.launcher.launches.size();
+        w_.launcher.trainer->Exit(ExitStatus{.code = ended < 3 ? 1 : 0});
       }
       std::this_thread::sleep_for(milliseconds(1));  // the threads' work, in real time
       w_.Idle(d);
@@ -406,8 +409,6 @@ TEST_F(AgentLoopTest, AHangingCompleteMarkerHoldsNeitherTheLoopNorOnComplete) {
   flags_["on_complete"] = "scale-to-zero";
   const std::string metrics = dir_.Join("metrics.prom");
   flags_["metrics_file"] = metrics;
-  w_.At(seconds(5), [&] { w_.checkpoints.Write(100); });
-  w_.At(seconds(9), [&] { w_.launcher.trainer->Exit(ExitStatus{}); });
   FaultyStore faulty(*store_);
   faulty.HoldCallsOf("job/complete");
   // The marker is let go once the loop has reached its end (its last
@@ -422,10 +423,18 @@ TEST_F(AgentLoopTest, AHangingCompleteMarkerHoldsNeitherTheLoopNorOnComplete) {
     faulty.ReleaseCalls();
   });
   std::vector<std::string> calls_while_held;
+  int turns_trained = 0;
   const AgentResult r = Run(&faulty, [&](AgentPorts& ports) {
     ports.inline_store_work = false;  // the queue on a thread of its own
     ports.idle = [&](milliseconds d) {
       if (faulty.held() > 0) calls_while_held = w_.autoscaling.calls;
+      // Driven by the trainer's launch, not by the fake time: with the store
+      // work on threads, the start takes real time.
+      // The one trainer lives until it was made to exit (turn 40).
+      if (!w_.launcher.launches.empty() && turns_trained < 40) {
+        if (++turns_trained == 20) w_.checkpoints.Write(100);
+        if (turns_trained == 40) w_.launcher.trainer->Exit(ExitStatus{});
+      }
       w_.Idle(d);
     };
   });
