@@ -1,17 +1,18 @@
 // The class behind RunGroupAgent (agent/group/group_agent.h; docs/design.md §14),
-// the group executor, shared by its files: group_agent.cc (setup, the
-// member record, the lease), group_agent_run.cc (the loop and the exit),
+// the group role of the one loop (agent/run/node_shell.h), shared by its
+// files: group_agent.cc (setup, the member record, the lease),
+// group_agent_run.cc (the run, the role's turn and the exit),
 // group_news.cc (notices and stop signals), group_view.cc (reading the
 // round), group_perform.cc (performing the group policy's actions:
 // agent/group/group_policy.h decides), group_member.cc (joining a round, the
 // trainer, part uploads), group_ending.cc (ending and leaving a round) and
 // group_duties.cc. Internal to those files.
 //
-// One thread runs the loop. Every store call it makes is posted to `calls_`
-// (common/loop_calls.h), which runs them in order off the loop and hands
-// each result back to the loop as an observation; the metadata service and
-// the stop signals are read on the loop itself, as one node's agent reads
-// them.
+// One thread runs the loop (RunNodeLoop). Every store call the role makes is
+// posted to `calls_` (common/loop_calls.h), which runs them in order off the
+// loop and hands each result back to the loop as an observation; the
+// metadata service and the signals are read by the shell, for one node and
+// for a group alike.
 #pragma once
 
 #include <unistd.h>

@@ -1,6 +1,7 @@
 // The executor of the job policy for one node (docs/design.md §9), the class
-// that agent/run/daemon.cc's RunAgent runs. Internal to agent/daemon*.cc: the
-// setup before the loop is in daemon_setup.cc, the loop and its actions in
+// that agent/run/daemon.cc's RunAgent runs: the solo role of the one loop
+// (agent/run/node_shell.h). Internal to agent/daemon*.cc: the setup before
+// the loop is in daemon_setup.cc, the role's turn and its actions in
 // daemon_loop.cc, the run and its end in daemon.cc.
 #pragma once
 

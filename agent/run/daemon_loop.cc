@@ -1,6 +1,7 @@
-// The one-node executor's loop (docs/design.md §9): what it sees becomes an
-// observation for JobPolicy (agent/run/job_policy.h), and each action the policy
-// answers with is performed here. Every decision is the policy's.
+// The one-node executor's turn of the one loop (docs/design.md §9,
+// agent/run/node_shell.h): what it sees becomes an observation for JobPolicy
+// (agent/run/job_policy.h), and each action the policy answers with is
+// performed here. Every decision is the policy's.
 #include "agent/run/daemon_agent.h"
 
 #include <deque>

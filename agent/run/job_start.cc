@@ -36,10 +36,6 @@ using std::chrono::seconds;
 
 constexpr auto kStartPollTick = milliseconds(100);
 
-double SecondsSince(Clock& clock, Clock::MonoTime t) {
-  return std::chrono::duration<double>(clock.Monotonic() - t).count();
-}
-
 }  // namespace
 
 ClaimedDir ClaimCheckpointDir(const Config& config) {

@@ -1,6 +1,7 @@
 // Restore at `run`'s start (agent/run/job_start.h; docs/design.md §8): a
 // local checkpoint the store lacks is never thrown away; else the newest
 // good snapshot of the history the start listed is restored.
+#include <chrono>
 #include <filesystem>
 #include <utility>
 
@@ -16,6 +17,10 @@
 
 namespace sg {
 namespace {
+
+double SecondsSince(Clock& clock, Clock::MonoTime t) {
+  return std::chrono::duration<double>(clock.Monotonic() - t).count();
+}
 
 // The start from a local checkpoint that is not older than the store's
 // newest; nullopt when there is none, and the store's is restored.
