@@ -24,7 +24,8 @@ StatusOr<std::string> UploadFile(S3Client& client, const std::string& bucket,
     SG_ASSIGN_OR_RETURN(std::string body, PreadUpTo(fd.get(), 0, size, path));
     const std::string md5 = Base64Encode(Md5(body));
     SG_ASSIGN_OR_RETURN(S3PutResult r,
-                        client.PutObject(bucket, key, std::move(body), condition, md5));
+                        client.PutObject(bucket, key, std::move(body), condition,
+                                         BodyCheck::ContentMd5(md5)));
     return r.etag;
   }
   MultipartUpload upload(client, bucket, key, options);

@@ -104,7 +104,10 @@ class ObjectStore {
   // Removes the object. Deleting a missing key succeeds, as on S3.
   virtual Status Delete(const std::string& key) = 0;
 
-  // A writer for a large object under `key`.
+  // A writer for a large object under `key`. Its bytes are the caller's to
+  // check end to end (snapshot frames carry their own digests): a store may
+  // spare the server's check of them where nothing on the way can change
+  // them (s3://: S3Store::Open).
   virtual StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) = 0;
 
   // Removes the leftovers of writers that died before committing and started

@@ -10,6 +10,7 @@
 #include "common/s3_answer_rules.h"
 #include "common/s3_request_builders.h"
 #include "common/s3_response_xml.h"
+#include "common/strings.h"
 
 namespace sg {
 
@@ -23,7 +24,31 @@ namespace {
 
 bool IsAwsEndpoint(const S3ClientOptions& o) { return o.endpoint.empty(); }
 
+void ApplyBodyCheck(const BodyCheck& check, bool& sign_payload, HttpHeaders& headers) {
+  sign_payload = check.kind == BodyCheck::Kind::kSigned;
+  if (check.kind == BodyCheck::Kind::kContentMd5) {
+    headers.emplace_back("Content-MD5", check.content_md5);
+  }
+}
+
 }  // namespace
+
+bool TransportKeepsBodiesIntact(const std::string& endpoint) {
+  if (endpoint.empty()) return true;  // AWS: https
+  const std::string lower = ToLower(endpoint);
+  if (lower.starts_with("https://")) return true;
+  if (!lower.starts_with("http://")) return false;
+  std::string_view host = std::string_view(lower).substr(7);
+  host = host.substr(0, host.find_first_of("/?#"));
+  if (host.starts_with("[")) {
+    host = host.substr(1, host.find(']') == std::string_view::npos ? 0 : host.find(']') - 1);
+  } else {
+    host = host.substr(0, host.find(':'));
+  }
+  const bool ipv4_loopback =
+      host.starts_with("127.") && host.find_first_not_of("0123456789.") == std::string_view::npos;
+  return ipv4_loopback || host == "localhost" || host == "::1";
+}
 
 S3Client::S3Client(HttpTransport& transport, CredentialsProvider& credentials, Clock& clock,
                    S3ClientOptions options, UniformRandom random)
@@ -55,7 +80,7 @@ StatusOr<HttpResponse> S3Client::Execute(Call call) {
 
 StatusOr<S3PutResult> S3Client::PutObject(const std::string& bucket, const std::string& key,
                                           std::string body, const PutCondition& condition,
-                                          const std::string& content_md5) {
+                                          const BodyCheck& check) {
   Call call("PutObject", "PUT", bucket, key);
   call.body = std::move(body);
   if (condition.kind == PutCondition::Kind::kCreateOnly) {
@@ -66,10 +91,9 @@ StatusOr<S3PutResult> S3Client::PutObject(const std::string& bucket, const std::
     call.headers.emplace_back(
         "If-Match", IsAwsEndpoint(options_) ? "\"" + condition.etag + "\"" : condition.etag);
   }
-  // The server checks the body against the signed SHA-256 (SHA-NI: about 3x
-  // the speed of MD5 here), or against the Content-MD5 the caller gave.
-  if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
-  call.sign_payload = content_md5.empty() || call.body.size() <= (1 << 20);
+  // A small body is signed whatever the caller asks: its hash costs nothing.
+  ApplyBodyCheck(call.body.size() <= (1 << 20) ? BodyCheck::Signed() : check, call.sign_payload,
+                 call.headers);
   // A create-only PUT needs its body after sending (below); others give it up.
   const bool create_only = condition.kind == PutCondition::Kind::kCreateOnly;
   auto resp = create_only ? Execute(call) : Execute(std::move(call));
@@ -238,16 +262,13 @@ StatusOr<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
 
 StatusOr<std::string> S3Client::UploadPart(const std::string& bucket, const std::string& key,
                                            const std::string& upload_id, int part_number,
-                                           std::string body, const std::string& content_md5) {
+                                           std::string body, const BodyCheck& check) {
   Call call("UploadPart", "PUT", bucket, key,
             {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}});
   call.body = std::move(body);
-  // The server checks the body against the SHA-256 in the signature
-  // (x-amz-content-sha256; Ceph RGW 16 answers XAmzContentSHA256Mismatch),
-  // or, when the caller gives one, against its Content-MD5 with the payload
-  // unsigned: one hash of the body either way.
-  call.sign_payload = content_md5.empty();
-  if (!content_md5.empty()) call.headers.emplace_back("Content-MD5", content_md5);
+  // With a signed SHA-256, a part damaged on the way is refused
+  // (Ceph RGW 16 answers XAmzContentSHA256Mismatch).
+  ApplyBodyCheck(check, call.sign_payload, call.headers);
   SG_ASSIGN_OR_RETURN(HttpResponse resp, Execute(std::move(call)));
   std::string etag = Unquote(resp.Header("etag"));
   if (etag.empty()) return Status::Corruption("UploadPart " + key + ": no ETag in the answer");

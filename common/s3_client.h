@@ -39,6 +39,31 @@ struct S3ClientOptions {
   std::chrono::milliseconds give_up_after{0};
 };
 
+// How the server checks the body of a PUT or a part as it arrives
+// (docs/design.md §4, "What an upload hashes"):
+//   kSigned     its SHA-256 in the signature (x-amz-content-sha256), which
+//               the server recomputes: one pass of SHA-256 over the body here;
+//   kContentMd5 UNSIGNED-PAYLOAD and the caller's Content-MD5 (base64);
+//   kUnsigned   UNSIGNED-PAYLOAD alone: for bodies whose bytes the caller's
+//               own digests cover end to end, sent where nothing can change
+//               them on the way (https: TLS's record MACs; loopback).
+struct BodyCheck {
+  enum class Kind { kSigned, kContentMd5, kUnsigned };
+  Kind kind = Kind::kSigned;
+  std::string content_md5;  // kContentMd5: base64
+
+  static BodyCheck Signed() { return {}; }
+  static BodyCheck ContentMd5(std::string base64) {
+    return {Kind::kContentMd5, std::move(base64)};
+  }
+  static BodyCheck Unsigned() { return {Kind::kUnsigned, ""}; }
+};
+
+// Whether the way to `endpoint` ("" for AWS) keeps a body's bytes intact
+// without the server's own check: https (TLS authenticates every record) or
+// a loopback address (the bytes never leave this host's memory).
+bool TransportKeepsBodiesIntact(const std::string& endpoint);
+
 // code: "NoSuchKey"; derived from the status when there is no body.
 using S3ErrorInfo = AwsErrorInfo;
 
@@ -112,12 +137,11 @@ class S3Client {
   S3Client(HttpTransport& transport, CredentialsProvider& credentials, Clock& clock,
            S3ClientOptions options, UniformRandom random = DefaultRandom());
 
-  // `condition`: If-None-Match: * or If-Match. The server checks the body:
-  // against its SHA-256 in the signature, or, for a body over 1 MiB with a
-  // `content_md5` (base64), against that MD5 instead.
+  // `condition`: If-None-Match: * or If-Match. `check`: how the server
+  // checks the body; a body of 1 MiB or less is always signed.
   StatusOr<S3PutResult> PutObject(const std::string& bucket, const std::string& key,
                                   std::string body, const PutCondition& condition = {},
-                                  const std::string& content_md5 = "");
+                                  const BodyCheck& check = {});
   StatusOr<std::string> GetObject(const std::string& bucket, const std::string& key,
                                   std::optional<ByteRange> range = {}, ObjectInfo* info = nullptr);
   // The `range.length` bytes at `range.offset` handed to `sink` as they
@@ -134,11 +158,10 @@ class S3Client {
   Status CreateBucket(const std::string& bucket);
 
   StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key);
-  // The server checks the part against its SHA-256 in the signature, or,
-  // with a `content_md5` (base64), against that MD5 (the payload unsigned).
+  // `check`: how the server checks the part.
   StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key,
                                    const std::string& upload_id, int part_number, std::string body,
-                                   const std::string& content_md5);
+                                   const BodyCheck& check);
   StatusOr<S3PutResult> CompleteMultipartUpload(const std::string& bucket, const std::string& key,
                                                 const std::string& upload_id,
                                                 const std::vector<PartInfo>& parts,
@@ -171,7 +194,7 @@ class S3Client {
     std::vector<std::pair<std::string, std::string>> query;
     HttpHeaders headers;
     std::string body;
-    bool sign_payload = true;   // else UNSIGNED-PAYLOAD (large bodies carry Content-MD5)
+    bool sign_payload = true;   // else UNSIGNED-PAYLOAD (BodyCheck)
     bool error_in_200 = false;  // CompleteMultipartUpload may answer 200 with <Error>
     BodySink body_sink;         // streams the body of a 2xx answer
   };

@@ -40,9 +40,9 @@ Status MultipartUpload::AddPart(std::string data) {
   auto shared = std::make_shared<std::string>(std::move(data));
   Status st = executor_->Submit([this, number, shared]() -> Status {
     const uint64_t size = shared->size();
-    // No Content-MD5: the part goes with a signed SHA-256 that the server checks.
-    SG_ASSIGN_OR_RETURN(std::string etag, client_.UploadPart(bucket_, key_, upload_id_, number,
-                                                             std::move(*shared), ""));
+    SG_ASSIGN_OR_RETURN(std::string etag,
+                        client_.UploadPart(bucket_, key_, upload_id_, number, std::move(*shared),
+                                           options_.part_check));
     std::lock_guard<std::mutex> lock(mu_);
     done_.push_back({number, std::move(etag), size});
     return Status::Ok();

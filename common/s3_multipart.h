@@ -16,6 +16,7 @@ namespace sg {
 struct TransferOptions {
   int parts_in_flight = 8;
   uint64_t min_part_size = 8ull << 20;  // parts are at least this big (S3's minimum: 5 MiB)
+  BodyCheck part_check;                 // how the server checks each part
 };
 
 inline constexpr uint64_t kMaxParts = 10'000;
@@ -29,7 +30,7 @@ uint64_t ChoosePartSize(uint64_t size, uint64_t min_part_size);
 //   kIdle --Start--> kUploading --AddPart*--> --Complete--> kCompleted
 //                         \--(a part fails, Abort, or destruction)--> kAborted
 // Parts are numbered 1, 2, ... in the order they are added and uploaded in
-// parallel, each with a Content-MD5 the server checks and retried on its own.
+// parallel, each checked as `part_check` says and retried on its own.
 class MultipartUpload {
  public:
   enum class State { kIdle, kUploading, kCompleted, kAborted };

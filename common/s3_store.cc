@@ -59,10 +59,19 @@ StatusOr<std::unique_ptr<S3Store>> S3Store::Open(const StoreUrl& url,
   client_options.force_path_style = options.force_path_style;
   client_options.answer_timeout = options.answer_timeout;
   client_options.give_up_after = options.give_up_after;
+  // A writer's bytes (snapshot frames, with their own digests) go unsigned
+  // where the transport keeps them intact: the part's SHA-256 would be a
+  // third hash of every stored byte (docs/design.md §4, "What an upload
+  // hashes"). Over plain http to another host the server still checks them.
+  parts->transfer.part_check = TransportKeepsBodiesIntact(target.endpoint)
+                                   ? BodyCheck::Unsigned()
+                                   : BodyCheck::Signed();
   parts->client = std::make_unique<S3Client>(parts->aws->transport(), parts->aws->credentials(),
                                              parts->aws->clock(), client_options);
   return std::unique_ptr<S3Store>(new S3Store(std::move(parts), url.bucket, url.prefix));
 }
+
+const BodyCheck& S3Store::writer_check() const { return parts_->transfer.part_check; }
 
 std::string S3Store::FullKey(const std::string& key) const {
   return prefix_.empty() ? key : prefix_ + "/" + key;
@@ -166,7 +175,8 @@ class S3Store::Writer final : public ObjectWriter {
     closed_ = true;
     if (!upload_) {
       SG_ASSIGN_OR_RETURN(S3PutResult r,
-                          store_.client_->PutObject(store_.bucket_, key_, std::move(buffer_)));
+                          store_.client_->PutObject(store_.bucket_, key_, std::move(buffer_), {},
+                                                    store_.parts_->transfer.part_check));
       return r.etag;
     }
     if (!buffer_.empty()) SG_RETURN_IF_ERROR(upload_->AddPart(std::move(buffer_)));

@@ -68,6 +68,8 @@ class S3Store final : public ObjectStore {
   std::string Describe() const override;
 
   S3Client& client() { return *client_; }
+  // How the server checks a writer's parts and single PUT (Open).
+  const BodyCheck& writer_check() const;
   const std::string& bucket() const { return bucket_; }
   // The bucket key for a store key.
   std::string FullKey(const std::string& key) const;

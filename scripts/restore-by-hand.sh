@@ -2,7 +2,8 @@
 # Restores a spotguard snapshot from S3 WITHOUT spotguard, with the AWS CLI,
 # jq and zstd only (docs/format.md, "Restoring without spotguard"): reads the
 # manifest, fetches every frame with a ranged GET from whichever object holds
-# it (references included), decodes it, and checks each file's SHA-256.
+# it (references included), decodes it, and checks each frame's SHA-256 (and,
+# in formats 1 and 2, each file's).
 #
 #   scripts/restore-by-hand.sh s3://BUCKET/PREFIX JOB OUT_DIR [SEQ]
 #
@@ -44,7 +45,7 @@ fi
 get "${base}snapshots/$seq/manifest.json" "$work/manifest.json"
 manifest="$work/manifest.json"
 case $(jq -r .format "$manifest") in
-  spotguard-snapshot/1 | spotguard-snapshot/2) ;;
+  spotguard-snapshot/1 | spotguard-snapshot/2 | spotguard-snapshot/3) ;;
   *) echo "unknown manifest format" >&2; exit 1 ;;
 esac
 
@@ -67,34 +68,42 @@ count=$(jq '.files | length' "$manifest")
 for ((i = 0; i < count; i++)); do
   path=$(jq -r ".files[$i].path" "$manifest")
   codec=$(jq -r ".files[$i].codec" "$manifest")
-  want=$(jq -r ".files[$i].sha256" "$manifest")
+  want=$(jq -r ".files[$i].sha256 // \"\"" "$manifest")
   mode=$(jq -r ".files[$i].mode" "$manifest")
   case $path in /* | ../* | */../* | */.. | ..) echo "refusing path $path" >&2; exit 1 ;; esac
   target="$out/$path"
   mkdir -p "$(dirname "$target")"
   : >"$target"
-  # One line per frame: object key, offset, stored size. Format 1 frames are
-  # stored sizes back to back in the file's own object.
+  # One line per frame: object key, offset, stored size, the SHA-256 of its
+  # raw bytes ("-" in format 1, whose frames are stored sizes back to back in
+  # the file's own object).
   jq -r ".files[$i] as \$f | reduce \$f.frames[] as \$fr ({at: 0, rows: []};
       if (\$fr | type) == \"number\"
-      then {at: (.at + \$fr), rows: (.rows + [[\$f.key, .at, \$fr]])}
-      else {at: .at, rows: (.rows + [[(\$fr.key // \$f.key), \$fr.offset, \$fr.stored]])} end)
+      then {at: (.at + \$fr), rows: (.rows + [[\$f.key, .at, \$fr, \"-\"]])}
+      else {at: .at, rows: (.rows + [[(\$fr.key // \$f.key), \$fr.offset, \$fr.stored, \$fr.sha256]])} end)
       | .rows[] | @tsv" "$manifest" >"$work/frames"
-  while IFS=$'\t' read -r key offset stored; do
+  while IFS=$'\t' read -r key offset stored frame_sha; do
     get "${base}${key}" "$work/frame" "bytes=${offset}-$((offset + stored - 1))"
     case $codec in
-      none) cat "$work/frame" >>"$target" ;;
-      zstd) zstd -d -q -c "$work/frame" >>"$target" ;;
+      none) cp "$work/frame" "$work/raw" ;;
+      zstd) zstd -d -q -c "$work/frame" >"$work/raw" ;;
       zstd+shuffle2 | zstd+shuffle4)
         zstd -d -q -c "$work/frame" >"$work/planes"
         unshuffle "${codec#zstd+shuffle}" "$work/planes" "$work/raw"
-        cat "$work/raw" >>"$target"
         ;;
       *) echo "unknown codec $codec" >&2; exit 1 ;;
     esac
+    if [[ $frame_sha != - ]]; then
+      got=$(sha256sum "$work/raw" | cut -d' ' -f1)
+      if [[ $got != "$frame_sha" ]]; then
+        echo "$path: a frame at $key+$offset has SHA-256 $got, the manifest says $frame_sha" >&2
+        exit 1
+      fi
+    fi
+    cat "$work/raw" >>"$target"
   done <"$work/frames"
   got=$(sha256sum "$target" | cut -d' ' -f1)
-  if [[ $got != "$want" ]]; then
+  if [[ -n $want && $got != "$want" ]]; then
     echo "$path: SHA-256 $got, the manifest says $want" >&2
     exit 1
   fi

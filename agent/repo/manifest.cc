@@ -76,7 +76,9 @@ Status CheckRelativePath(std::string_view path) {
 
 nlohmann::ordered_json ManifestToJson(const Manifest& m) {
   nlohmann::ordered_json j;
-  j["format"] = m.format == 1 ? kManifestFormat1 : kManifestFormat2;
+  j["format"] = m.format == 1   ? kManifestFormat1
+                : m.format == 2 ? kManifestFormat2
+                                : kManifestFormat3;
   j["job"] = m.job;
   j["seq"] = m.seq;
   j["generation"] = m.generation;
@@ -93,7 +95,7 @@ nlohmann::ordered_json ManifestToJson(const Manifest& m) {
     jf["path"] = f.path;
     jf["size"] = f.size;
     jf["mode"] = f.mode;
-    jf["sha256"] = f.sha256;
+    if (m.format <= 2) jf["sha256"] = f.sha256;
     jf["key"] = f.key;
     jf["stored_size"] = f.stored_size;
     jf["codec"] = CodecName(f.codec);
@@ -201,7 +203,7 @@ StatusOr<ManifestFile> ReadManifestFileEntry(const nlohmann::json& jf, int forma
   if (mode > 07777)
     throw BadNumber("\"mode\" " + std::to_string(mode) + " is not a permission mode");
   f.mode = static_cast<uint32_t>(mode);
-  f.sha256 = jf.at("sha256").get<std::string>();
+  if (format <= 2) f.sha256 = jf.at("sha256").get<std::string>();
   f.key = jf.at("key").get<std::string>();
   f.stored_size = WholeNumber(jf.at("stored_size"), "stored_size");
   auto codec = ParseCodec(jf.at("codec").get<std::string>());
@@ -213,7 +215,7 @@ StatusOr<ManifestFile> ReadManifestFileEntry(const nlohmann::json& jf, int forma
 }
 
 // The frames of `f` (of snapshot `seq`, in manifest format `format`): they
-// add up to its stored size and (format 2) lie in the job's snapshots.
+// add up to its stored size and (formats 2 and 3) lie in the job's snapshots.
 Status CheckManifestFrames(const ManifestFile& f, int format, uint64_t seq,
                            const std::string& where) {
   uint64_t stored = 0;
@@ -257,7 +259,7 @@ Status CheckManifestFileEntry(const ManifestFile& f, int format, uint64_t seq,
     return corrupt("file \"" + f.path + "\" points outside the snapshot: " + f.key);
   }
   if (f.mode > 07777) return corrupt("file \"" + f.path + "\" has mode " + std::to_string(f.mode));
-  if (!IsHexSha256(f.sha256)) {
+  if (format <= 2 && !IsHexSha256(f.sha256)) {
     return corrupt("file \"" + f.path + "\" has a malformed sha256");
   }
   if (f.frame_size == 0 || f.frame_size > (1ull << 30)) {
@@ -316,9 +318,12 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, 
     m.format = 1;
   } else if (format_name == kManifestFormat2) {
     m.format = 2;
+  } else if (format_name == kManifestFormat3) {
+    m.format = 3;
   } else {
-    return corrupt("format is not \"" + std::string(kManifestFormat1) + "\" or \"" +
-                   std::string(kManifestFormat2) + "\"");
+    return corrupt("format is not \"" + std::string(kManifestFormat1) + "\", \"" +
+                   std::string(kManifestFormat2) + "\" or \"" + std::string(kManifestFormat3) +
+                   "\"");
   }
   try {
     ReadManifestHeader(j, m);

@@ -1,7 +1,9 @@
 // The snapshot manifest, which docs/format.md describes: format
-// "spotguard-snapshot/2" (every frame a reference with its raw SHA-256) is
-// written; "spotguard-snapshot/1" (a file's frames back to back in its own
-// object) is still read. Its keys are agent/repo/store_layout.h's.
+// "spotguard-snapshot/3" (every frame a reference with its raw SHA-256 and
+// XXH3-128, no whole-file digest) is written; "spotguard-snapshot/2" (the
+// same, plus each file's SHA-256) and "spotguard-snapshot/1" (a file's frames
+// back to back in its own object) are still read. Its keys are
+// agent/repo/store_layout.h's.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@ namespace sg {
 
 inline constexpr std::string_view kManifestFormat1 = "spotguard-snapshot/1";
 inline constexpr std::string_view kManifestFormat2 = "spotguard-snapshot/2";
+inline constexpr std::string_view kManifestFormat3 = "spotguard-snapshot/3";
 // Raw bytes per frame. Frames are compressed and decompressed independently,
 // so restore decodes them in parallel; 8 MiB also matches S3's part size.
 inline constexpr uint64_t kFrameSize = 8ull << 20;
@@ -43,8 +46,10 @@ struct ManifestFile {
   std::string path;  // relative to the checkpoint dir
   uint64_t size = 0;
   uint32_t mode = 0644;
-  std::string sha256;  // hex, of the raw bytes
-  std::string key;     // the file's own object, relative to "<job>/"
+  // Hex, of the raw bytes: formats 1 and 2 only. Format 3 has none; its
+  // frames' digests cover the file, each frame_size raw bytes in order.
+  std::string sha256;
+  std::string key;  // the file's own object, relative to "<job>/"
   uint64_t stored_size = 0;
   Codec codec = Codec::kZstd;
   uint64_t frame_size = kFrameSize;
@@ -58,7 +63,7 @@ struct ManifestFile {
 };
 
 struct Manifest {
-  int format = 2;  // 1 or 2: the format it was read in; written as is
+  int format = 3;  // 1, 2 or 3: the format it was read in; written as is
   std::string job;
   uint64_t seq = 0;
   uint64_t generation = 0;
@@ -89,13 +94,13 @@ struct Manifest {
 Status CheckRelativePath(std::string_view path);
 
 // In format m.format (format 1 can only say frames that lie back to back in
-// the file's own object; the writer always writes format 2).
+// the file's own object; the writer always writes format 3).
 nlohmann::ordered_json ManifestToJson(const Manifest& m);
-// Parses and checks a manifest: the format (1 or 2), that it is the snapshot
+// Parses and checks a manifest: the format (1, 2 or 3), that it is the snapshot
 // `seq` of `job`, every path (see CheckRelativePath; no duplicates, no file
 // inside another), the file keys inside the snapshot, every frame key inside
 // the job's snapshots no later than `seq`, frame counts, offsets and sizes
-// that add up, and (format 2) every frame's SHA-256.
+// that add up, and (formats 2 and 3) every frame's SHA-256.
 StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& job, uint64_t seq);
 
 }  // namespace sg

@@ -190,17 +190,19 @@ Status ReadRun::HashBack(FileRead& fr, const sg::ReadRange& range) {
 Status ReadRun::Complete(FileRead& fr, Sha256Stream* sha) {
   const ManifestFile& file = *fr.file;
   // A file of one frame has the frame's digest as its own: the whole-file
-  // SHA-256 is checked too, for free. (Longer files with frame digests are
-  // covered frame by frame; their whole-file SHA-256 is not recomputed.)
+  // SHA-256 (formats 1 and 2) is checked too, for free. (Longer files with
+  // frame digests are covered frame by frame; their whole-file SHA-256 is
+  // not recomputed, and format 3 has none.)
   const bool one_frame_differs = fr.frame_digests && file.frames.size() == 1 &&
-                                 file.frames[0].sha256 != file.sha256;
+                                 !file.sha256.empty() && file.frames[0].sha256 != file.sha256;
   if (one_frame_differs) {
     // The manifest contradicts itself; the object may be good.
     return FileError(file, StatusCode::kCorruption,
                      "SHA-256 does not match (object " + file.key + " is damaged)");
   }
-  if (sha && sha->FinishHex() != file.sha256) {
-    // Format 1: every frame is in the file's own object.
+  if (sha && !file.sha256.empty() && sha->FinishHex() != file.sha256) {
+    // Format 1: every frame is in the file's own object. (An empty file of
+    // format 3 has no frame and no digest: nothing to check.)
     return NoteDamage(file.key, FileError(file, StatusCode::kCorruption,
                                           "SHA-256 does not match (object " + file.key +
                                               " is damaged)"));

@@ -197,7 +197,6 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   // A file of one frame needs no compression pool of its own.
   const int threads = size > kFrameSize ? threads_ : 1;
   BoundedExecutor compressors(threads, 2 * threads);
-  Sha256Stream sha;
   FrameIndex* const index = index_;
   uint64_t own_offset = 0;
   OrderedPipeline<SnapshotEncodedFrame> pipeline(
@@ -216,7 +215,6 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
       return FileChanged(source.relpath, "shrank while it was read; this capture is not committed");
     }
     if (cancel_ && cancel_->load()) return Status::Cancelled("snapshot cancelled");
-    sha.Update(raw);
     if (progress) progress(raw.size());
     SG_RETURN_IF_ERROR(pipeline.Submit(
         [codec, level, index, raw = std::move(raw)]() mutable -> StatusOr<SnapshotEncodedFrame> {
@@ -227,7 +225,9 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   }
   SG_RETURN_IF_ERROR(pipeline.Finish());
   SG_RETURN_IF_ERROR(CheckUnchanged(fd.get(), source, "changed while it was read"));
-  file.sha256 = sha.FinishHex();
+  // No whole-file digest (format 3): the frames' digests, taken on the
+  // compressor tasks, cover every byte (docs/design.md §4, "What an upload
+  // hashes").
   if (size > 0 && own_offset == 0) {
     writer->Abort();  // every frame is a reference: the file has no object of its own
   } else {
@@ -292,15 +292,15 @@ Status SnapshotWriter::UploadPack(const std::string& job, uint64_t seq, int numb
     // tokenizer or config file unchanged since the last snapshot is
     // referenced, not packed again; docs/design.md §4).
     file.key = FileObjectKey(seq, file.path, file.codec);
-    file.sha256 = Sha256Hex(raw);
+    std::string sha256 = Sha256Hex(raw);
     std::string xxh3 = Xxh3Hex(raw);
-    if (auto stored = index_ ? index_->Find(file.codec, file.sha256) : std::nullopt) {
+    if (auto stored = index_ ? index_->Find(file.codec, sha256) : std::nullopt) {
       if (stored->xxh3.empty()) stored->xxh3 = std::move(xxh3);
       file.stored_size = stored->stored;
       file.frames.push_back(std::move(*stored));
     } else {
       SG_ASSIGN_OR_RETURN(std::string encoded, EncodeFrame(file.codec, raw, options_.level));
-      FrameRef ref{key, object.size(), encoded.size(), file.sha256, std::move(xxh3)};
+      FrameRef ref{key, object.size(), encoded.size(), std::move(sha256), std::move(xxh3)};
       file.stored_size = ref.stored;
       if (index_) index_->Add(file.codec, ref);
       file.frames.push_back(std::move(ref));

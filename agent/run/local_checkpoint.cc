@@ -9,22 +9,38 @@
 #include "agent/repo/store_names.h"
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/xxh3.h"
 
 namespace sg {
 namespace {
 
-std::optional<std::string> FileSha256(const std::string& path) {
+// Whether the file at `path` holds the raw bytes that `f` lists: its
+// SHA-256 (formats 1 and 2), or each frame's digest in turn (format 3 has no
+// whole-file digest; XXH3-128 where the frame gives it, else SHA-256).
+bool HoldsFileBytes(const std::string& path, const ManifestFile& f) {
   auto fd = OpenFile(path, O_RDONLY);
-  if (!fd.ok()) return std::nullopt;
-  Sha256Stream sha;
-  for (uint64_t at = 0;;) {
-    auto chunk = PreadUpTo(fd->get(), at, 4 << 20, path);
-    if (!chunk.ok()) return std::nullopt;
-    if (chunk->empty()) break;
-    sha.Update(*chunk);
-    at += chunk->size();
+  if (!fd.ok()) return false;
+  if (!f.sha256.empty()) {
+    Sha256Stream sha;
+    for (uint64_t at = 0;;) {
+      auto chunk = PreadUpTo(fd->get(), at, 4 << 20, path);
+      if (!chunk.ok()) return false;
+      if (chunk->empty()) break;
+      sha.Update(*chunk);
+      at += chunk->size();
+    }
+    return sha.FinishHex() == f.sha256;
   }
-  return sha.FinishHex();
+  for (size_t i = 0; i < f.frames.size(); ++i) {
+    const uint64_t want = f.FrameRawSize(i);
+    auto chunk = PreadUpTo(fd->get(), i * f.frame_size, want, path);
+    if (!chunk.ok() || chunk->size() != want) return false;
+    const FrameRef& frame = f.frames[i];
+    const bool same = frame.xxh3.empty() ? Sha256Hex(*chunk) == frame.sha256
+                                         : Xxh3Hex(*chunk) == frame.xxh3;
+    if (!same) return false;
+  }
+  return true;
 }
 
 // Whether the local checkpoint is exactly the files of `m`.
@@ -41,7 +57,7 @@ bool HoldsSameBytes(const std::string& dir, const Checkpoint& local, const Manif
     if (!(marker && marker->seq == m.seq && marker->Owns(f.path, st))) to_hash.push_back({&f, st});
   }
   for (const auto& [f, st] : to_hash) {
-    if (FileSha256(dir + "/" + f->path) != f->sha256) return false;
+    if (!HoldsFileBytes(dir + "/" + f->path, *f)) return false;
   }
   return true;
 }

@@ -244,7 +244,11 @@ TEST_F(HostileSnapshot, CraftedSnapshotsAreRefusedAndNothingOutsideTheTargetChan
       {"wrong checksum", "SHA-256",
        [](HostileSnapshot& t) {
          json j = t.ReadManifest();
-         Entry(j, "small.txt")["sha256"] = Sha256Hex("something else");
+         // The frame's digest (format 3 has no whole-file one); without
+         // its XXH3-128, restore checks the SHA-256.
+         json& frame = Entry(j, "small.txt")["frames"][0];
+         frame.erase("xxh3");
+         frame["sha256"] = Sha256Hex("something else");
          t.WriteManifest(j);
        }},
       {"truncated zstd frame", "small.txt",

@@ -155,7 +155,7 @@ TEST_F(S3Transfers, ListPartsShowsThePartsOfAnOpenUpload) {
   auto id = client().CreateMultipartUpload(bucket(), key);
   ASSERT_TRUE(id.ok());
   const std::string part = RandomBytes(5u << 20, 4);
-  ASSERT_TRUE(client().UploadPart(bucket(), key, *id, 1, part, Base64Encode(Md5(part))).ok());
+  ASSERT_TRUE(client().UploadPart(bucket(), key, *id, 1, part, BodyCheck::ContentMd5(Base64Encode(Md5(part)))).ok());
   auto parts = client().ListParts(bucket(), key, *id);
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();
   ASSERT_EQ(parts->size(), 1u);
@@ -170,7 +170,8 @@ TEST_F(S3Transfers, ACorruptedPartIsRefusedByItsChecksum) {
   auto id = client().CreateMultipartUpload(bucket(), key);
   ASSERT_TRUE(id.ok());
   const std::string part = RandomBytes(5u << 20, 5);
-  auto r = client().UploadPart(bucket(), key, *id, 1, part, Base64Encode(Md5("something else")));
+  auto r = client().UploadPart(bucket(), key, *id, 1, part,
+                                BodyCheck::ContentMd5(Base64Encode(Md5("something else"))));
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.status().reason(), "BadDigest") << r.status().ToString();
   ASSERT_TRUE(client().AbortMultipartUpload(bucket(), key, *id).ok());
@@ -204,7 +205,7 @@ TEST_F(S3Transfers, APartOrObjectDamagedAfterItWasSignedIsRefusedByTheServer) {
   auto id = client().CreateMultipartUpload(bucket(), key);
   ASSERT_TRUE(id.ok());
   const std::string part = RandomBytes(5u << 20, 6);
-  auto r = damaging.UploadPart(bucket(), key, *id, 1, part, "");
+  auto r = damaging.UploadPart(bucket(), key, *id, 1, part, BodyCheck::Signed());
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().Is(StatusCode::kCorruption)) << r.status().ToString();
   EXPECT_EQ(r.status().reason(), "XAmzContentSHA256Mismatch");

@@ -26,6 +26,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree.h"
+#include "tests/support/manifest_bytes.h"
 
 namespace sg::testing {
 namespace {
@@ -133,7 +134,16 @@ TEST_F(S3Snapshots, AZstdObjectRestoresWithAwsCliAndZstd) {
   auto plain = ReadFileToString(out);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(*plain, text);
-  EXPECT_EQ(Sha256Hex(*plain), f.sha256);
+  EXPECT_TRUE(HoldsManifestBytes(*plain, f));
+  // docs/format.md, "Frame digests": the restored file checked frame by
+  // frame with split and sha256sum.
+  auto frames = RunCommand(
+      {"bash", "-c", "split -b \"$FS\" --filter='sha256sum' \"$OUT\" | cut -d' ' -f1"},
+      {{"FS", std::to_string(f.frame_size)}, {"OUT", out}}, std::chrono::seconds(60));
+  ASSERT_EQ(frames.exit_code, 0) << frames.err;
+  std::string want;
+  for (const FrameRef& frame : f.frames) want += frame.sha256 + "\n";
+  EXPECT_EQ(frames.out, want);
 }
 
 // docs/format.md, "Restoring without spotguard": scripts/restore-by-hand.sh
@@ -208,7 +218,7 @@ TEST_F(S3Snapshots, APackedFileExtractsWithARangedGetAndZstd) {
   auto plain = ReadFileToString(out);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(*plain, tree["cfg/part-7.json"].content);
-  EXPECT_EQ(Sha256Hex(*plain), f->sha256);
+  EXPECT_EQ(Sha256Hex(*plain), frame.sha256);
   ASSERT_EQ(frame.xxh3.size(), 32u);
   EXPECT_EQ(cmd.out.substr(0, 33), frame.xxh3 + " ") << cmd.out;
 }

@@ -12,7 +12,9 @@
 #include "agent/repo/snapshot_writer.h"
 #include "common/file_store.h"
 #include "common/files.h"
+#include "common/crypto.h"
 #include "tests/support/file_store_fixture.h"
+#include "tests/support/random_bytes.h"
 
 namespace sg::testing {
 namespace {
@@ -133,6 +135,40 @@ TEST_F(LocalCheckpointTest, AFileMissingFromTheLocalCopyMakesItDifferent) {
   Checkpoint c = Newest(Preset::kPytorch, {"*.pt"});
   c.step.reset();
   EXPECT_EQ(Compare(c), LocalStanding::kUnknown);
+}
+
+// Format 3 has no whole-file digest: a file of several frames is judged
+// frame by frame, and one byte changed in its last frame tells.
+TEST_F(LocalCheckpointTest, AFileOfSeveralFramesIsJudgedFrameByFrame) {
+  std::string weights = RandomBytes(2 * kFrameSize + 4096, 11);
+  WriteTree(Ckpt(), {{"model.pt", {weights, 0644}}});
+  Commit(Newest(Preset::kPytorch, {"*.pt"}));
+  ASSERT_EQ(history_.front().format, 3);
+  ASSERT_TRUE(history_.front().files[0].sha256.empty());
+  ASSERT_EQ(history_.front().files[0].frames.size(), 3u);
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kInStore);
+  weights[2 * kFrameSize + 100] ^= 0x01;
+  WriteTree(Ckpt(), {{"model.pt", {weights, 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kUnknown);
+  // A frame without XXH3-128 (format 2 before it) is judged by its SHA-256.
+  for (FrameRef& f : history_.front().files[0].frames) f.xxh3.clear();
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kUnknown);
+  weights[2 * kFrameSize + 100] ^= 0x01;
+  WriteTree(Ckpt(), {{"model.pt", {weights, 0644}}});
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kInStore);
+}
+
+// A format 2 snapshot's file is judged by its whole-file SHA-256.
+TEST_F(LocalCheckpointTest, AFormat2FileIsJudgedByItsWholeFileDigest) {
+  const std::string weights = RandomBytes(kFrameSize + 10, 12);
+  WriteTree(Ckpt(), {{"model.pt", {weights, 0644}}});
+  Commit(Newest(Preset::kPytorch, {"*.pt"}));
+  Manifest& m = history_.front();
+  m.format = 2;
+  m.files[0].sha256 = Sha256Hex(weights);
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kInStore);
+  m.files[0].sha256 = Sha256Hex("other bytes");  // the frames still match
+  EXPECT_EQ(Compare(Newest(Preset::kPytorch, {"*.pt"})), LocalStanding::kUnknown);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// Manifest formats (docs/format.md): the writer writes format 2 (every frame
-// a reference with its raw SHA-256); format 1 manifests still parse and
-// restore; ParseManifest refuses references that point anywhere else than
-// the job's own snapshots, or that do not add up.
+// Manifest formats (docs/format.md): the writer writes format 3 (every frame
+// a reference with its raw SHA-256 and XXH3-128, no whole-file digest);
+// format 2 and format 1 manifests still parse and restore; ParseManifest
+// refuses references that point anywhere else than the job's own snapshots,
+// or that do not add up.
 #include <gtest/gtest.h>
 
 #include "agent/repo/manifest.h"
@@ -24,6 +25,17 @@ class ManifestFormatTest : public FileStoreTest {
   nlohmann::json ReadJson(uint64_t seq) {
     return nlohmann::json::parse(*ReadFileToString(ManifestPath(seq)));
   }
+  // Rewrites the manifest of `seq` as format 2 wrote it: each file with the
+  // SHA-256 of its bytes in `tree`.
+  nlohmann::json AsFormat2(uint64_t seq, const Tree& tree) {
+    nlohmann::json j = ReadJson(seq);
+    j["format"] = "spotguard-snapshot/2";
+    for (nlohmann::json& f : j["files"]) {
+      f["sha256"] = Sha256Hex(tree.at(f["path"].get<std::string>()).content);
+    }
+    EXPECT_TRUE(WriteFileAtomic(ManifestPath(seq), j.dump(1)).ok());
+    return j;
+  }
   // Parses `j` as the manifest of `seq`; the error message, "" when it parses.
   std::string Refusal(const nlohmann::json& j, uint64_t seq) {
     auto m = ParseManifest(j.dump(), "job", seq);
@@ -31,12 +43,14 @@ class ManifestFormatTest : public FileStoreTest {
   }
 };
 
-TEST_F(ManifestFormatTest, TheWriterWritesFormat2WithEveryFramesDigest) {
+TEST_F(ManifestFormatTest, TheWriterWritesFormat3WithEveryFramesDigestsAndNoFileDigest) {
   const std::string big = RandomBytes(kFrameSize + 1000, 3);
   auto r = CommitTree({{"big", {big, 0644}}, {"small", {"tiny", 0644}}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const nlohmann::json j = ReadJson(r->seq);
-  EXPECT_EQ(j["format"], "spotguard-snapshot/2");
+  EXPECT_EQ(j["format"], "spotguard-snapshot/3");
+  EXPECT_FALSE(j["files"][0].contains("sha256")) << j["files"][0];
+  EXPECT_FALSE(j["files"][1].contains("sha256")) << j["files"][1];
   const nlohmann::json& frames = j["files"][0]["frames"];
   ASSERT_EQ(frames.size(), 2u);
   EXPECT_FALSE(frames[0].contains("key")) << "the file's own object is implied";
@@ -49,7 +63,8 @@ TEST_F(ManifestFormatTest, TheWriterWritesFormat2WithEveryFramesDigest) {
   EXPECT_EQ(j["files"][1]["frames"][0]["xxh3"], Xxh3Hex("tiny"));
   auto m = ParseManifest(j.dump(), "job", r->seq);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  EXPECT_EQ(m->format, 2);
+  EXPECT_EQ(m->format, 3);
+  EXPECT_TRUE(m->files[0].sha256.empty());
   EXPECT_EQ(m->files[0].frames[1].xxh3, Xxh3Hex(std::string_view(big).substr(kFrameSize)));
   EXPECT_EQ(m->files[0].frames[1].key, m->files[0].key);
   EXPECT_EQ(m->NewStored(), m->TotalStored());
@@ -62,8 +77,9 @@ TEST_F(ManifestFormatTest, AFormat1ManifestStillParsesAndRestores) {
                      {"empty", {"", 0644}}};
   auto r = CommitTree(tree);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  // Rewrite the manifest as a format 1 writer wrote it: stored sizes only.
-  nlohmann::json j = ReadJson(r->seq);
+  // Rewrite the manifest as a format 1 writer wrote it: stored sizes only,
+  // and each file's SHA-256.
+  nlohmann::json j = AsFormat2(r->seq, tree);
   j["format"] = "spotguard-snapshot/1";
   for (nlohmann::json& f : j["files"]) {
     nlohmann::json sizes = nlohmann::json::array();
@@ -82,6 +98,43 @@ TEST_F(ManifestFormatTest, AFormat1ManifestStillParsesAndRestores) {
   EXPECT_EQ(restored->seq, r->seq);
   EXPECT_TRUE(restored->rejected.empty());
   EXPECT_EQ(ReadTree(dir_.Join("out")), tree);
+}
+
+// A format 2 manifest (spotguard before 2026-11-30: each file's SHA-256
+// beside its frames') parses, restores, round trips as format 2, and still
+// needs its file digests.
+TEST_F(ManifestFormatTest, AFormat2ManifestStillParsesRestoresAndKeepsItsFileDigests) {
+  const Tree tree = {{"big", {RandomBytes(kFrameSize * 2 + 9, 13), 0644}},
+                     {"small", {"small file", 0600}},
+                     {"empty", {"", 0644}}};
+  auto r = CommitTree(tree);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const nlohmann::json j = AsFormat2(r->seq, tree);
+  auto m = ParseManifest(j.dump(), "job", r->seq);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->format, 2);
+  EXPECT_EQ(m->files[0].sha256, Sha256Hex(tree.at("big").content));
+  const nlohmann::ordered_json again = ManifestToJson(*m);
+  EXPECT_EQ(again["format"], "spotguard-snapshot/2");
+  EXPECT_EQ(again["files"][0]["sha256"], j["files"][0]["sha256"]);
+  auto restored = Restorer(*store_, RestoreOptions{}).Restore("job", dir_.Join("out"), r->seq);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(ReadTree(dir_.Join("out")), tree);
+
+  nlohmann::json no_file_sha = j;
+  no_file_sha["files"][0].erase("sha256");
+  EXPECT_NE(Refusal(no_file_sha, r->seq).find("missing or mistyped"), std::string::npos);
+  nlohmann::json bad_file_sha = j;
+  bad_file_sha["files"][0]["sha256"] = "abc";
+  EXPECT_NE(Refusal(bad_file_sha, r->seq).find("malformed sha256"), std::string::npos);
+  // A file of one frame whose two digests disagree: the manifest contradicts itself.
+  nlohmann::json contradicts = j;
+  contradicts["files"][1]["sha256"] = Sha256Hex("another small file");
+  ASSERT_TRUE(WriteFileAtomic(ManifestPath(r->seq), contradicts.dump(1)).ok());
+  auto refused = Restorer(*store_, RestoreOptions{}).Restore("job", dir_.Join("again"), r->seq);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("SHA-256 does not match"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST_F(ManifestFormatTest, ReferencesToAnEarlierSnapshotOrAPackParse) {
@@ -111,9 +164,10 @@ TEST_F(ManifestFormatTest, ReferencesToAnEarlierSnapshotOrAPackParse) {
 // against its SHA-256, and a damaged one is still caught.
 TEST_F(ManifestFormatTest, AFormat2ManifestWithoutXxh3StillRestoresAndIsChecked) {
   const std::string big = RandomBytes(kFrameSize * 2 + 5, 8);
-  auto r = CommitTree({{"big", {big, 0644}}, {"small", {"small file", 0600}}});
+  const Tree tree = {{"big", {big, 0644}}, {"small", {"small file", 0600}}};
+  auto r = CommitTree(tree);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  nlohmann::json j = ReadJson(r->seq);
+  nlohmann::json j = AsFormat2(r->seq, tree);
   for (auto& f : j["files"]) {
     for (auto& frame : f["frames"]) {
       ASSERT_TRUE(frame.contains("xxh3"));
@@ -178,11 +232,11 @@ TEST_F(ManifestFormatTest, BadReferencesAreRefusedWithTheReason) {
   no_sha["files"][0]["frames"][0].erase("sha256");
   EXPECT_NE(Refusal(no_sha, r->seq).find("missing or mistyped"), std::string::npos);
   nlohmann::json number = good;
-  number["files"][0]["frames"][0] = 12;  // a format 1 frame in a format 2 manifest
+  number["files"][0]["frames"][0] = 12;  // a format 1 frame in a format 3 manifest
   EXPECT_NE(Refusal(number, r->seq).find("not an object"), std::string::npos);
-  nlohmann::json format3 = good;
-  format3["format"] = "spotguard-snapshot/3";
-  EXPECT_NE(Refusal(format3, r->seq).find("format is not"), std::string::npos);
+  nlohmann::json format4 = good;
+  format4["format"] = "spotguard-snapshot/4";
+  EXPECT_NE(Refusal(format4, r->seq).find("format is not"), std::string::npos);
 }
 
 }  // namespace

@@ -443,7 +443,7 @@ TEST_F(S3ClientRetryTest, SignsEveryAttemptAfreshWithoutDuplicateHeaders) {
 TEST_F(S3ClientRetryTest, PartsAreSentWithTheirSha256SignedForTheServerToCheck) {
   auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
   transport_.Reply(200, "", {{"etag", "\"p1\""}});
-  auto r = client->UploadPart("bkt", "big", "UP1", 1, "part bytes", "");
+  auto r = client->UploadPart("bkt", "big", "UP1", 1, "part bytes", BodyCheck::Signed());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(transport_.sent.size(), 1u);
   EXPECT_EQ(HeaderOf(transport_.sent[0], "x-amz-content-sha256"), Sha256Hex("part bytes"));
@@ -461,10 +461,48 @@ TEST_F(S3ClientRetryTest, LargeObjectsAreSentWithTheirSha256SignedForTheServerTo
   EXPECT_EQ(HeaderOf(transport_.sent[0], "content-md5"), "");
 }
 
+TEST_F(S3ClientRetryTest, AnUnsignedPartCarriesNoHashOfItsBody) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.Reply(200, "", {{"etag", "\"p1\""}});
+  auto r = client->UploadPart("bkt", "big", "UP1", 1, "part bytes", BodyCheck::Unsigned());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(transport_.sent.size(), 1u);
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "x-amz-content-sha256"), "UNSIGNED-PAYLOAD");
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "content-md5"), "");
+}
+
+TEST_F(S3ClientRetryTest, ASmallBodyIsSignedWhateverTheCallerAsks) {
+  auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
+  transport_.Reply(200, "", {{"etag", "\"o1\""}});
+  transport_.Reply(200, "", {{"etag", "\"o2\""}});
+  const std::string big((1 << 20) + 1, 'b');
+  ASSERT_TRUE(client->PutObject("bkt", "small", "tiny", {}, BodyCheck::Unsigned()).ok());
+  ASSERT_TRUE(client->PutObject("bkt", "big", big, {}, BodyCheck::Unsigned()).ok());
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  EXPECT_EQ(HeaderOf(transport_.sent[0], "x-amz-content-sha256"), Sha256Hex("tiny"));
+  EXPECT_EQ(HeaderOf(transport_.sent[1], "x-amz-content-sha256"), "UNSIGNED-PAYLOAD");
+}
+
+TEST(TransportKeepsBodiesIntact, HttpsAndLoopbackDoPlainHttpToAnotherHostDoesNot) {
+  EXPECT_TRUE(TransportKeepsBodiesIntact(""));  // AWS
+  EXPECT_TRUE(TransportKeepsBodiesIntact("https://minio.internal:9000"));
+  EXPECT_TRUE(TransportKeepsBodiesIntact("HTTPS://s3.example.com"));
+  EXPECT_TRUE(TransportKeepsBodiesIntact("http://127.0.0.1:17480"));
+  EXPECT_TRUE(TransportKeepsBodiesIntact("http://127.8.9.10/"));
+  EXPECT_TRUE(TransportKeepsBodiesIntact("http://localhost:9000"));
+  EXPECT_TRUE(TransportKeepsBodiesIntact("http://[::1]:9000"));
+  EXPECT_FALSE(TransportKeepsBodiesIntact("http://10.0.0.5:9000"));
+  EXPECT_FALSE(TransportKeepsBodiesIntact("http://127.example.com:9000"));
+  EXPECT_FALSE(TransportKeepsBodiesIntact("http://localhost.example.com"));
+  EXPECT_FALSE(TransportKeepsBodiesIntact("http://[::2]:9000"));
+  EXPECT_FALSE(TransportKeepsBodiesIntact("ftp://127.0.0.1"));
+}
+
 TEST_F(S3ClientRetryTest, PartsWithContentMd5AreSentWithUnsignedPayload) {
   auto client = Client(Options(8, milliseconds(100), milliseconds(20'000)));
   transport_.Reply(200, "", {{"etag", "\"p1\""}});
-  auto r = client->UploadPart("bkt", "big", "UP1", 1, "part bytes", "bWQ1");
+  auto r = client->UploadPart("bkt", "big", "UP1", 1, "part bytes",
+                             BodyCheck::ContentMd5("bWQ1"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, "p1");
   ASSERT_EQ(transport_.sent.size(), 1u);

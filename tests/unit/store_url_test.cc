@@ -60,6 +60,23 @@ TEST(StoreUrl, OpensAnS3StoreWithoutTouchingTheNetwork) {
   EXPECT_EQ((*s3)->Describe(), "s3://bucket/x");
 }
 
+// A writer's bytes (snapshot frames) go unsigned where the way keeps them
+// intact, and with their SHA-256 signed over plain http to another host.
+TEST(StoreUrl, AnS3StoreSignsItsWritersBodiesOnlyOverPlainHttpToAnotherHost) {
+  for (const auto& [endpoint, kind] :
+       std::vector<std::pair<std::string, BodyCheck::Kind>>{
+           {"http://127.0.0.1:9", BodyCheck::Kind::kUnsigned},
+           {"https://minio.internal:9000", BodyCheck::Kind::kUnsigned},
+           {"http://10.1.2.3:9000", BodyCheck::Kind::kSigned}}) {
+    S3StoreOptions options;
+    options.aws = std::make_shared<AwsEnvironment>(AwsSettings{});
+    options.endpoint = endpoint;
+    auto s3 = S3Store::Open(*ParseStoreUrl("s3://bucket/x"), options);
+    ASSERT_TRUE(s3.ok()) << s3.status().ToString();
+    EXPECT_EQ((*s3)->writer_check().kind, kind) << endpoint;
+  }
+}
+
 TEST(StoreUrl, AnS3StoreWithoutARegionSaysHowToSetOne) {
   S3StoreOptions options;
   AwsSettings aws;
