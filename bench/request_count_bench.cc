@@ -136,8 +136,9 @@ class CountingStore final : public ObjectStore {
     counts.Add("DELETE", key);
     return base_.Delete(key);
   }
-  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
-    SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, base_.NewWriter(key));
+  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key,
+                                                    uint64_t size_hint = 0) override {
+    SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, base_.NewWriter(key, size_hint));
     return std::unique_ptr<ObjectWriter>(new CountingWriter(std::move(w), counts, key));
   }
   StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,

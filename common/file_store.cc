@@ -240,7 +240,8 @@ class FileStore::Writer final : public ObjectWriter {
   UniqueFd fd_;
 };
 
-StatusOr<std::unique_ptr<ObjectWriter>> FileStore::NewWriter(const std::string& key) {
+StatusOr<std::unique_ptr<ObjectWriter>> FileStore::NewWriter(const std::string& key,
+                                                              uint64_t /*size_hint*/) {
   SG_ASSIGN_OR_RETURN(std::string path, PathFor(key));
   std::string staged = NewStagedPath(key);
   SG_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(staged, O_WRONLY | O_CREAT | O_EXCL, 0644));

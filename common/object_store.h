@@ -104,11 +104,14 @@ class ObjectStore {
   // Removes the object. Deleting a missing key succeeds, as on S3.
   virtual Status Delete(const std::string& key) = 0;
 
-  // A writer for a large object under `key`. Its bytes are the caller's to
+  // A writer for a large object under `key`, of about `size_hint` bytes
+  // when the caller knows (0: unknown): an s3:// writer sizes its parts
+  // from it, so that the object fits in S3's 10,000 parts. Its bytes are the caller's to
   // check end to end (snapshot frames carry their own digests): a store may
   // spare the server's check of them where nothing on the way can change
   // them (s3://: S3Store::Open).
-  virtual StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) = 0;
+  virtual StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key,
+                                                           uint64_t size_hint = 0) = 0;
 
   // Removes the leftovers of writers that died before committing and started
   // more than `age` ago: S3 multipart uploads under `prefix`, staged files of

@@ -15,6 +15,11 @@ uint64_t ChoosePartSize(uint64_t size, uint64_t min_part_size) {
   return std::min(part, kMaxPartSize);
 }
 
+uint64_t WriterPartSize(uint64_t min_part_size, uint64_t size_hint) {
+  if (size_hint == 0) return min_part_size;
+  return ChoosePartSize(size_hint + size_hint / 32, min_part_size);
+}
+
 MultipartUpload::MultipartUpload(S3Client& client, std::string bucket, std::string key,
                                  const TransferOptions& options)
     : client_(client), bucket_(std::move(bucket)), key_(std::move(key)), options_(options) {}

@@ -25,6 +25,13 @@ inline constexpr uint64_t kMaxPartSize = 5ull << 30;
 // The part size for an object of `size` bytes: at least `min_part_size`,
 // large enough for at most 10,000 parts, a whole number of MiB.
 uint64_t ChoosePartSize(uint64_t size, uint64_t min_part_size);
+// The part size of a store writer (S3Store::NewWriter) for an object of
+// about `size_hint` bytes, 0 when not known: `min_part_size`, or larger for
+// an object that would not fit in 10,000 parts of it. Every part but the
+// last holds at least this many bytes. The hint is the raw size, which the
+// stored bytes can overrun a little (frames that do not compress), so the
+// size is chosen for a hint 1/32 larger.
+uint64_t WriterPartSize(uint64_t min_part_size, uint64_t size_hint);
 
 // One multipart upload, as a state machine:
 //   kIdle --Start--> kUploading --AddPart*--> --Complete--> kCompleted

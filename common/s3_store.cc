@@ -135,16 +135,17 @@ Status S3Store::Delete(const std::string& key) {
   return client_->DeleteObject(bucket_, FullKey(key));
 }
 
-// Buffers appends into parts of the transfer engine's part size; an object
-// that never fills one part goes up as a single PUT at Commit.
+// Buffers appends into parts of at least `part_size` bytes; an object that
+// never fills one part goes up as a single PUT at Commit.
 class S3Store::Writer final : public ObjectWriter {
  public:
-  Writer(S3Store& store, std::string key) : store_(store), key_(std::move(key)) {}
+  Writer(S3Store& store, std::string key, uint64_t part_size)
+      : store_(store), key_(std::move(key)), part_size_(part_size) {}
   ~Writer() override { Abort(); }
 
   Status Append(std::string data) override {
     if (closed_) return Status::InvalidArgument("writer for " + key_ + " is closed");
-    const uint64_t part_size = store_.parts_->transfer.min_part_size;
+    const uint64_t part_size = part_size_;
     if (buffer_.empty() && data.size() >= part_size) {
       buffer_ = std::move(data);  // a whole part already: no copy
     } else {
@@ -192,15 +193,17 @@ class S3Store::Writer final : public ObjectWriter {
  private:
   S3Store& store_;
   const std::string key_;
+  const uint64_t part_size_;
   std::string buffer_;
   std::unique_ptr<MultipartUpload> upload_;
   bool closed_ = false;
 };
 
-StatusOr<std::unique_ptr<ObjectWriter>> S3Store::NewWriter(const std::string& key) {
-  return std::unique_ptr<ObjectWriter>(new Writer(*this, FullKey(key)));
+StatusOr<std::unique_ptr<ObjectWriter>> S3Store::NewWriter(const std::string& key,
+                                                            uint64_t size_hint) {
+  return std::unique_ptr<ObjectWriter>(
+      new Writer(*this, FullKey(key), WriterPartSize(parts_->transfer.min_part_size, size_hint)));
 }
-
 StatusOr<int> S3Store::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
                                         const KeyFilter& spare) {
   SG_ASSIGN_OR_RETURN(std::vector<MultipartUploadInfo> uploads,

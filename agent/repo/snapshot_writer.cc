@@ -192,7 +192,7 @@ StatusOr<ManifestFile> SnapshotWriter::UploadFile(const std::string& job, uint64
   }
   file.key = FileObjectKey(seq, file.path, file.codec);
   SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer,
-                      store_.NewWriter(JobPrefix(job) + file.key));
+                      store_.NewWriter(JobPrefix(job) + file.key, size));
 
   // A file of one frame needs no compression pool of its own.
   const int threads = size > kFrameSize ? threads_ : 1;

@@ -119,6 +119,28 @@ TEST_F(S3Transfers, ARecycledBodyHoldsExactlyTheNextAnswer) {
   EXPECT_EQ(*small, a.substr(5, 100));
 }
 
+// A writer told its object's size sizes its parts so that the object fits
+// in 10,000 of them: for 120 GiB, no part goes before 13 MiB is
+// appended, where a writer not told starts its upload at 8 MiB.
+TEST_F(S3Transfers, AWriterToldABigSizeSendsLargerParts) {
+  const std::string told_key = "told";
+  const std::string plain_key = "plain";
+  auto told = store_->NewWriter(prefix_ + told_key, 120ull << 30);
+  auto plain = store_->NewWriter(prefix_ + plain_key);
+  ASSERT_TRUE(told.ok() && plain.ok());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE((*told)->Append(RandomBytes(1u << 20, 20 + i)).ok());
+    ASSERT_TRUE((*plain)->Append(RandomBytes(1u << 20, 40 + i)).ok());
+  }
+  auto uploads = client().ListMultipartUploads(bucket(), prefix_);
+  ASSERT_TRUE(uploads.ok()) << uploads.status().ToString();
+  std::vector<std::string> started;
+  for (const auto& u : *uploads) started.push_back(u.key);
+  EXPECT_EQ(started, std::vector<std::string>{prefix_ + plain_key}) << "10 MiB appended to each";
+  (*told)->Abort();
+  (*plain)->Abort();
+}
+
 TEST_F(S3Transfers, AnAbortedUploadLeavesNothingBehind) {
   const std::string key = prefix_ + "aborted";
   MultipartUpload upload(client(), bucket(), key, TransferOptions{});

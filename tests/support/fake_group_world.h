@@ -130,7 +130,8 @@ class NodeStore final : public ObjectStore {
   StatusOr<ListPage> List(const std::string& prefix, const std::string& token,
                           int max_keys) override;
   Status Delete(const std::string& key) override;
-  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override;
+  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key,
+                                                    uint64_t size_hint = 0) override;
   StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
                                  const KeyFilter& spare) override;
   std::string Describe() const override { return "node(" + base_.Describe() + ")"; }

@@ -52,6 +52,11 @@ class FaultyStore final : public ObjectStore {
   int held() const { return held_; }
   bool dead() const { return dead_; }
   int puts() const { return puts_; }
+  // The size hint each writer was opened with, by key.
+  std::map<std::string, uint64_t> writer_size_hints() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return size_hints_;
+  }
   // The LIST requests' first pages under `prefix` so far: how often a
   // listing of it was begun.
   int listings_of(const std::string& prefix) {
@@ -96,7 +101,8 @@ class FaultyStore final : public ObjectStore {
     if (dead_) return Dead();
     return base_.Delete(key);
   }
-  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override;
+  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key,
+                                                    uint64_t size_hint = 0) override;
   StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
                                  const KeyFilter& spare) override {
     if (dead_) return Dead();
@@ -138,6 +144,7 @@ class FaultyStore final : public ObjectStore {
   std::atomic<bool> dead_{false};
   std::atomic<int> puts_{0};
   std::map<std::string, int> listings_;
+  std::map<std::string, uint64_t> size_hints_;
 };
 
 class FaultyStore::Writer final : public ObjectWriter {
@@ -161,12 +168,14 @@ class FaultyStore::Writer final : public ObjectWriter {
   std::function<void()> hook_;
 };
 
-inline StatusOr<std::unique_ptr<ObjectWriter>> FaultyStore::NewWriter(const std::string& key) {
+inline StatusOr<std::unique_ptr<ObjectWriter>> FaultyStore::NewWriter(const std::string& key,
+                                                                     uint64_t size_hint) {
   SG_RETURN_IF_ERROR(Check(key));
-  SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> base, base_.NewWriter(key));
+  SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> base, base_.NewWriter(key, size_hint));
   std::function<void()> hook;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    size_hints_[key] = size_hint;
     if (append_hook_ && key.find(append_fragment_) != std::string::npos) {
       hook = std::exchange(append_hook_, nullptr);
     }

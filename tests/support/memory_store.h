@@ -68,7 +68,8 @@ class MemoryStore final : public ObjectStore {
     objects_.erase(key);
     return Status::Ok();
   }
-  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
+  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key,
+                                                    uint64_t /*size_hint*/ = 0) override {
     return std::unique_ptr<ObjectWriter>(new Writer(*this, key));
   }
   StatusOr<int> CleanStaleWrites(const std::string&, std::chrono::seconds,

@@ -66,9 +66,10 @@ class StepStore final : public ObjectStore {
     ++deletes_;
     return base_.Delete(key);
   }
-  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
+  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key,
+                                                    uint64_t size_hint = 0) override {
     SG_RETURN_IF_ERROR(Step({Kind::kNewWriter, key}));
-    SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, base_.NewWriter(key));
+    SG_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, base_.NewWriter(key, size_hint));
     return std::unique_ptr<ObjectWriter>(new Writer(*this, std::move(w), key));
   }
   StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,

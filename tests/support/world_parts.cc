@@ -79,9 +79,10 @@ Status NodeStore::Delete(const std::string& key) {
   SG_RETURN_IF_ERROR(Gate(key));
   return base_.Delete(key);
 }
-StatusOr<std::unique_ptr<ObjectWriter>> NodeStore::NewWriter(const std::string& key) {
+StatusOr<std::unique_ptr<ObjectWriter>> NodeStore::NewWriter(const std::string& key,
+                                                              uint64_t size_hint) {
   SG_RETURN_IF_ERROR(Gate(key));
-  return base_.NewWriter(key);
+  return base_.NewWriter(key, size_hint);
 }
 StatusOr<int> NodeStore::CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
                                           const KeyFilter& spare) {

@@ -33,8 +33,9 @@ class ForwardingStore : public ObjectStore {
     return base_.List(prefix, token, max_keys);
   }
   Status Delete(const std::string& key) override { return base_.Delete(key); }
-  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
-    return base_.NewWriter(key);
+  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key,
+                                                    uint64_t size_hint = 0) override {
+    return base_.NewWriter(key, size_hint);
   }
   StatusOr<int> CleanStaleWrites(const std::string& prefix, std::chrono::seconds age,
                                  const KeyFilter& spare) override {

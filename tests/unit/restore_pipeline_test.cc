@@ -76,8 +76,9 @@ class GateStore final : public ObjectStore {
     return base_.List(p, t, n);
   }
   Status Delete(const std::string& key) override { return base_.Delete(key); }
-  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key) override {
-    return base_.NewWriter(key);
+  StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(const std::string& key,
+                                                    uint64_t size_hint = 0) override {
+    return base_.NewWriter(key, size_hint);
   }
   StatusOr<int> CleanStaleWrites(const std::string& p, std::chrono::seconds age,
                                  const KeyFilter& spare) override {

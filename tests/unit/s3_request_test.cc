@@ -101,6 +101,19 @@ TEST(S3PartSize, ATebibyteFitsInTenThousandWholeMebibyteParts) {
   EXPECT_EQ(ChoosePartSize(8 * kMiB * kMaxParts, 8 * kMiB), 8 * kMiB);
 }
 
+// A store writer told the file's size: an 80 GiB file of frames that do
+// not compress (8 MiB each, one part each at the 8 MiB floor) needed 10,240
+// parts, over S3's 10,000, and failed to snapshot.
+TEST(S3PartSize, AWriterToldTheSizeFitsItsObjectInTenThousandParts) {
+  EXPECT_EQ(WriterPartSize(8 * kMiB, 0), 8 * kMiB) << "size not known: the floor";
+  EXPECT_EQ(WriterPartSize(8 * kMiB, 1 * kMiB), 8 * kMiB);
+  const uint64_t file = 80ull << 30;
+  const uint64_t part = WriterPartSize(8 * kMiB, file);
+  EXPECT_GT(part, 8 * kMiB);
+  // Stored bytes may overrun the raw size a little; 1/32 more still fits.
+  EXPECT_LE((file + file / 32) / part, kMaxParts) << part;
+}
+
 TEST(S3PartSize, NeverAboveFiveGibibytes) {
   EXPECT_EQ(ChoosePartSize(5ull << 40, 8 * kMiB), 525 * kMiB);  // S3's 5 TiB maximum object
   EXPECT_EQ(ChoosePartSize(100ull << 40, 8 * kMiB), kMaxPartSize);

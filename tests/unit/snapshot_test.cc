@@ -203,6 +203,23 @@ TEST_F(SnapshotTest, ManifestPathRulesAreStrict) {
   EXPECT_TRUE(CheckRelativePath("a/b.c/d..e").ok());
 }
 
+// The writer of a file's own object is told the file's size, which an
+// s3:// store sizes its parts by (S3's 10,000-part limit).
+TEST_F(SnapshotTest, EachFilesObjectWriterIsToldTheFilesSize) {
+  FaultyStore faulty(*store_);
+  const uint64_t size = 3 * kFrameSize + 5;
+  WriteTree(dir_.Join("src"), {{"model.pt", {RandomBytes(size, 9), 0644}}});
+  SnapshotRequest req;
+  req.job = "job";
+  SnapshotWriter writer(faulty, clock_, SnapshotOptions{});
+  ASSERT_TRUE(WriteTreeAt(writer, req, dir_.Join("src")).ok());
+  uint64_t told = 0;
+  for (const auto& [key, hint] : faulty.writer_size_hints()) {
+    if (key.find("model.pt") != std::string::npos) told = hint;
+  }
+  EXPECT_EQ(told, size);
+}
+
 TEST_F(SnapshotTest, ACrashBetweenObjectsAndManifestLeavesThePreviousSnapshot) {
   Snapshot({{"model.pt", {"committed", 0644}}});
   FaultyStore faulty(*store_);
