@@ -40,8 +40,9 @@ bool TransportKeepsBodiesIntact(const std::string& endpoint) {
   if (!lower.starts_with("http://")) return false;
   std::string_view host = std::string_view(lower).substr(7);
   host = host.substr(0, host.find_first_of("/?#"));
-  if (host.starts_with("[")) {
-    host = host.substr(1, host.find(']') == std::string_view::npos ? 0 : host.find(']') - 1);
+  if (host.starts_with("[")) {  // [IPv6]:port
+    const size_t close = host.find(']');
+    host = close == std::string_view::npos ? std::string_view() : host.substr(1, close - 1);
   } else {
     host = host.substr(0, host.find(':'));
   }

@@ -495,6 +495,7 @@ TEST(TransportKeepsBodiesIntact, HttpsAndLoopbackDoPlainHttpToAnotherHostDoesNot
   EXPECT_FALSE(TransportKeepsBodiesIntact("http://127.example.com:9000"));
   EXPECT_FALSE(TransportKeepsBodiesIntact("http://localhost.example.com"));
   EXPECT_FALSE(TransportKeepsBodiesIntact("http://[::2]:9000"));
+  EXPECT_FALSE(TransportKeepsBodiesIntact("http://[::1"));  // no closing bracket
   EXPECT_FALSE(TransportKeepsBodiesIntact("ftp://127.0.0.1"));
 }
 
