@@ -111,7 +111,7 @@ void GroupAgent::Write(std::function<Status()> call, std::string what) {
 
 void GroupAgent::Beat(Clock::MonoTime now) {
   // A node on its way out is no member of the next round.
-  if (noticed_ || beat_busy_ || now < next_beat_) return;
+  if (node_.leaving() || beat_busy_ || now < next_beat_) return;
   next_beat_ = now + cfg_.group.heartbeat;
   ++self_.beat;
   beat_busy_ = true;
@@ -131,9 +131,9 @@ void GroupAgent::KeepLease(Clock::MonoTime now) {
   next_lease_ = now + std::min<Duration>(cfg_.lease.heartbeat, cfg_.group.heartbeat);
   if (!coordinating_) {
     // Only a member that is not on its way out coordinates.
-    if (noticed_ || state_ == State::kDone) return;
+    if (node_.leaving() || exit_code_) return;
     // A newcomer leaves it to the last round's members while one is alive.
-    if (state_ == State::kWaiting && !policy_->MayCoordinate(now)) return;
+    if (phase() == JobPhase::kLease && !policy_->MayCoordinate(now)) return;
   }
   lease_busy_ = true;
   calls_.Post<LeaseState>(
@@ -180,7 +180,6 @@ void GroupAgent::JobComplete() {
 void GroupAgent::Exit(int code) {
   SayStopping();
   exit_code_ = code;
-  state_ = State::kDone;
 }
 
 }  // namespace sg::group_detail

@@ -4,9 +4,10 @@
 // group_agent_run.cc (the run, the role's turn and the exit),
 // group_news.cc (notices and stop signals), group_view.cc (reading the
 // round), group_perform.cc (performing the group policy's actions:
-// agent/group/group_policy.h decides), group_member.cc (joining a round, the
-// trainer, part uploads), group_ending.cc (ending and leaving a round) and
-// group_duties.cc. Internal to those files.
+// agent/group/group_policy.h decides), group_node.cc (joining a round and
+// performing the node policy's actions: agent/run/job_policy.h, in member
+// mode, decides the trainer, the parts and the round's end on this node)
+// and group_duties.cc. Internal to those files.
 //
 // One thread runs the loop (RunNodeLoop). Every store call the role makes is
 // posted to `calls_` (common/loop_calls.h), which runs them in order off the
@@ -26,6 +27,7 @@
 
 #include "agent/trainer/checkpoint_signal.h"
 #include "agent/run/checkpoint_cadence.h"
+#include "agent/run/job_policy.h"
 #include "agent/run/daemon.h"
 #include "agent/ledger/events.h"
 #include "agent/group/group_policy.h"
@@ -62,8 +64,6 @@ using std::chrono::milliseconds;
 // these bounds (docs/multi-node.md, "Cost in S3 requests").
 constexpr auto kMinLook = milliseconds(250);
 constexpr auto kMaxLook = milliseconds(2'000);
-// The longest a trainer is given to stop when its node leaves a round.
-constexpr auto kMaxLeaveGrace = milliseconds(10'000);
 // The process ends this long before a notice's deadline at the latest.
 constexpr auto kExitBefore = milliseconds(1'000);
 
@@ -74,13 +74,6 @@ inline LoopCalls::Runner CallRunner(const AgentPorts& ports) {
   if (ports.inline_store_work) return [](std::function<void()> task) { task(); };
   return nullptr;
 }
-
-// What the turn read from the metadata service and the stop signals, sorted.
-struct News {
-  std::vector<InterruptionEvent> notices;
-  std::vector<InterruptionEvent> others;  // rebalance recommendations and the like
-  bool stop_signal = false;
-};
 
 // The lease as the calls left it.
 struct LeaseState {
@@ -107,9 +100,7 @@ class GroupAgent final : public NodeRole {
                          const std::atomic<bool>* cancel) { return WritePart(ck, cancel); },
                   c.clock, CallRunner(c.ports)),
         autoscaling_(c.aws, c.clock),
-        signal_target_(CheckpointSignalTarget(cfg_.command)) {
-    if (cfg_.checkpoint_cadence.automatic) cadence_.emplace(CadenceOptionsOf(cfg_.checkpoint_cadence));
-  }
+        signal_target_(CheckpointSignalTarget(cfg_.command)) {}
 
   AgentResult Run();
   // Work was left running at the exit (a store call, an upload, a restore,
@@ -117,17 +108,18 @@ class GroupAgent final : public NodeRole {
   bool threads_left() const { return threads_left_; }
 
   // NodeRole
-  bool done() const override { return state_ == State::kDone; }
+  bool done() const override { return exit_code_.has_value(); }
   Trainer* trainer() override { return trainer_.get(); }
   CheckpointSource* checkpoints() override { return checkpoints_; }
   void Turn(Clock::MonoTime now, TurnNews news) override;
 
  private:
-  // kStopping: the round is left and the trainer was asked to stop; the
-  // loop goes on until it has, or until its grace is over.
-  // kJoining: the node's part is being restored on a thread; the trainer
-  // starts once it is (kInRound).
-  enum class State { kWaiting, kJoining, kInRound, kEnding, kStopping, kDone };
+  // The node policy's phase, kDone once the node exits (either policy's
+  // exit): kLease waits for a round, kRestore restores this node's part on
+  // a thread, kTraining is the round, kFinalSnapshot its end on a request,
+  // kStopping leaving it while the loop goes on.
+  JobPhase phase() const { return exit_code_ ? JobPhase::kDone : node_.phase(); }
+  PolicyTime Now() const { return {c_.clock.Monotonic(), c_.clock.Now()}; }
 
   Status Setup();
   // What the start reads from the store before the node joins: whether the
@@ -144,19 +136,15 @@ class GroupAgent final : public NodeRole {
   std::optional<StartRead> ReadStart(StartWatch& watch);
   // Exit 75, nothing changed, after a stop or notice during ReadStart.
   AgentResult StoppedAtStart(const StartWatch& watch);
-  static std::string_view GroupPhaseName(State state);
   // The exit event's reason: "complete", "notice", "signal", "failed", "none".
   std::string_view ExitReason() const;
   // True once per stop signal (SIGTERM, SIGINT) read since the last call.
   bool TakeStopSignal() { return shell_.TakeStopSignal(trainer_.get()); }
   // Waits up to a tick for a signal or a checkpoint file (ports.idle in tests).
   void Idle() { shell_.Idle(checkpoints_); }
-  // Sorts what the turn read (the start's events first); it goes to TakeNews.
+  // Hands what the turn read (the start's events first) to the node
+  // policy; a notice or stop signal sets the deadline the exit keeps.
   void Watch(Clock::MonoTime now, TurnNews news);
-  // On a notice or a stop signal, at once: writes the notice file (the
-  // notice's, or a request's saying `why` when `notice` is null) and sends
-  // checkpoint_signal to the trainer; sets the deadline the exit keeps.
-  void Act(const std::string& why, Clock::MonoTime deadline, const InterruptionEvent* notice);
   // Stops the trainer and ends the work still running, within kExitBound.
   AgentResult End();
   // The exit's wait for the part's upload and restore, until `until`; true
@@ -197,54 +185,32 @@ class GroupAgent final : public NodeRole {
   // Joins `plan`'s round: restores `group`'s part (none: starts fresh).
   void Join(const RoundPlan& plan, const std::optional<GroupCommit>& group);
   void Joining();
-  void RestoreFailed(const Status& st);
-  // Starts the round's trainer from `resume` ("" fresh): kInRound.
-  void StartTrainer(const std::string& resume);
-  void InRound(Clock::MonoTime now);
-  // `asked_at`: Act asked the trainer for its checkpoint then (on this
-  // node's notice or stop signal); it is not asked again.
-  void BeginEnding(Clock::MonoTime now, Clock::MonoTime deadline, bool noticed,
-                   std::optional<Clock::WallTime> asked_at = std::nullopt);
-  // Acts on what Watch read: a stop signal, notices, rebalances.
-  void TakeNews(Clock::MonoTime now, const News& news);
-  // A rebalance recommendation (on_rebalance: snapshot) asks the trainer for
-  // a checkpoint and uploads it at once; the round goes on.
-  void TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e);
-  // Another rank's warning, as the round's flush records say (`flushes`:
-  // rank -> its step then): this node's trainer is asked too, once per rank
-  // and round, and its next checkpoint goes up at once.
-  void TakeFlushes(Clock::MonoTime now, const std::map<int, std::optional<int64_t>>& flushes);
-  // checkpoint_cadence auto (agent/group/group_cadence.cc): each turn in a
-  // round; a warning on this node or another member; a part stored; the
-  // history read at start.
-  void CadenceTick(Clock::MonoTime now);
-  void CadenceRebalance(Clock::MonoTime now, const std::string& why);
-  void CadenceStored(int64_t step);
-  void CadenceLearn(const std::optional<StatusOr<InterruptionHistory>>& history);
-  void AnnounceCadence(Clock::MonoTime now, const std::string& why);  // a change, logged and recorded
+  // Performs the node policy's actions in order (agent/group/group_node.cc);
+  // those with an answer feed it straight back.
+  void PerformNode(JobActions actions);
+  JobActions DoNode(const JobAction& action);
+  // Posts the round's records among them.
+  void PostNode(const JobAction& action);
+  void Announce(uint64_t round, const job_action::AnnouncePart& part);
+  JobActions StartTrainer(const job_action::StartTrainer& start);
+  JobActions FindCheckpoints();
+  JobActions StopTrainer(const job_action::StopTrainer& stop);
+  // A stop in the background (kStopping): SIGKILL at its grace's end.
+  void Stopping(Clock::MonoTime now);
+  void PollTrainer();
+  void PollUpload();
+  // checkpoint_signal to the trainer, where CheckpointSignalTarget says.
+  void AskTrainer(const std::string& why);
   // systemd (docs/design.md §14): READY=1 once the first round's part is
   // restored and its trainer started, STOPPING=1 once this node leaves for
   // good; each said once.
   void SayReady() { shell_.SayReady(); }
   void SayStopping() { shell_.SayStopping(); }
-  // checkpoint_signal to the trainer, where CheckpointSignalTarget says.
-  void AskTrainer(const std::string& why);
-  void Ending(Clock::MonoTime now);
-  // Leaves the round: asks the trainer to stop (kStopping) and cancels the
-  // upload under way, without blocking the loop.
-  void LeaveRound(const std::string& why);
-  void Stopping(Clock::MonoTime now);
-  void FinishLeaving();
   // The complete local checkpoints, newest first, without those left from
   // before the round (FromBeforeTheRound).
   StatusOr<std::vector<Checkpoint>> RoundCheckpoints();
   // The size of this node's newest checkpoint of the round (0 without one).
   uint64_t NewestPartBytes();
-  // A checkpoint of the round newer than the request (asked_after_) exists.
-  bool TrainerAnswered();
-  // Starts the upload of the part ChooseUpload picks, if any.
-  void UploadPart(Clock::MonoTime now);
-  void TakeUploadResult();
   StatusOr<SnapshotResult> WritePart(const Checkpoint& checkpoint,
                                       const std::atomic<bool>* cancel);
   // The job is complete: exit 0, on_complete on this node at the exit.
@@ -283,59 +249,31 @@ class GroupAgent final : public NodeRole {
   std::string staging_root_;
   // The store calls of the loop, off it (see the top of this file).
   LoopCalls calls_{CallRunner(c_.ports)};
-  bool look_busy_ = false, beat_busy_ = false, lease_busy_ = false, done_busy_ = false;
-  bool announcing_ = false;  // a part's record is being written
+  bool look_busy_ = false, beat_busy_ = false, lease_busy_ = false;
   bool coordinating_ = false;    // the lease, as the calls last said
   uint64_t generation_ = 0;      // its generation then
   std::vector<InterruptionEvent> start_others_;  // read during the start, for the first Watch
-  // Set by the first notice or stop signal (Act): when the trainer was
-  // asked for its checkpoint, and the deadline the exit keeps.
-  std::optional<Clock::WallTime> asked_at_;
+  // Set by a notice or stop signal: the deadline the exit keeps.
   std::optional<Clock::MonoTime> deadline_;
   bool complete_ = false;  // the job is complete: on_complete at the exit
 
   MemberRecord self_;
-  State state_ = State::kWaiting;
   std::optional<RoundPlan> plan_;  // the round this agent takes part in
   int rank_ = 0;
   std::unique_ptr<Trainer> trainer_;
-  // kJoining: the restore of this node's part, off the loop.
+  bool exit_told_ = false;  // the trainer's exit went to the node policy
+  std::string resume_;      // what the round's trainer starts from ("" fresh)
+  // kRestore: the restore of this node's part, off the loop.
   BackgroundCall<StatusOr<RestoreResult>> restore_{CallRunner(c_.ports)};
   std::optional<GroupCommit> restoring_;             // what it restores
   bool restore_left_ = false;                        // still running at the exit
-  int attempt_ = 0;
-  std::optional<int64_t> part_step_;       // of this node's newest stored part in the round
-  std::optional<int64_t> restored_step_;   // of the part restored on joining the round
-  std::optional<int64_t> uploading_step_;  // of the part being uploaded
-  uint64_t uploading_round_ = 0;           // the round it was started in
   int upload_rank_ = 0;                    // the rank it uploads for (WritePart's)
   Clock::MonoTime stop_deadline_{};        // kStopping: SIGKILL then; {} otherwise
-  std::vector<int64_t> uploaded_;          // steps uploaded (or tried) in the round
   std::vector<CheckpointMark> before_round_;  // complete when the round was joined
-  std::vector<PartRecord> round_parts_;    // every rank's parts of the round, as last read
-  std::optional<int64_t> group_step_;      // of the newest group snapshot, as last read
-  Clock::MonoTime next_periodic_{};        // the next periodic upload (upload_interval)
-  Clock::MonoTime next_checkpoint_signal_{};  // checkpoint_interval's next signal
-  // checkpoint_cadence auto, in place of checkpoint_interval, as one node's
-  // (agent/group/group_cadence.cc); it lives across the rounds.
-  std::optional<CadenceSchedule> cadence_;
-  std::optional<int64_t> cadence_after_;  // a part newer than this answers its request
-  bool asked_ = false;                     // a checkpoint was asked for and not answered
-  std::set<int> flushes_taken_;            // ranks whose flush this node acted on, this round
-  std::optional<int64_t> answer_step_;     // the part that answers it
-  bool final_ = false;                     // the round's request is answered (final.json)
-  std::string stepless_warned_;           // a checkpoint without a step, said once
-  bool trainer_done_ = false;            // exited 0; its last part is going up
-  bool done_marked_ = false;
-  // Ending a round on a notice
-  bool noticed_ = false;  // this node got the notice (or SIGTERM): it exits then
-  Clock::MonoTime ending_deadline_{};
-  // A notice's budget for the trainer's answer (ComputeNoticeBudget): with
-  // no checkpoint newer than the request by then, none could be uploaded
-  // before the deadline, and the round is given up on.
-  std::optional<Clock::MonoTime> answer_wait_until_;
-  double part_rate_ = kDefaultUploadBytesPerSecond;  // bytes/s of the last part stored
-  std::optional<int64_t> asked_after_;  // a part newer than this answers the request
+  std::optional<int64_t> observed_step_;   // of the newest group snapshot the metrics saw
+  // The node's side: its trainer, parts and the round's end on this node
+  // (member mode), across the rounds.
+  JobPolicy node_{JobPolicyOptions::FromConfig(cfg_)};
   // The round protocol's decisions; made once this member's record is (Setup).
   std::optional<GroupPolicy> policy_;
   Clock::MonoTime next_beat_{}, next_look_{}, next_lease_{};
@@ -348,7 +286,7 @@ class GroupAgent final : public NodeRole {
   std::vector<DeferredEvent> deferred_events_;
   bool defer_events_ = false;  // set by a notice or a stop signal
   // The opt-in metrics file (metrics_file), as one node's agent writes it;
-  // its phases are the group states' (GroupPhaseName).
+  // its phases are the node policy's.
   MetricsFile metrics_{cfg_.metrics_file, cfg_.job, events_.attempt_id()};
   bool lifecycle_due_ = false;             // a notice: the hook's CONTINUE after the stop
   bool notice_read_ = false;               // a notice came (the exit's reason)

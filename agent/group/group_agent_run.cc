@@ -33,7 +33,7 @@ AgentResult GroupAgent::Run() {
   // goes to the loop's first look at the news, as one node's start hands it
   // to its policy.
   start_others_ = watch.TakeOthers();
-  CadenceLearn(start->history);
+  PerformNode(node_.OnHistoryRead(start->history));
   if (start->complete) {
     result_.exit_code = shell_.EndComplete({cfg_, c_.env, asg_, events_, c_.instance});
     return result_;
@@ -60,7 +60,7 @@ std::optional<GroupAgent::StartRead> GroupAgent::ReadStart(StartWatch& watch) {
     auto complete = Repository::Open(c_.store, cfg_.job).IsComplete();
     r.complete = complete.ok() && *complete;
     if (!r.complete) r.check = CheckGroupStart(c_.store, cfg_);
-    if (!r.complete && cadence_) {
+    if (!r.complete && cfg_.checkpoint_cadence.automatic) {
       r.history = ReadInterruptionHistory(c_.store, cfg_.job, c_.clock.Now());
     }
     return r;
@@ -84,47 +84,30 @@ AgentResult GroupAgent::StoppedAtStart(const StartWatch& watch) {
 std::string_view GroupAgent::ExitReason() const {
   if (complete_) return "complete";
   if (notice_read_) return "notice";
-  if (noticed_ || deadline_) return "signal";
+  if (node_.leaving() || deadline_) return "signal";
   return exit_code_.value_or(kExitFailure) == kExitFailure ? "failed" : "none";
-}
-
-std::string_view GroupAgent::GroupPhaseName(State state) {
-  // The metrics file's phases (kMetricPhases): waiting for the group is the
-  // group's lease, ending a round on a notice its final snapshot.
-  switch (state) {
-    case State::kWaiting:
-      return "lease";
-    case State::kJoining:
-      return "restore";
-    case State::kInRound:
-      return "training";
-    case State::kEnding:
-      return "final_snapshot";
-    case State::kStopping:
-      return "stopping";
-    case State::kDone:
-      return "done";
-  }
-  return "lease";
 }
 
 void GroupAgent::Turn(Clock::MonoTime now, TurnNews news) {
   // The store calls' results, in the order the calls were posted.
   calls_.Deliver();
   store_work_.Deliver();  // retention's (nothing to act on)
-  if (state_ == State::kDone) return;
+  if (exit_code_) return;
   Watch(now, std::move(news));
-  if (state_ == State::kDone) return;
-  logs_.Tick(now, state_ == State::kInRound, log_round_);
+  if (exit_code_) return;
+  logs_.Tick(now, phase() == JobPhase::kTraining, log_round_);
   TakePrices();
-  metrics_.Tick(c_.clock.Now(), GroupPhaseName(state_));
+  metrics_.Tick(c_.clock.Now(), JobPhaseName(phase()));
   Beat(now);
   KeepLease(now);
   Look(now);
-  if (state_ == State::kJoining) Joining();
-  if (state_ == State::kInRound) InRound(now);
-  if (state_ == State::kEnding) Ending(now);
-  if (state_ == State::kStopping) Stopping(now);
+  if (exit_code_) return;
+  // The node's side, as the node policy decides (agent/group/group_node.cc).
+  if (phase() == JobPhase::kRestore) Joining();
+  if (phase() == JobPhase::kTraining || phase() == JobPhase::kFinalSnapshot) PollTrainer();
+  PollUpload();  // an ended round's result is dropped
+  if (!exit_code_) PerformNode(node_.OnTick(Now()));
+  if (!exit_code_ && stop_deadline_ != Clock::MonoTime{} && trainer_) Stopping(now);
 }
 
 bool GroupAgent::DeliverUntil(LoopCalls& calls, Clock::MonoTime until) {

@@ -1,7 +1,6 @@
-// What a node of a group owes as one node's agent does (docs/design.md §14,
-// "Like one node"): systemd's READY=1 and STOPPING=1 (WATCHDOG=1 is the
-// loop's), checkpoint_signal where agent/trainer/checkpoint_signal.h says, and a
-// rebalance recommendation's snapshot (on_rebalance).
+// The group executor's shared duties (docs/design.md §14): the ledger's
+// events (deferred once the node is on its way out), the instance's prices,
+// and the member record's and the round's writes.
 #include "agent/group/group_agent_impl.h"
 
 #include "agent/repo/group_store.h"
@@ -9,55 +8,6 @@
 #include "common/signal_names.h"
 
 namespace sg::group_detail {
-
-void GroupAgent::AskTrainer(const std::string& why) {
-  if (!cfg_.checkpoint_signal || !trainer_ || !trainer_->running()) return;
-  if (SendCheckpointSignal(*trainer_, *cfg_.checkpoint_signal, signal_target_).ok()) {
-    LogInfo("asked the trainer{} for a checkpoint ({}) on {}",
-            signal_target_ == SignalTarget::kWorkers ? "'s workers" : "",
-            SignalName(*cfg_.checkpoint_signal), why);
-  }
-}
-
-void GroupAgent::TakeRebalance(Clock::MonoTime now, const InterruptionEvent& e) {
-  // History, not state.
-  Event(InterruptionKindName(e.kind), e.ToJson());
-  if (e.kind == InterruptionEvent::Kind::kRebalance) CadenceRebalance(now, "rebalance recommendation");
-  if (e.kind != InterruptionEvent::Kind::kRebalance || cfg_.on_rebalance != OnRebalance::kSnapshot ||
-      state_ != State::kInRound) {
-    return;
-  }
-  LogWarn("rebalance recommendation: asking the trainer for a checkpoint, and every other node's "
-          "agent to ask its own; the round goes on");
-  AskTrainer("the rebalance recommendation");
-  // Its part goes up as soon as it is complete; the other ranks' agents
-  // upload theirs of the same step to complete the group snapshot (kFollow).
-  next_periodic_ = now;
-  flushes_taken_.insert(rank_);
-  // The group flushes together: the other members read this record on
-  // their next look and ask their own trainers (TakeFlushes), for trainers
-  // that do not pass one rank's request on to the others.
-  std::optional<int64_t> newest;
-  if (auto all = RoundCheckpoints(); all.ok() && !all->empty()) newest = all->front().step;
-  Write([this, round = plan_->round, rank = rank_, newest] {
-    return group_.MarkFlush(round, rank, newest);
-  },
-        "recording the group flush of round " + std::to_string(plan_->round));
-}
-
-void GroupAgent::TakeFlushes(Clock::MonoTime now,
-                             const std::map<int, std::optional<int64_t>>& flushes) {
-  if (state_ != State::kInRound) return;
-  for (const auto& [rank, step] : flushes) {
-    if (!flushes_taken_.insert(rank).second) continue;
-    LogInfo("rank {} was warned (a rebalance recommendation, at step {}): the group flushes; "
-            "asking this node's trainer for a checkpoint",
-            rank, step ? std::to_string(*step) : "none");
-    AskTrainer("rank " + std::to_string(rank) + "'s rebalance recommendation");
-    CadenceRebalance(now, "rank " + std::to_string(rank) + "'s rebalance recommendation");
-    next_periodic_ = now;
-  }
-}
 
 void GroupAgent::Noted(const Status& st, std::string_view what) {
   if (!st.ok()) LogWarn("{} failed: {}", what, st.message());

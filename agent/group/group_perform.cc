@@ -17,28 +17,27 @@ namespace a = group_action;
 
 GroupFacts GroupAgent::Facts() const {
   GroupFacts f;
-  switch (state_) {
-    case State::kWaiting: f.phase = GroupFacts::Phase::kWaiting; break;
-    case State::kInRound: f.phase = GroupFacts::Phase::kInRound; break;
-    case State::kEnding: f.phase = GroupFacts::Phase::kEnding; break;
+  switch (phase()) {
+    case JobPhase::kLease: f.phase = GroupFacts::Phase::kWaiting; break;
+    case JobPhase::kTraining: f.phase = GroupFacts::Phase::kInRound; break;
+    case JobPhase::kFinalSnapshot: f.phase = GroupFacts::Phase::kEnding; break;
     default: f.phase = GroupFacts::Phase::kOther; break;
   }
   f.plan = plan_;
   f.coordinating = coordinating_;
   f.generation = generation_;
-  f.answered = final_;
+  f.answered = node_.member_round() && node_.member_round()->answered;
   return f;
 }
 
 void GroupAgent::Perform(GroupActions actions) {
   for (const GroupAction& action : actions) {
-    if (state_ == State::kDone) return;  // an exit is the last action
+    if (exit_code_) return;  // an exit is the last action
     Do(action);
   }
 }
 
 void GroupAgent::Do(const GroupAction& action) {
-  const auto now = c_.clock.Monotonic();
   if (const auto* log = std::get_if<a::Log>(&action)) {
     switch (log->level) {
       case a::Log::Level::kInfo: LogInfo("{}", log->message); break;
@@ -56,18 +55,16 @@ void GroupAgent::Do(const GroupAction& action) {
   } else if (const auto* join = std::get_if<a::Join>(&action)) {
     Join(join->plan, join->group);
   } else if (const auto* ask = std::get_if<a::AskForCheckpoint>(&action)) {
-    if (!ask->warned.empty()) CadenceRebalance(now, ask->warned + "'s interruption notice");
-    BeginEnding(now, ask->deadline, false);
+    PerformNode(node_.OnGroupRequest(Now(), ask->deadline, ask->warned));
   } else if (const auto* leave = std::get_if<a::Leave>(&action)) {
-    LeaveRound(leave->why);
+    PerformNode(node_.OnLeave(Now(), leave->why));
   } else if (const auto* read = std::get_if<a::RoundRead>(&action)) {
-    if (read->parts) round_parts_ = *read->parts;
-    if (read->group_step && (!group_step_ || *read->group_step > *group_step_)) {
+    if (read->group_step && (!observed_step_ || *read->group_step > *observed_step_)) {
       metrics_.Observe("snapshot", {{"step", *read->group_step}}, c_.clock.Now());
+      observed_step_ = read->group_step;
     }
-    if (read->group_step) group_step_ = read->group_step;
-    if (state_ == State::kInRound) TakeFlushes(now, read->flushes);
-    if (state_ == State::kEnding && read->answered) final_ = true;
+    PerformNode(node_.OnRoundRead(
+        Now(), RoundNews{read->parts, read->group_step, read->answered, read->flushes}));
   } else {
     Post(action);
   }

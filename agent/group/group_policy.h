@@ -23,15 +23,11 @@
 #include "agent/repo/group_protocol.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
+#include "agent/run/notice_budget.h"
 #include "common/clock.h"
 #include "common/status.h"
 
 namespace sg {
-
-// What a node waits for the group's answer after a notice elsewhere (or its
-// own notice that names no time), when stop_timeout is longer: a spot
-// notice gives two minutes.
-inline constexpr std::chrono::milliseconds kGroupEndBudget{100'000};
 
 // What one look read from the store, off the loop, for the phase and round
 // it was posted in; each read is nullopt when the look did not need it.

@@ -13,17 +13,17 @@ namespace sg::group_detail {
 
 void GroupAgent::Look(Clock::MonoTime now) {
   if (look_busy_ || now < next_look_) return;
-  const bool in_round = state_ == State::kInRound || state_ == State::kEnding;
-  if (state_ != State::kWaiting && !in_round) return;
+  const bool in_round = phase() == JobPhase::kTraining || phase() == JobPhase::kFinalSnapshot;
+  if (phase() != JobPhase::kLease && !in_round) return;
   next_look_ = now + std::clamp(duration_cast<milliseconds>(cfg_.group.heartbeat) / 4, kMinLook,
                                 kMaxLook);
   GroupView view;
-  view.waiting = state_ == State::kWaiting;
+  view.waiting = phase() == JobPhase::kLease;
   view.round = in_round ? plan_->round : 0;
   view.coordinating = coordinating_;
   look_busy_ = true;
   calls_.Post<GroupView>(
-      [this, view, ending = state_ == State::kEnding] { return ReadView(view, ending); },
+      [this, view, ending = phase() == JobPhase::kFinalSnapshot] { return ReadView(view, ending); },
       [this](GroupView& read) {
         look_busy_ = false;
         TakeView(c_.clock.Monotonic(), read);

@@ -101,7 +101,10 @@ JobActions Agent::Do(const JobAction& action) {
   } else if (std::holds_alternative<a::CancelUpload>(action)) {
     if (uploader().busy()) uploader().Cancel();
   } else if (const auto* notice = std::get_if<a::WriteNoticeFile>(&action)) {
-    if (Status st = WriteNoticeFile(notice_file_, NoticeFileJson(notice->event)); !st.ok()) {
+    const nlohmann::ordered_json body = notice->event
+                                            ? NoticeFileJson(*notice->event)
+                                            : RequestFileJson(c_.clock.Now(), notice->why);
+    if (Status st = WriteNoticeFile(notice_file_, body); !st.ok()) {
       LogWarn("writing the notice file failed: {}", st.message());
     }
   } else if (const auto* stop = std::get_if<a::StopTrainer>(&action)) {

@@ -17,6 +17,9 @@ using namespace job_policy_detail;  // NOLINT(google-build-using-namespace)
 
 void WriteToLog(const job_action::Log& log) {
   switch (log.level) {
+    case Level::kDebug:
+      LogDebug("{}", log.message);
+      return;
     case Level::kInfo:
       LogInfo("{}", log.message);
       return;
@@ -45,6 +48,7 @@ JobPolicyOptions JobPolicyOptions::FromConfig(const Config& config) {
   o.stop_grace = config.stop_grace;
   o.stop_timeout = duration_cast<milliseconds>(config.stop_timeout);
   o.settle = duration_cast<milliseconds>(SettleTime(config));
+  o.member = config.nodes > 1;
   return o;
 }
 
@@ -57,6 +61,7 @@ JobActions JobPolicy::OnLeaseAcquired(PolicyTime /*t*/) {
 }
 
 JobActions JobPolicy::OnRestored(PolicyTime t, const RestoredState& restored) {
+  if (o_.member) return MemberRestored(t, restored);
   JobActions out;
   if (phase_ != JobPhase::kRestore) return out;
   phase_ = JobPhase::kTraining;
@@ -73,6 +78,7 @@ JobActions JobPolicy::OnRestored(PolicyTime t, const RestoredState& restored) {
 }
 
 JobActions JobPolicy::OnTick(PolicyTime t) {
+  if (o_.member) return MemberTick(t);
   JobActions out;
   if (phase_ == JobPhase::kFinalSnapshot || (phase_ == JobPhase::kStopping && stopped_)) {
     if (upload_ && !upload_->final && t.mono >= cancelled_until_) {
@@ -99,7 +105,9 @@ JobActions JobPolicy::OnTick(PolicyTime t) {
   }
   if (o_.checkpoint_interval && t.mono >= next_checkpoint_signal_) {
     next_checkpoint_signal_ = t.mono + *o_.checkpoint_interval;
-    if (o_.checkpoint_signal && trainer_running_) out.push_back(job_action::SignalTrainer{});
+    if (o_.checkpoint_signal && trainer_running_) {
+      out.push_back(job_action::SignalTrainer{"checkpoint_interval"});
+    }
   }
   CadenceTick(t, out);
   if (!upload_ && t.mono >= next_upload_) out.push_back(job_action::FindCheckpoints{});
@@ -108,6 +116,7 @@ JobActions JobPolicy::OnTick(PolicyTime t) {
 
 JobActions JobPolicy::OnCheckpoints(PolicyTime t, const std::vector<Checkpoint>& newest_first,
                                     std::optional<Clock::MonoTime> next_settle, bool writing) {
+  if (o_.member) return MemberCheckpoints(t, newest_first, writing);
   JobActions out;
   if (upload_) return out;
   if (phase_ == JobPhase::kFinalSnapshot) {
@@ -132,6 +141,7 @@ JobActions JobPolicy::OnCheckpoints(PolicyTime t, const std::vector<Checkpoint>&
 }
 
 JobActions JobPolicy::OnUploadFinished(PolicyTime t, const UploadOutcome& outcome) {
+  if (o_.member) return MemberUploadFinished(t, outcome);
   JobActions out;
   if (!upload_) return out;
   const Upload upload = std::move(*upload_);
@@ -237,6 +247,7 @@ void JobPolicy::Committed(PolicyTime t, const UploadOutcome& r, const Checkpoint
 
 JobActions JobPolicy::OnTrainerExited(PolicyTime t, const ExitStatus& status,
                                       const std::optional<std::string>& unearned) {
+  if (o_.member) return MemberTrainerExited(t, status, unearned);
   JobActions out;
   trainer_running_ = false;
   if (phase_ == JobPhase::kFinalSnapshot) {
@@ -287,7 +298,8 @@ milliseconds JobPolicy::Backoff() const {
   return RestartBackoff(restarts_ + 1, o_.restart_backoff, o_.restart_max_backoff);
 }
 
-JobActions JobPolicy::OnTrainerStartFailed(PolicyTime /*t*/, const std::string& why) {
+JobActions JobPolicy::OnTrainerStartFailed(PolicyTime t, const std::string& why) {
+  if (o_.member) return MemberStartFailed(t, why);
   JobActions out;
   if (phase_ == JobPhase::kDone) return out;
   trainer_running_ = false;
@@ -300,6 +312,7 @@ JobActions JobPolicy::OnTrainerStartFailed(PolicyTime /*t*/, const std::string& 
 
 JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& event,
                                      uint64_t newest_bytes) {
+  if (o_.member) return MemberInterruption(t, event, newest_bytes);
   JobActions out;
   if (phase_ == JobPhase::kDone) return out;
   if (!event.IsNotice()) {
@@ -307,7 +320,9 @@ JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& even
     if (event.kind == InterruptionEvent::Kind::kRebalance && o_.snapshot_on_rebalance &&
         phase_ == JobPhase::kTraining) {
       Say(out, Level::kWarn, "rebalance recommendation: taking a snapshot now");
-      if (o_.checkpoint_signal && trainer_running_) out.push_back(job_action::SignalTrainer{});
+      if (o_.checkpoint_signal && trainer_running_) {
+        out.push_back(job_action::SignalTrainer{"the rebalance recommendation"});
+      }
       next_upload_ = t.mono;  // upload as soon as a newer checkpoint is complete
     }
     if (event.kind == InterruptionEvent::Kind::kRebalance) CadenceRebalance(t, out);
@@ -332,7 +347,7 @@ JobActions JobPolicy::OnInterruption(PolicyTime t, const InterruptionEvent& even
   // The agent stops once the final snapshot is in: systemd hears it now.
   out.push_back(job_action::Notify{"STOPPING=1"});
   out.push_back(job_action::Notify{"STATUS=interruption notice: " + event.Describe()});
-  out.push_back(job_action::WriteNoticeFile{event});
+  out.push_back(job_action::WriteNoticeFile{event, "", std::nullopt});
   nlohmann::ordered_json data = event.ToJson();
   data["read_after_seconds"] = seen_late_;
   data["seconds_left_when_read"] = static_cast<double>(left_.count()) / 1000.0;

@@ -22,8 +22,11 @@
 #include "agent/run/checkpoint_cadence.h"
 #include "agent/config/config.h"
 #include "agent/run/interruption_monitor.h"
+#include "agent/run/job_actions.h"
+#include "agent/run/job_policy_member.h"
 #include "common/clock.h"
 #include "common/process.h"
+#include "common/status.h"
 
 namespace sg {
 
@@ -57,6 +60,10 @@ struct JobPolicyOptions {
   // How long a written file takes to count as complete: after the trainer
   // exits, its last checkpoint may still be settling.
   std::chrono::milliseconds settle{2'000};
+  // A member of a group (nodes > 1): the round's coordination decides a
+  // trainer's exit, the part to upload and the answer to a request
+  // (agent/run/job_policy_member.h).
+  bool member = false;
 
   static JobPolicyOptions FromConfig(const Config& config);
 };
@@ -98,66 +105,7 @@ struct UploadOutcome {
   uint64_t reused_bytes = 0;
 };
 
-namespace job_action {
-struct Log {
-  enum class Level { kInfo, kWarn, kError } level = Level::kInfo;
-  std::string message;
-};
-struct Notify {  // a systemd status line ("STATUS=...", "STOPPING=1")
-  std::string state;
-};
-// Start the trainer. `resume_from_newest_local`: from the newest complete
-// local checkpoint (a restart), else from what the restore chose.
-struct StartTrainer {
-  int attempt = 1;
-  bool resume_from_newest_local = false;
-};
-struct SignalTrainer {};  // the checkpoint signal
-// List the complete checkpoints; answer with OnCheckpoints.
-struct FindCheckpoints {};
-// Upload `checkpoint` in the background; answer with OnUploadFinished.
-struct StartUpload {
-  Checkpoint checkpoint;
-  bool final = false;  // the last snapshot of the job: never cancelled
-};
-struct CancelUpload {};  // the upload in flight ends soon, as kNotCommitted or not at all
-struct WriteNoticeFile {
-  InterruptionEvent event;
-};
-// Stop the trainer (stop_signal, SIGKILL after `grace`); answer with OnTrainerStopped.
-struct StopTrainer {
-  std::chrono::milliseconds grace{0};
-};
-struct RecordEvent {
-  std::string kind;
-  nlohmann::ordered_json data;
-  // When it happened: a deferred event is written later (docs/design.md §9).
-  std::optional<Clock::WallTime> at;
-};
-struct RunRetention {};
-struct CompleteLifecycleHook {};
-struct WriteCompleteMarker {
-  std::optional<uint64_t> seq;
-  std::optional<int64_t> step;
-};
-struct PerformOnComplete {};
-struct ReleaseLease {};
-struct Exit {  // always the last action
-  int code = 0;
-};
-}  // namespace job_action
 
-using JobAction =
-    std::variant<job_action::Log, job_action::Notify, job_action::StartTrainer,
-                 job_action::SignalTrainer, job_action::FindCheckpoints, job_action::StartUpload,
-                 job_action::CancelUpload, job_action::WriteNoticeFile, job_action::StopTrainer,
-                 job_action::RecordEvent, job_action::RunRetention,
-                 job_action::CompleteLifecycleHook, job_action::WriteCompleteMarker,
-                 job_action::PerformOnComplete, job_action::ReleaseLease, job_action::Exit>;
-using JobActions = std::vector<JobAction>;
-
-// Performs a Log action: the agent's log at its level.
-void WriteToLog(const job_action::Log& log);
 
 class JobPolicy {
  public:
@@ -210,6 +158,33 @@ class JobPolicy {
   // The lease is lost to a successor: commit nothing more.
   JobActions OnFenced(PolicyTime t, const std::string& why);
 
+  // Member mode only (agent/run/job_policy_member.cc). kLease is waiting
+  // for a round, kRestore restoring this node's part, kTraining the round,
+  // kFinalSnapshot its end on a request, kStopping leaving it; then kLease
+  // again, or kDone when the node leaves the group.
+  // The node joins `round` as `rank`: kLease -> kRestore (OnRestored next).
+  JobActions OnRoundJoined(PolicyTime t, uint64_t round, int rank);
+  JobActions OnRestoreFailed(PolicyTime t, const std::string& why);
+  // What a look read of the round.
+  JobActions OnRoundRead(PolicyTime t, const RoundNews& news);
+  // The group asks for a checkpoint (a notice on `warned`, "" for none):
+  // the round ends once a group snapshot answers it, or at `deadline`.
+  JobActions OnGroupRequest(PolicyTime t, Clock::MonoTime deadline, const std::string& warned);
+  // The round ended (another node's end record): stop the trainer, wait
+  // for the next round.
+  JobActions OnLeave(PolicyTime t, const std::string& why);
+  // The answers to AnnouncePart and MarkDone, for `round`.
+  JobActions OnPartAnnounced(PolicyTime t, uint64_t round, const job_action::AnnouncePart& part,
+                             bool ok);
+  JobActions OnDoneMarked(PolicyTime t, uint64_t round, bool ok);
+  // checkpoint_cadence auto: the job's interruption history, read at the
+  // start (a failure is logged; the cadence starts from its mtbf).
+  JobActions OnHistoryRead(const std::optional<StatusOr<InterruptionHistory>>& history);
+  // The round this member takes part in (kRestore..kStopping).
+  const std::optional<MemberRound>& member_round() const { return round_; }
+  // The node is on its way out of the group (its notice or stop signal).
+  bool leaving() const { return leaving_; }
+
  private:
   struct Upload {
     Checkpoint checkpoint;
@@ -249,7 +224,50 @@ class JobPolicy {
   // The MTBF from the job's history at start, when it was read (logged).
   void CadenceLearn(const RestoredState& restored, JobActions& out);
   void CadenceRebalance(PolicyTime t, JobActions& out);
+  // A warning (this node's or, in a group, another member's) raises the
+  // interruption rate; logged and recorded with `why`.
+  void CadenceWarned(PolicyTime t, const std::string& why, JobActions& out);
   void AnnounceCadence(PolicyTime t, const std::string& why, JobActions& out);
+
+  // Member mode (agent/run/job_policy_member.cc, job_policy_member_end.cc).
+  JobActions MemberRestored(PolicyTime t, const RestoredState& restored);
+  JobActions MemberTick(PolicyTime t);
+  JobActions MemberCheckpoints(PolicyTime t, const std::vector<Checkpoint>& newest_first,
+                               bool writing);
+  JobActions MemberUploadFinished(PolicyTime t, const UploadOutcome& outcome);
+  JobActions MemberTrainerExited(PolicyTime t, const ExitStatus& status,
+                                 const std::optional<std::string>& unearned);
+  JobActions MemberStartFailed(PolicyTime t, const std::string& why);
+  JobActions MemberTrainerStopped(PolicyTime t);
+  JobActions MemberInterruption(PolicyTime t, const InterruptionEvent& event,
+                                uint64_t newest_bytes);
+  JobActions MemberStopSignal(PolicyTime t);
+  // The first notice or stop signal, in any phase: the notice file and the
+  // checkpoint signal at once.
+  void MemberAsk(PolicyTime t, const InterruptionEvent* notice, const std::string& why,
+                 JobActions& out);
+  // Starts the upload of the part ChooseUpload picks, if any.
+  void UploadPart(PolicyTime t, const std::vector<Checkpoint>& newest_first, JobActions& out);
+  void MarkDoneWhenStored(const std::vector<Checkpoint>& newest_first, bool writing,
+                          JobActions& out);
+  // kTraining -> kFinalSnapshot: the request is recorded on the next
+  // listing (asked_after); `noticed`: this node leaves the group after it.
+  // `ask_at`: MemberAsk asked the trainer then (this node's notice or
+  // signal); else it is asked now, for `why`.
+  void BeginEnding(PolicyTime t, Clock::MonoTime deadline, bool noticed,
+                   std::optional<Clock::WallTime> ask_at, const std::string& why,
+                   JobActions& out);
+  // A notice or stop signal while this node's part is restored: `left`, exit.
+  void LeaveBeforeTraining(PolicyTime t, const std::string& why, JobActions& out);
+  void TakeAsk(PolicyTime t, const std::vector<Checkpoint>& newest_first, JobActions& out);
+  void DecideEnding(PolicyTime t, const std::vector<Checkpoint>& newest_first, JobActions& out);
+  // Ends the round on this node: `why` names the end written, if any.
+  void LeaveRound(PolicyTime t, const std::string& why, JobActions& out);
+  void FinishLeaving(PolicyTime t, JobActions& out);
+  void MemberExit(int code, JobActions& out);
+  void MemberCadenceTick(PolicyTime t, JobActions& out);
+  void TakeFlushes(PolicyTime t, const std::map<int, std::optional<int64_t>>& flushes,
+                   JobActions& out);
 
   const JobPolicyOptions o_;
   JobPhase phase_ = JobPhase::kLease;
@@ -296,6 +314,15 @@ class JobPolicy {
   std::optional<double> notice_to_commit_;
   double stopping_elapsed_ = 0;  // seconds from the notice to the stop
   std::string fenced_why_;
+
+  // Member mode: the round, and what lives across rounds.
+  std::optional<MemberRound> round_;
+  bool leaving_ = false;                   // a notice or stop signal: no next round
+  std::optional<Clock::WallTime> ask_at_;  // the first notice or stop signal came then
+  std::optional<int64_t> group_step_;      // of the newest group snapshot, as last read
+  std::optional<int64_t> cadence_after_;   // a part newer than this answers the cadence
+  std::optional<uint64_t> upload_round_;   // the round the upload in flight belongs to
+  std::string stepless_warned_;            // a checkpoint without a step, said once
 
   // Housekeeping waits while the job ends (docs/design.md §9).
   bool defer_ = false;

@@ -21,7 +21,7 @@ void JobPolicy::CadenceTick(PolicyTime t, JobActions& out) {
   AnnounceCadence(t, cadence_->started() ? "C or the interruption rate changed" : "start", out);
   if (!cadence_->Due(t.mono)) return;
   if (!o_.checkpoint_signal || !trainer_running_) return;
-  out.push_back(job_action::SignalTrainer{});
+  out.push_back(job_action::SignalTrainer{"checkpoint_cadence"});
   cadence_->Asked(t.mono, t.wall);
   next_upload_ = t.mono;  // the answer goes up as soon as it is complete
 }
@@ -40,10 +40,32 @@ void JobPolicy::CadenceLearn(const RestoredState& restored, JobActions& out) {
                                              o_.cadence->mtbf));
 }
 
+JobActions JobPolicy::OnHistoryRead(
+    const std::optional<StatusOr<InterruptionHistory>>& history) {
+  JobActions out;
+  if (!cadence_ || !history) return out;
+  if (!history->ok()) {
+    Say(out, Level::kWarn,
+        Format("reading the job's interruption history failed ({}); the cadence starts from "
+               "checkpoint_cadence.mtbf",
+               history->status().message()));
+    return out;
+  }
+  RestoredState restored;
+  restored.history = **history;
+  CadenceLearn(restored, out);
+  return out;
+}
+
 void JobPolicy::CadenceRebalance(PolicyTime t, JobActions& out) {
-  if (!cadence_ || phase_ != JobPhase::kTraining) return;
+  if (phase_ != JobPhase::kTraining) return;
+  CadenceWarned(t, "rebalance recommendation", out);
+}
+
+void JobPolicy::CadenceWarned(PolicyTime t, const std::string& why, JobActions& out) {
+  if (!cadence_) return;
   cadence_->Rebalance(t.mono);
-  AnnounceCadence(t, "rebalance recommendation", out);
+  AnnounceCadence(t, why, out);
 }
 
 }  // namespace sg

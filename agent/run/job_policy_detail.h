@@ -26,6 +26,9 @@ inline constexpr milliseconds kGiveUpLast{2'000};
 // A periodic upload cancelled at a job's end is waited for this long at
 // most: it may be at its commit, which saves uploading the same again.
 inline constexpr milliseconds kCancelWait{2'000};
+// The longest a member's trainer is given to stop when the node leaves a
+// round (or the group).
+inline constexpr milliseconds kLeaveGrace{10'000};
 // A final upload that fails is tried this often at most.
 inline constexpr int kFinalAttempts = 3;
 

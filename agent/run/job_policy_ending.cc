@@ -41,7 +41,7 @@ void JobPolicy::BeginFinal(PolicyTime t, JobEnd end, Clock::MonoTime until,
   if (signal) {
     Say(out, Level::kInfo,
         Format("asking the trainer for a checkpoint ({})", SignalName(*o_.checkpoint_signal)));
-    out.push_back(job_action::SignalTrainer{});
+    out.push_back(job_action::SignalTrainer{end == JobEnd::kNotice ? "the notice" : "SIGTERM"});
   }
 }
 
@@ -132,6 +132,7 @@ void JobPolicy::Stop(PolicyTime t, JobActions& out) {
 }
 
 JobActions JobPolicy::OnTrainerStopped(PolicyTime t) {
+  if (o_.member) return MemberTrainerStopped(t);
   JobActions out;
   if (phase_ != JobPhase::kStopping || stopped_) return out;
   trainer_running_ = false;
@@ -212,6 +213,7 @@ void JobPolicy::Finish(PolicyTime t, JobActions& out) {
 }
 
 JobActions JobPolicy::OnStopSignal(PolicyTime t) {
+  if (o_.member) return MemberStopSignal(t);
   JobActions out;
   if (phase_ != JobPhase::kTraining) return out;  // already ending
   out.push_back(job_action::Notify{"STOPPING=1"});

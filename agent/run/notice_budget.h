@@ -18,6 +18,10 @@ inline constexpr std::chrono::milliseconds kNoticeSafety{15'000};
 // long before a deadline is given up on, so the trainer still gets its stop
 // signal in time (docs/agent.md, "How it ends"; docs/multi-node.md).
 inline constexpr std::chrono::milliseconds kGiveUpBeforeStop{10'000};
+// What a group's node waits for the group's answer after a notice elsewhere
+// (or its own notice that names no time), when stop_timeout is longer: a
+// spot notice gives two minutes.
+inline constexpr std::chrono::milliseconds kGroupEndBudget{100'000};
 // Assumed upload rate until one has been measured.
 inline constexpr double kDefaultUploadBytesPerSecond = 50.0 * (1 << 20);
 

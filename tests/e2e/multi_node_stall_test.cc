@@ -179,7 +179,7 @@ TEST_F(GroupStalledStoreE2E, AStoreThatNeverAnswersStillGetsTheTrainerStoppedBef
 // A replacement whose restore takes longer than group.timeout (a large part
 // over a slow link) keeps beating while it restores, so the round it joins
 // is not ended `stale` under it, over and over: the restore runs off the
-// agent's loop (design.md §14, kJoining). Its store's answers to GETs come
+// agent's loop (design.md §14, the restore phase). Its store's answers to GETs come
 // through the proxy at 512 KiB/s, and each part holds 6 MiB that do not
 // compress: 12 s or more
 // against an 8 s member timeout (a timeout long enough that a loaded
@@ -216,7 +216,7 @@ TEST_F(GroupStalledStoreE2E, AReplacementRestoringLongerThanTheMemberTimeoutJoin
   EXPECT_EQ(Finals({1, 3}), finals) << Logs();
 }
 
-// A notice while the node's part is still being restored (kJoining): the
+// A notice while the node's part is still being restored (the restore phase): the
 // node leaves the membership and ends the round (`left`: nothing of it can
 // be saved, so the others stop at once), never starts its trainer and exits
 // 75; the survivor stops its trainer without waiting for a checkpoint and
