@@ -138,14 +138,11 @@ AgentResult GroupAgent::End() {
     trainer_.reset();
   }
   // One bound on the exit for the work still running (the store calls, the
-  // upload, the restore, retention), as one node's agent has
-  // (EndStoreWork): kExitBound in all, and never past a second before the
-  // deadline of a notice.
-  auto until = c_.clock.Monotonic() + kExitBound;
-  if (deadline_) until = std::min(until, *deadline_ - kExitBefore);
-  auto left = [&] {
-    return std::max(milliseconds(0), duration_cast<milliseconds>(until - c_.clock.Monotonic()));
-  };
+  // upload, the restore, retention), as one node's exit has it (ExitBound):
+  // kExitBound in all, and never past a second before a notice's deadline.
+  const ExitBound bound(c_.clock, deadline_);
+  const Clock::MonoTime until = bound.until();
+  auto left = [&] { return bound.left(); };
   const bool upload_left = EndTransfers(until);
   // Prices still being read join the events; after a notice nothing waits.
   TakePrices(deadline_ ? milliseconds(0) : kMetadataPollWait);

@@ -13,26 +13,15 @@ namespace sg {
 namespace daemon_detail {
 
 void Agent::EndBackgroundWork() {
-  // One bound for all of it: a fall back's restore still running takes its
-  // share of kExitBound first (never past a second before a notice's deadline).
-  auto limit = kExitBound;
+  // One bound for all of it (ExitBound, as a member's exit has): a fall
+  // back's restore still running takes its share first.
+  const ExitBound bound(c_.clock, policy_.deadline());
   bool fallback_left = false;
-  if (fallback_.busy()) {
-    const auto start = c_.clock.Monotonic();
-    auto wait = kExitBound;
-    if (const auto deadline = policy_.deadline()) {
-      wait = std::clamp(duration_cast<milliseconds>(*deadline - milliseconds(1000) - start),
-                        milliseconds(0), kExitBound);
-    }
-    if (!fallback_.WaitFor(wait)) {
-      LogError("the restore of the fall back still runs at the exit; leaving it behind");
-      fallback_left = true;
-    }
-    limit = std::max(milliseconds(0),
-                     kExitBound - duration_cast<milliseconds>(c_.clock.Monotonic() - start));
+  if (fallback_.busy() && !fallback_.WaitFor(bound.left())) {
+    LogError("the restore of the fall back still runs at the exit; leaving it behind");
+    fallback_left = true;
   }
-  const LeftBehind left =
-      EndStoreWork(uploader(), renewal_, store_work_, c_.clock, limit, policy_.deadline());
+  const LeftBehind left = EndStoreWork(uploader(), renewal_, store_work_, bound);
   result_.abandoned = left.any || fallback_left;
   threads_left_ = left.threads || fallback_left ||
                   (c_.ports.uploader == nullptr && uploader_.left_any());

@@ -76,15 +76,8 @@ void ThreadUploader::Start(const Checkpoint& checkpoint) {
 }
 
 LeftBehind EndStoreWork(SnapshotUploader& uploader, BackgroundCall<Status>& renewal,
-                        BackgroundQueue& queue, Clock& clock, std::chrono::milliseconds limit,
-                        std::optional<Clock::MonoTime> deadline) {
-  using std::chrono::milliseconds;
-  auto until = clock.Monotonic() + limit;
-  if (deadline) until = std::min(until, *deadline - milliseconds(1000));
-  auto left = [&] {
-    return std::max(milliseconds(0),
-                    std::chrono::duration_cast<milliseconds>(until - clock.Monotonic()));
-  };
+                        BackgroundQueue& queue, const ExitBound& bound) {
+  auto left = [&] { return bound.left(); };
   LeftBehind out;
   if (uploader.busy()) {
     uploader.Cancel();

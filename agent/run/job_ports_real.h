@@ -13,6 +13,7 @@
 #include "agent/run/job_policy.h"
 #include "agent/trainer/job_ports.h"
 #include "agent/detect/presets.h"
+#include "agent/run/exit_bound.h"
 #include "agent/trainer/supervisor.h"
 #include "common/background_call.h"
 #include "common/background_queue.h"
@@ -27,12 +28,11 @@ struct LeftBehind {
   bool any = false;
   bool threads = false;
 };
-// At the exit: cancels the upload, then waits, within `limit` in all (and
-// until a second before a notice's `deadline`), for it, the lease renewal
-// and the queued store work; logs what is left behind.
+// At the exit: cancels the upload, then waits, within what is left of the
+// exit's `bound`, for it, the lease renewal and the queued store work; logs
+// what is left behind.
 LeftBehind EndStoreWork(SnapshotUploader& uploader, BackgroundCall<Status>& renewal,
-                        BackgroundQueue& queue, Clock& clock, std::chrono::milliseconds limit,
-                        std::optional<Clock::MonoTime> deadline);
+                        BackgroundQueue& queue, const ExitBound& bound);
 
 class ProcessTrainerLauncher final : public TrainerLauncher {
  public:

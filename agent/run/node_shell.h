@@ -21,6 +21,7 @@
 
 #include "agent/detect/checkpoint_watcher.h"
 #include "agent/run/daemon.h"
+#include "agent/run/exit_bound.h"
 #include "agent/run/instance_prices.h"
 #include "agent/run/interruption_monitor.h"
 #include "agent/run/metadata_poll.h"
@@ -39,11 +40,6 @@ struct JobEndContext;
 
 // One turn of the loop waits this long at most for a signal or a checkpoint.
 inline constexpr std::chrono::milliseconds kLoopTick{100};
-// The exit's one bound on the work still running on the store (uploads,
-// restores, the queued records, the lease's release), for every node: never
-// past a second before a notice's deadline either (docs/agent.md, "How it ends").
-inline constexpr std::chrono::milliseconds kExitBound{15'000};
-
 // What one turn read for the role: a stop signal (SIGTERM, SIGINT, SIGQUIT)
 // and the metadata service's events (notices, rebalance recommendations),
 // in the order read.

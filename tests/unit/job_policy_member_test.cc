@@ -184,7 +184,8 @@ TEST_F(MemberPolicyTest, ANoticeEndsTheRoundAndExits75OnceTheGroupNamesItsAnswer
   EXPECT_NE(FindEvent(asked, "checkpoint-request"), nullptr);
   // The trainer's answer goes up at once.
   const std::vector<Checkpoint> answered = {Ckpt(120, seconds(14)), before[0]};
-  const auto* upload = Find<a::StartUpload>(Turn(seconds(15), answered));
+  const JobActions answering = Turn(seconds(15), answered);
+  const auto* upload = Find<a::StartUpload>(answering);
   ASSERT_NE(upload, nullptr);
   EXPECT_EQ(upload->checkpoint.step, 120);
   Stored(seconds(20), 9);
@@ -217,7 +218,8 @@ TEST_F(MemberPolicyTest, ANoticeWhoseAnswerIsNotNamedByItsDeadlineExits74) {
   ASSERT_NE(Find<a::StopTrainer>(over), nullptr);
   EXPECT_TRUE(Said(over, "no group snapshot of the answer in time") ||
               Said(over, "saved no checkpoint in time"));
-  const auto* code = Find<a::Exit>(policy_->OnTrainerStopped(At(seconds(32))));
+  const JobActions stopped = policy_->OnTrainerStopped(At(seconds(32)));
+  const auto* code = Find<a::Exit>(stopped);
   ASSERT_NE(code, nullptr);
   EXPECT_EQ(code->code, kExitNotCommitted);
 }
@@ -303,7 +305,8 @@ TEST_F(MemberPolicyTest, AnotherRanksFlushAsksThisTrainerOnceAndItsNextCheckpoin
   EXPECT_NE(ask->why.find("rank 1"), std::string::npos);
   EXPECT_EQ(Find<a::SignalTrainer>(policy_->OnRoundRead(At(seconds(6)), news)), nullptr);
   // Uploaded at once, long before upload_interval.
-  const auto* upload = Find<a::StartUpload>(Turn(seconds(7), {Ckpt(150, seconds(6))}));
+  const JobActions next = Turn(seconds(7), {Ckpt(150, seconds(6))});
+  const auto* upload = Find<a::StartUpload>(next);
   ASSERT_NE(upload, nullptr);
   EXPECT_EQ(upload->checkpoint.step, 150);
 }
