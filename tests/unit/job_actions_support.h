@@ -3,6 +3,7 @@
 // step of agent/run/job_policy.h returned.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -54,6 +55,16 @@ inline const job_action::RecordEvent* FindEvent(const JobActions& actions, std::
     }
   }
   return nullptr;
+}
+
+// A spot notice read at `t`, its deadline `left` after it.
+inline InterruptionEvent SpotNotice(PolicyTime t, std::chrono::seconds left) {
+  InterruptionEvent e;
+  e.kind = InterruptionEvent::Kind::kNotice;
+  e.action = "terminate";
+  e.time = t.wall + left;
+  e.observed = t.wall;
+  return e;
 }
 
 // Whether a logged line holds `text`.

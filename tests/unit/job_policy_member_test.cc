@@ -85,13 +85,8 @@ class MemberPolicyTest : public ::testing::Test {
     return out;
   }
 
-  static InterruptionEvent Notice(PolicyTime t, seconds left) {
-    InterruptionEvent e;
-    e.kind = InterruptionEvent::Kind::kNotice;
-    e.action = "terminate";
-    e.time = t.wall + left;
-    e.observed = t.wall;
-    return e;
+  static InterruptionEvent Notice(PolicyTime t, std::chrono::seconds left) {
+    return SpotNotice(t, left);
   }
 
   JobPolicyOptions options_;

@@ -69,13 +69,8 @@ class JobPolicyTest : public ::testing::Test {
     return stopped;
   }
 
-  static InterruptionEvent Notice(PolicyTime t, seconds left) {
-    InterruptionEvent e;
-    e.kind = InterruptionEvent::Kind::kNotice;
-    e.action = "terminate";
-    e.time = t.wall + left;
-    e.observed = t.wall;
-    return e;
+  static InterruptionEvent Notice(PolicyTime t, std::chrono::seconds left) {
+    return SpotNotice(t, left);
   }
 
   static constexpr Clock::WallTime kWall0 = Clock::WallTime(seconds(1'795'000'000));
