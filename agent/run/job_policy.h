@@ -2,10 +2,11 @@
 // machine over the job's phases. Its inputs are observations: the time, the
 // lease, the restore, the complete checkpoints, the trainer's exit, a notice
 // or rebalance recommendation, a stop signal and an upload's result. Its
-// outputs are actions, which the executor (agent/run/daemon.cc) performs and
-// answers with further observations. The policy touches no clock, process,
-// file or store, so each decision is tested in milliseconds
-// (tests/unit/job_policy_test.cc).
+// outputs are actions, which the executor (agent/run/daemon.cc for one node,
+// agent/group/group_node.cc for a group's member, in member mode) performs
+// and answers with further observations. The policy touches no clock,
+// process, file or store, so each decision is tested in milliseconds
+// (tests/unit/job_policy_test.cc, job_policy_member_test.cc).
 #pragma once
 
 #include <chrono>
