@@ -13,6 +13,7 @@
 #include "agent/detect/presets.h"
 #include "agent/group/group_agent_impl.h"
 #include "agent/repo/group_restore.h"
+#include "agent/repo/open_store.h"
 #include "agent/repo/round_backups.h"
 #include "agent/run/notice_file.h"
 #include "agent/trainer/checkpoint_signal.h"
