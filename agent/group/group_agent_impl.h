@@ -64,8 +64,6 @@ using std::chrono::milliseconds;
 // these bounds (docs/multi-node.md, "Cost in S3 requests").
 constexpr auto kMinLook = milliseconds(250);
 constexpr auto kMaxLook = milliseconds(2'000);
-// The process ends this long before a notice's deadline at the latest.
-constexpr auto kExitBefore = milliseconds(1'000);
 
 // Where the loop's store calls run: the ports' runner, else on the caller's
 // thread with inline_store_work, else a thread of their own.

@@ -129,7 +129,7 @@ AgentResult GroupAgent::End() {
     }
     if (deadline_) {
       // Never past the notice's deadline.
-      grace = std::clamp(duration_cast<milliseconds>(*deadline_ - kExitBefore - c_.clock.Monotonic()),
+      grace = std::clamp(duration_cast<milliseconds>(*deadline_ - kExitBeforeDeadline - c_.clock.Monotonic()),
                          milliseconds(0), grace);
     }
     if (auto stopped = trainer_->Stop(cfg_.stop_signal, grace); stopped.ok()) {

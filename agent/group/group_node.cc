@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 
 #include "agent/detect/capture.h"
 #include "agent/detect/completion.h"
@@ -89,13 +88,9 @@ void GroupAgent::Joining() {
 }
 
 void GroupAgent::PerformNode(JobActions actions) {
-  std::deque<JobAction> queue(std::make_move_iterator(actions.begin()),
-                              std::make_move_iterator(actions.end()));
-  while (!queue.empty() && !exit_code_) {
-    const JobAction action = std::move(queue.front());
-    queue.pop_front();
-    for (JobAction& next : DoNode(action)) queue.push_back(std::move(next));
-  }
+  PerformInOrder(
+      std::move(actions), [this](const JobAction& action) { return DoNode(action); },
+      [this] { return exit_code_.has_value(); });
 }
 
 JobActions GroupAgent::DoNode(const JobAction& action) {
@@ -116,10 +111,9 @@ JobActions GroupAgent::DoNode(const JobAction& action) {
   } else if (std::holds_alternative<a::CancelUpload>(action)) {
     if (uploader_.busy()) uploader_.Cancel();
   } else if (const auto* file = std::get_if<a::WriteNoticeFile>(&action)) {
-    const nlohmann::ordered_json body =
-        file->event ? NoticeFileJson(*file->event, file->round)
-                    : RequestFileJson(c_.clock.Now(), file->why, file->round);
-    if (Status st = WriteNoticeFile(notice_file_, body); !st.ok()) {
+    if (Status st = WriteNoticeFile(
+            notice_file_, NoticeOrRequestJson(file->event, file->why, file->round, c_.clock.Now()));
+        !st.ok()) {
       LogWarn("writing the notice file failed: {}", st.message());
     }
   } else if (std::holds_alternative<a::RemoveNoticeFile>(action)) {

@@ -63,8 +63,7 @@ void GroupAgent::Do(const GroupAction& action) {
       metrics_.Observe("snapshot", {{"step", *read->group_step}}, c_.clock.Now());
       observed_step_ = read->group_step;
     }
-    PerformNode(node_.OnRoundRead(
-        Now(), RoundNews{read->parts, read->group_step, read->answered, read->flushes}));
+    PerformNode(node_.OnRoundRead(Now(), *read));
   } else {
     Post(action);
   }

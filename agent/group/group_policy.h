@@ -23,6 +23,7 @@
 #include "agent/repo/group_protocol.h"
 #include "agent/repo/group_store.h"
 #include "agent/repo/group_suspect.h"
+#include "agent/run/job_policy_member.h"
 #include "agent/run/notice_budget.h"
 #include "common/clock.h"
 #include "common/status.h"
@@ -134,14 +135,9 @@ struct AskForCheckpoint {  // the group asks: end the round once answered, or at
 struct Leave {  // stop the trainer and wait for the next round
   std::string why;
 };
-struct RoundRead {  // what the member's uploads and flushes decide on
-  std::optional<std::vector<PartRecord>> parts;
-  std::optional<int64_t> group_step;  // of the newest group snapshot
-  bool answered = false;              // final.json names the answer
-  // Ranks warned in the round (a rebalance), with their step then: this
-  // node's trainer is asked once per rank (kInRound only).
-  std::map<int, std::optional<int64_t>> flushes;
-};
+// What a look read of the round, for the node policy's OnRoundRead
+// (agent/run/job_policy_member.h): its uploads, flushes and answer.
+struct RoundRead : RoundNews {};
 struct JobComplete {};  // exit 0; on_complete at the exit
 struct Retain {};       // retention, off the loop
 }  // namespace group_action

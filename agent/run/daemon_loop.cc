@@ -4,7 +4,6 @@
 // performed here. Every decision is the policy's.
 #include "agent/run/daemon_agent.h"
 
-#include <deque>
 #include <filesystem>
 
 namespace sg::daemon_detail {
@@ -69,13 +68,9 @@ void Agent::Turn(Clock::MonoTime now, TurnNews news) {
 }
 
 void Agent::Perform(JobActions actions) {
-  std::deque<JobAction> queue(std::make_move_iterator(actions.begin()),
-                              std::make_move_iterator(actions.end()));
-  while (!queue.empty()) {
-    const JobAction action = std::move(queue.front());
-    queue.pop_front();
-    for (JobAction& next : Do(action)) queue.push_back(std::move(next));
-  }
+  PerformInOrder(
+      std::move(actions), [this](const JobAction& action) { return Do(action); },
+      [] { return false; });
 }
 
 JobActions Agent::Do(const JobAction& action) {
@@ -101,10 +96,9 @@ JobActions Agent::Do(const JobAction& action) {
   } else if (std::holds_alternative<a::CancelUpload>(action)) {
     if (uploader().busy()) uploader().Cancel();
   } else if (const auto* notice = std::get_if<a::WriteNoticeFile>(&action)) {
-    const nlohmann::ordered_json body = notice->event
-                                            ? NoticeFileJson(*notice->event)
-                                            : RequestFileJson(c_.clock.Now(), notice->why);
-    if (Status st = WriteNoticeFile(notice_file_, body); !st.ok()) {
+    if (Status st = WriteNoticeFile(notice_file_, NoticeOrRequestJson(notice->event, notice->why,
+                                                                      notice->round, c_.clock.Now()));
+        !st.ok()) {
       LogWarn("writing the notice file failed: {}", st.message());
     }
   } else if (const auto* stop = std::get_if<a::StopTrainer>(&action)) {

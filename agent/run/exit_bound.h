@@ -14,6 +14,8 @@ namespace sg {
 // restores, the queued records, the lease's release), for every node: never
 // past a second before a notice's deadline either (docs/agent.md, "How it ends").
 inline constexpr std::chrono::milliseconds kExitBound{15'000};
+// The process ends this long before a notice's deadline at the latest.
+inline constexpr std::chrono::milliseconds kExitBeforeDeadline{1'000};
 
 // That bound, from the moment the exit's wait begins: every wait of one
 // node's exit and of a member's takes what is left of it.
@@ -21,7 +23,7 @@ class ExitBound {
  public:
   ExitBound(Clock& clock, std::optional<Clock::MonoTime> deadline)
       : clock_(clock), until_(clock.Monotonic() + kExitBound) {
-    if (deadline) until_ = std::min(until_, *deadline - std::chrono::milliseconds(1000));
+    if (deadline) until_ = std::min(until_, *deadline - kExitBeforeDeadline);
   }
   Clock::MonoTime until() const { return until_; }
   std::chrono::milliseconds left() const {

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -120,5 +122,20 @@ using JobActions = std::vector<JobAction>;
 
 // Performs a Log action: the agent's log at its level.
 void WriteToLog(const job_action::Log& log);
+
+// Performs `actions` in order with `perform`, which returns what the policy
+// answered to the observation an action fed straight back (a listing, a
+// stopped trainer): those follow the actions already queued. Stops early
+// once `done()` (an exit).
+template <typename Perform, typename Done>
+void PerformInOrder(JobActions actions, Perform&& perform, Done&& done) {
+  std::deque<JobAction> queue(std::make_move_iterator(actions.begin()),
+                              std::make_move_iterator(actions.end()));
+  while (!queue.empty() && !done()) {
+    const JobAction action = std::move(queue.front());
+    queue.pop_front();
+    for (JobAction& next : perform(action)) queue.push_back(std::move(next));
+  }
+}
 
 }  // namespace sg

@@ -24,6 +24,12 @@ nlohmann::ordered_json RequestFileJson(Clock::WallTime now, const std::string& w
   return j;
 }
 
+nlohmann::ordered_json NoticeOrRequestJson(const std::optional<InterruptionEvent>& event,
+                                           const std::string& why, std::optional<uint64_t> round,
+                                           Clock::WallTime now) {
+  return event ? NoticeFileJson(*event, round) : RequestFileJson(now, why, round);
+}
+
 Status WriteNoticeFile(const std::string& path, const nlohmann::ordered_json& body) {
   return WriteFileAtomic(path, body.dump() + "\n");
 }

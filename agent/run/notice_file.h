@@ -24,6 +24,10 @@ nlohmann::ordered_json NoticeFileJson(const InterruptionEvent& event,
 // `why`: what asked ("SIGTERM", "the group's request: notice on i-0abc").
 nlohmann::ordered_json RequestFileJson(Clock::WallTime now, const std::string& why,
                                        std::optional<uint64_t> round = std::nullopt);
+// The notice's file when `event` is given, else a request's saying `why`.
+nlohmann::ordered_json NoticeOrRequestJson(const std::optional<InterruptionEvent>& event,
+                                           const std::string& why, std::optional<uint64_t> round,
+                                           Clock::WallTime now);
 // Writes `body` to `path` atomically (a trainer never reads half of it).
 Status WriteNoticeFile(const std::string& path, const nlohmann::ordered_json& body);
 
